@@ -1,0 +1,49 @@
+# The README's two commands: `make run` and `make test`. Both set everything up themselves.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: run demo test lint format vendor bench clean-venv system-deps
+
+run: $(STAMP)
+	$(PY) manage.py up --host $(HOST) --port $(PORT)
+
+demo: $(STAMP)
+	$(PY) manage.py up --host $(HOST) --port $(PORT) --demo
+
+test: $(STAMP) system-deps lint
+	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+vendor:
+	bash scripts/vendor_assets.sh
+
+bench: $(STAMP)
+	$(PY) -m bench.startup
+	$(PY) -m bench.turn_overhead
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# Browser tests drive Debian's Chromium; install it when it is missing (needs root, as on CI).
+system-deps:
+	@command -v chromium >/dev/null || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,85 @@
+"""Component checks behind /healthz. Each returns a dict with at least `ok`."""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection
+
+from apps.core.heartbeat import HEARTBEAT_STALE_AFTER, last_heartbeat
+
+
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}".strip()[:300]
+
+
+def check_database() -> dict:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT version()")
+            version = cursor.fetchone()[0]
+        return {"ok": True, "version": version.split(" on ")[0]}
+    except Exception as exc:  # a health check reports every failure instead of raising
+        return {"ok": False, "error": _error(exc)}
+
+
+def check_pgvector() -> dict:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            row = cursor.fetchone()
+        if row is None:
+            return {"ok": False, "error": "the vector extension is not installed; run migrate"}
+        return {"ok": True, "version": row[0]}
+    except Exception as exc:
+        return {"ok": False, "error": _error(exc)}
+
+
+def check_redis() -> dict:
+    try:
+        client = cache._cache.get_client(write=True)
+        client.ping()
+        return {"ok": True}
+    except Exception as exc:
+        return {"ok": False, "error": _error(exc)}
+
+
+def check_worker() -> dict:
+    try:
+        heartbeat = last_heartbeat()
+    except Exception as exc:
+        return {"ok": False, "error": _error(exc)}
+    if heartbeat is None:
+        return {"ok": False, "error": "no Celery worker heartbeat seen"}
+    age = time.time() - heartbeat["at"]
+    result = {"ok": age < HEARTBEAT_STALE_AFTER, "hostname": heartbeat["hostname"]}
+    result["last_heartbeat_seconds_ago"] = round(age, 1)
+    if not result["ok"]:
+        result["error"] = f"last worker heartbeat {age:.0f} s ago"
+    return result
+
+
+def check_llm() -> dict:
+    from apps.core.llm import llm_client
+
+    base_url = settings.THALAMUS_LLM_BASE_URL
+    try:
+        models = [model.id for model in llm_client(timeout=2.0, max_retries=0).models.list()]
+        return {"ok": True, "base_url": base_url, "models": models[:20]}
+    except Exception as exc:
+        return {"ok": False, "base_url": base_url, "error": _error(exc)}
+
+
+def system_health() -> tuple[bool, dict]:
+    """(healthy, report): healthy needs database and redis; the rest is reported only."""
+    report = {
+        "database": check_database(),
+        "pgvector": check_pgvector(),
+        "redis": check_redis(),
+        "worker": check_worker(),
+        "llm": check_llm(),
+    }
+    healthy = report["database"]["ok"] and report["redis"]["ok"]
+    return healthy, {"status": "ok" if healthy else "error", **report}

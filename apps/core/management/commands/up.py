@@ -1,0 +1,285 @@
+"""`manage.py up`: the whole of Thalamus in the foreground, on embedded defaults.
+
+Starts the embedded PostgreSQL and Redis when DATABASE_URL / REDIS_URL are unset, migrates,
+creates the first admin, then runs the ASGI server, a Celery worker and Celery beat as child
+processes with their logs interleaved. Ctrl-C or SIGTERM stops them all and the embedded servers.
+If a child dies, `up` says which and why, stops everything else and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import deque
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from django.db import OperationalError, connection
+
+from apps.core import embedded
+
+STOP_GRACE_SECONDS = 15
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    process: subprocess.Popen | None = None
+    tail: deque = field(default_factory=lambda: deque(maxlen=20))
+
+
+class Command(BaseCommand):
+    help = "Run Thalamus (database, Redis, web server, worker and beat) in the foreground."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--demo",
+            action="store_true",
+            help="Also start the built-in demo LLM and point Thalamus at it (no Ollama needed).",
+        )
+        parser.add_argument("--worker-concurrency", type=int, default=2)
+
+    def handle(self, *args, host: str, port: int, demo: bool, worker_concurrency: int, **options):
+        started_at = time.monotonic()
+        self._print_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self.children: list[Child] = []
+        _check_port_free(host, port)
+        try:
+            embedded.acquire()
+        except embedded.EmbeddedError as exc:
+            raise CommandError(str(exc)) from None
+        try:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, self._on_signal)
+            self._prepare_database()
+            env = self._child_env(demo)
+            self._start_children(host, port, env, worker_concurrency)
+            self._wait_until_served(host, port, started_at)
+            failed = self._supervise()
+        finally:
+            self._stop_children()
+            embedded.release()
+        if failed:
+            raise CommandError(failed)
+        self._say("up", "stopped cleanly.")
+
+    def _on_signal(self, signum, frame):
+        self._stopping.set()
+
+    def _prepare_database(self) -> None:
+        try:
+            connection.ensure_connection()
+        except OperationalError as exc:
+            where = settings.DATABASES["default"]
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            raise CommandError(
+                f"Cannot reach the database {where['NAME']!r} at "
+                f"{where['HOST'] or 'localhost'}:{where['PORT'] or 5432} ({first_line})."
+            ) from None
+        call_command("migrate", interactive=False, verbosity=0)
+        self._ensure_admin()
+        connection.close()
+
+    def _ensure_admin(self) -> None:
+        User = get_user_model()
+        if User.objects.filter(is_superuser=True).exists():
+            return
+        password = os.environ.get("THALAMUS_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+        User.objects.create_superuser("admin", "", password)
+        if os.environ.get("THALAMUS_ADMIN_PASSWORD"):
+            self._say("up", "created the admin account 'admin' (THALAMUS_ADMIN_PASSWORD).")
+        else:
+            self._say(
+                "up",
+                f"created the admin account 'admin' with password {password} "
+                "(shown only this once; change it in the admin).",
+            )
+
+    def _child_env(self, demo: bool) -> dict[str, str]:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
+        if demo:
+            stub_port = _free_port()
+            self._spawn(
+                Child(
+                    "llm",
+                    [sys.executable, "-m", "apps.core.llm_stub", "--port", str(stub_port), "--demo"],
+                ),
+                env,
+            )
+            env["THALAMUS_LLM_BASE_URL"] = f"http://127.0.0.1:{stub_port}/v1"
+            env["THALAMUS_DEMO"] = "1"
+        return env
+
+    def _start_children(self, host: str, port: int, env: dict, concurrency: int) -> None:
+        python = sys.executable
+        children = [
+            Child(
+                "web",
+                [
+                    python,
+                    "-m",
+                    "uvicorn",
+                    "thalamus_site.asgi:application",
+                    "--host",
+                    host,
+                    "--port",
+                    str(port),
+                    "--lifespan",
+                    "off",
+                    "--no-access-log",
+                ],
+            ),
+            Child(
+                "worker",
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "thalamus_site",
+                    "worker",
+                    "--loglevel",
+                    "INFO",
+                    "--concurrency",
+                    str(concurrency),
+                    "--hostname",
+                    f"thalamus-{os.getpid()}@%h",
+                ],
+            ),
+            Child(
+                "beat",
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "thalamus_site",
+                    "beat",
+                    "--loglevel",
+                    "INFO",
+                    "--scheduler",
+                    "django_celery_beat.schedulers:DatabaseScheduler",
+                    "--pidfile=",
+                ],
+            ),
+        ]
+        for child in children:
+            self._spawn(child, env)
+
+    def _spawn(self, child: Child, env: dict) -> None:
+        # Own session: Ctrl-C reaches only `up`, which then stops children in order.
+        child.process = subprocess.Popen(
+            child.argv,
+            env=env,
+            cwd=str(settings.BASE_DIR),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            text=True,
+            bufsize=1,
+        )
+        self.children.append(child)
+        threading.Thread(target=self._pump, args=(child,), daemon=True).start()
+
+    def _pump(self, child: Child) -> None:
+        for line in child.process.stdout:
+            line = line.rstrip("\n")
+            child.tail.append(line)
+            self._say(child.name, line)
+
+    def _say(self, name: str, line: str) -> None:
+        with self._print_lock:
+            self.stdout.write(f"{name:>6} | {line}")
+            self.stdout.flush()
+
+    def _wait_until_served(self, host: str, port: int, started_at: float) -> None:
+        url = f"http://{host}:{port}/accounts/login/"
+        while not self._stopping.is_set():
+            if self._dead_child():
+                return
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            return
+        elapsed = time.monotonic() - started_at
+        self._say("up", f"Thalamus is up at http://{host}:{port}/ ({elapsed:.1f} s). Ctrl-C stops.")
+
+    def _dead_child(self) -> Child | None:
+        for child in self.children:
+            if child.process.poll() is not None:
+                return child
+        return None
+
+    def _supervise(self) -> str | None:
+        while not self._stopping.wait(0.25):
+            dead = self._dead_child()
+            if dead is not None:
+                time.sleep(0.2)  # let the pump print the child's last words
+                reason = next((line for line in reversed(dead.tail) if line.strip()), "")
+                return (
+                    f"the {dead.name} process exited with code {dead.process.returncode}"
+                    + (f" ({reason.strip()})" if reason else "")
+                    + "; everything else was stopped."
+                )
+        return None
+
+    def _stop_children(self) -> None:
+        running = [c for c in self.children if c.process and c.process.poll() is None]
+        for child in running:
+            _signal_group(child.process, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        for child in running:
+            try:
+                child.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self._say("up", f"{child.name} did not stop in time; killing it.")
+                _signal_group(child.process, signal.SIGKILL)
+                child.process.wait(5)
+        for child in self.children:
+            # Celery's pool children share the group; make sure none outlives its parent.
+            _signal_group(child.process, signal.SIGKILL)
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CommandError(
+                f"Port {port} on {host} is not available ({exc.strerror}); "
+                "stop the program using it or pass --port."
+            ) from None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -1,0 +1,34 @@
+"""Loaded with `-p tests._environment` before Django is set up (see pyproject's addopts).
+
+Each pytest process (the xdist controller and every worker) gets its own instance name, so cache
+keys, channel groups and the Celery queue never cross between parallel workers, and its own LLM
+stub, whose URL child processes (the web server of browser tests) inherit. The embedded
+PostgreSQL and Redis are shared; the last process to leave stops them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from apps.core import embedded
+from apps.core.llm_stub import StubServer
+
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+os.environ["THALAMUS_INSTANCE"] = f"test-{_worker}-{os.getpid()}"
+os.environ.setdefault("THALAMUS_EMBED_DIM", "64")
+os.environ.pop("THALAMUS_DEMO", None)
+# Playwright's sync API keeps an event loop running in the test thread; the ORM calls the tests
+# make there are still synchronous and safe.
+os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+
+STUB = StubServer(port=0).start()
+os.environ["THALAMUS_LLM_BASE_URL"] = STUB.url
+
+
+def pytest_configure(config):
+    embedded.acquire()
+
+
+def pytest_unconfigure(config):
+    STUB.stop()
+    embedded.release()

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests._environment import STUB
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def llm_stub():
+    """The LLM stub of this test process, emptied of scripts, faults and logged requests."""
+    STUB.reset()
+    yield STUB
+    STUB.reset()
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("alice", password="correct-horse-battery-9")
+
+
+@pytest.fixture
+def other_user(django_user_model):
+    return django_user_model.objects.create_user("mallory", password="correct-horse-battery-9")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} before serving {url}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing served {url} within {timeout} s")
+
+
+@pytest.fixture(scope="session")
+def asgi_server(django_db_setup, django_db_blocker):
+    """The real ASGI app under uvicorn, in a child process, on the test database.
+
+    Tests that use it need committed data (`transactional_db`), since the server has its own
+    connection.
+    """
+    db = settings.DATABASES["default"]
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": (
+            f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}&port={db['PORT']}"
+        ),
+        "REDIS_URL": settings.REDIS_URL,
+        "PYTHONUNBUFFERED": "1",
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "thalamus_site.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--lifespan",
+            "off",
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for_http(f"{url}/accounts/login/", 30, process)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    executable = shutil.which("chromium")
+    assert executable, "Debian's chromium is required for browser tests (make test installs it)"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=executable,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium):
+    context = chromium.new_context()
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def log_in(page, asgi_server):
+    def log_in_as(username: str, password: str = "correct-horse-battery-9"):
+        page.goto(f"{asgi_server}/accounts/login/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", password)
+        page.click("button[type=submit]")
+        page.wait_for_url(lambda url: "/accounts/login/" not in url)
+        return page
+
+    return log_in_as
+
+
+@pytest.fixture
+def celery_worker(transactional_db):
+    """A real Celery worker (in a thread of this process) consuming this test process's queue."""
+    from celery.contrib.testing.worker import start_worker
+
+    from thalamus_site.celery import app
+
+    with start_worker(
+        app, pool="solo", concurrency=1, perform_ping_check=False, shutdown_timeout=15
+    ) as worker:
+        yield worker

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from apps.core.heartbeat import last_heartbeat
+
+
+@pytest.mark.django_db
+def test_healthz_reports_every_component_without_login(client, llm_stub):
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok"
+    assert body["database"]["ok"] and body["database"]["version"].startswith("PostgreSQL")
+    assert body["pgvector"] == {"ok": True, "version": body["pgvector"]["version"]}
+    assert body["pgvector"]["version"].startswith("0.8")
+    assert body["redis"]["ok"] is True
+    assert body["llm"]["ok"] is True and "qwen2.5:7b" in body["llm"]["models"]
+    assert "worker" in body
+
+
+@pytest.mark.django_db
+def test_an_unreachable_llm_is_reported_not_fatal(client, settings):
+    settings.THALAMUS_LLM_BASE_URL = "http://127.0.0.1:9/v1"
+    response = client.get("/healthz")
+    assert response.status_code == 200
+    llm = response.json()["llm"]
+    assert llm["ok"] is False and "Connection" in llm["error"]
+
+
+@pytest.mark.django_db
+def test_a_redis_that_is_down_makes_healthz_503(client, settings, tmp_path):
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"unix://{tmp_path}/nothing.sock",
+        }
+    }
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["status"] == "error" and body["redis"]["ok"] is False
+    assert body["database"]["ok"] is True
+
+
+def test_a_running_worker_beats_and_healthz_sees_it(celery_worker, client):
+    deadline = time.monotonic() + 10
+    while last_heartbeat() is None or last_heartbeat()["hostname"] != celery_worker.hostname:
+        assert time.monotonic() < deadline, "the worker never wrote a heartbeat"
+        time.sleep(0.1)
+    worker = client.get("/healthz").json()["worker"]
+    assert worker["ok"] is True and worker["hostname"] == celery_worker.hostname

@@ -1,0 +1,252 @@
+"""Settings from environment variables; a bad value stops start-up with a clear message."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+from apps.core import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str | None = None) -> str:
+    value = os.environ.get(name, "").strip()
+    if value:
+        return value
+    if default is None:
+        raise ImproperlyConfigured(f"Set the environment variable {name}.")
+    return default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}.")
+
+
+def env_int(name: str, default: int, *, minimum: int = 1, maximum: int = 1 << 20) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {raw!r}.") from None
+    if not minimum <= value <= maximum:
+        raise ImproperlyConfigured(f"{name} must be between {minimum} and {maximum}, not {value}.")
+    return value
+
+
+def env_url(name: str, default: str, schemes: set[str]) -> str:
+    value = env_str(name, default)
+    parsed = urlparse(value)
+    if parsed.scheme not in schemes:
+        allowed = ", ".join(sorted(schemes))
+        raise ImproperlyConfigured(f"{name} must be a URL starting with one of {allowed}: {value!r}")
+    return value
+
+
+def database_from_url(url: str) -> dict:
+    parsed = urlparse(url)
+    if parsed.scheme not in {"postgres", "postgresql"}:
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgresql:// URL, not {url!r}.")
+    query = {key: values[-1] for key, values in parse_qs(parsed.query).items()}
+    name = parsed.path.lstrip("/")
+    if not name:
+        raise ImproperlyConfigured("DATABASE_URL must name a database: postgresql://…/NAME")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": name,
+        "USER": parsed.username or "",
+        "PASSWORD": parsed.password or "",
+        "HOST": query.pop("host", parsed.hostname or ""),
+        "PORT": str(query.pop("port", parsed.port or "")),
+        "CONN_MAX_AGE": 0,
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": {"connect_timeout": 5, **query},
+        "TEST": {"NAME": f"test_{name}"},
+    }
+
+
+DATA_DIR = embedded.data_dir()
+# Names this instance's keys, channel groups and task queue, so several instances (or parallel
+# test workers) can share one Redis.
+INSTANCE = env_str("THALAMUS_INSTANCE", "thalamus")
+DEBUG = env_bool("DEBUG", False)
+
+
+def _secret_key() -> str:
+    key = os.environ.get("SECRET_KEY", "").strip()
+    if key:
+        return key
+    path = DATA_DIR / "secret_key"
+    if path.exists():
+        return path.read_text().strip()
+    key = secrets.token_urlsafe(50)
+    try:
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(key)
+        path.chmod(0o600)
+    except OSError:
+        # An unwritable data dir is reported by `up` in one sentence; a throwaway key lets
+        # `manage.py help` and friends still run.
+        pass
+    return key
+
+
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = [
+    host.strip()
+    for host in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
+    if host.strip()
+]
+CSRF_TRUSTED_ORIGINS = [
+    origin.strip() for origin in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if origin
+]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "channels",
+    "django_htmx",
+    "django_celery_beat",
+    "apps.core",
+    "apps.accounts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "apps.core.middleware.content_security_policy",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "thalamus_site.urls"
+ASGI_APPLICATION = "thalamus_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "apps.core.context_processors.product",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_from_url(env_str("DATABASE_URL", embedded.database_url()))}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_url("REDIS_URL", embedded.redis_url(), {"redis", "rediss", "unix"})
+
+
+def celery_url(url: str) -> str:
+    # kombu and the result backend spell a unix-socket Redis URL differently from redis-py.
+    if url.startswith("unix://"):
+        return "redis+socket://" + url.removeprefix("unix://")
+    return url
+
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": INSTANCE,
+    }
+}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [{"address": REDIS_URL}], "prefix": INSTANCE},
+    }
+}
+
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+THALAMUS_OPEN_SIGNUP = env_bool("THALAMUS_OPEN_SIGNUP", False)
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+
+# The LLM endpoint (any OpenAI-compatible server; Ollama by default).
+THALAMUS_LLM_BASE_URL = env_url(
+    "THALAMUS_LLM_BASE_URL", "http://localhost:11434/v1", {"http", "https"}
+)
+THALAMUS_LLM_API_KEY = env_str("THALAMUS_LLM_API_KEY", "ollama")
+THALAMUS_CHAT_MODEL = env_str("THALAMUS_CHAT_MODEL", "qwen2.5:7b")
+THALAMUS_EMBED_MODEL = env_str("THALAMUS_EMBED_MODEL", "nomic-embed-text")
+THALAMUS_EMBED_DIM = env_int("THALAMUS_EMBED_DIM", 768, minimum=8, maximum=16000)
+THALAMUS_DEMO = env_bool("THALAMUS_DEMO", False)
+
+CELERY_BROKER_URL = celery_url(REDIS_URL)
+CELERY_RESULT_BACKEND = celery_url(REDIS_URL)
+CELERY_TASK_DEFAULT_QUEUE = INSTANCE
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = 600
+CELERY_TASK_SOFT_TIME_LIMIT = 540
+# Unacked tasks return only after the visibility timeout; it must outlast the longest task.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 900}
+CELERY_RESULT_EXPIRES = 3600
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
