@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+
+class RuntimeConfig(models.Model):
+    """The one row of settings an admin changes at run time; read through `runtime_config()`."""
+
+    class Language(models.TextChoices):
+        ENGLISH = "en", "English"
+        ITALIAN = "it", "Italiano"
+        GERMAN = "de", "Deutsch"
+        FRENCH = "fr", "Français"
+        SPANISH = "es", "Español"
+
+    llm_base_url = models.URLField(
+        blank=True, help_text="Blank: THALAMUS_LLM_BASE_URL from the environment."
+    )
+    chat_model = models.CharField(max_length=200, blank=True, help_text="Blank: from the env.")
+    critic_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
+    embed_model = models.CharField(max_length=200, blank=True, help_text="Blank: from the env.")
+    temperature = models.FloatField(
+        default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]
+    )
+    short_term_window = models.PositiveIntegerField(
+        default=10,
+        validators=[MinValueValidator(1), MaxValueValidator(200)],
+        help_text="How many recent messages go into the prompt.",
+    )
+    max_memory_results = models.PositiveIntegerField(
+        default=8, validators=[MinValueValidator(1), MaxValueValidator(100)]
+    )
+    token_budget = models.PositiveIntegerField(
+        default=3000,
+        validators=[MinValueValidator(256), MaxValueValidator(200_000)],
+        help_text="Tokens for history and memories in the prompt.",
+    )
+    weight_vector = models.FloatField(default=0.45, validators=[MinValueValidator(0.0)])
+    weight_text = models.FloatField(default=0.25, validators=[MinValueValidator(0.0)])
+    weight_recency = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
+    weight_importance = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
+    weight_confidence = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
+    promotion_threshold = models.IntegerField(
+        default=3, validators=[MinValueValidator(1), MaxValueValidator(100)]
+    )
+    minimum_score = models.IntegerField(
+        default=1, validators=[MinValueValidator(-100), MaxValueValidator(100)]
+    )
+    decay_hours = models.PositiveIntegerField(default=72, validators=[MinValueValidator(1)])
+    episode_idle_minutes = models.PositiveIntegerField(
+        default=30, validators=[MinValueValidator(1)]
+    )
+    batch_size = models.PositiveIntegerField(
+        default=200, validators=[MinValueValidator(1), MaxValueValidator(10_000)]
+    )
+    reflection_enabled = models.BooleanField(default=True)
+    critic_enabled = models.BooleanField(default=True)
+    debate_enabled = models.BooleanField(default=False)
+    renderer_language = models.CharField(
+        max_length=2, choices=Language.choices, default=Language.ENGLISH
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "runtime configuration"
+        verbose_name_plural = "runtime configuration"
+
+    def __str__(self) -> str:
+        return "Runtime configuration"
+
+    def clean(self) -> None:
+        weights = (
+            self.weight_vector,
+            self.weight_text,
+            self.weight_recency,
+            self.weight_importance,
+            self.weight_confidence,
+        )
+        if sum(weights) <= 0:
+            raise ValidationError("At least one retrieval weight must be above zero.")
+        if self.minimum_score >= self.promotion_threshold:
+            raise ValidationError(
+                {"minimum_score": "The minimum score must be below the promotion threshold."}
+            )
