@@ -127,6 +127,8 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "apps.core",
     "apps.accounts",
+    "apps.chat",
+    "apps.memory",
 ]
 
 MIDDLEWARE = [

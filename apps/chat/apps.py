@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class ChatConfig(AppConfig):
+    name = "apps.chat"
+    label = "chat"
+    verbose_name = "Chat"

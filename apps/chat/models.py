@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from django.db.models.functions import Coalesce
+
+
+class Conversation(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="conv_owner_recent")]
+
+    def __str__(self) -> str:
+        return self.display_title
+
+    @property
+    def display_title(self) -> str:
+        return self.title or "New conversation"
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+        SYSTEM = "system", "System"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        STREAMING = "streaming", "Streaming"
+        COMPLETE = "complete", "Complete"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
+    model = models.CharField(max_length=200, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    ttft_ms = models.FloatField(null=True, blank=True, help_text="Time to first token.")
+    latency_ms = models.FloatField(null=True, blank=True, help_text="Total time of the reply.")
+    error = models.TextField(blank=True)
+    trace = models.JSONField(default=dict, blank=True)
+    reply_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    search = models.GeneratedField(
+        expression=models.Func(
+            models.Value("simple"),
+            Coalesce("content", models.Value("")),
+            function="to_tsvector",
+            output_field=SearchVectorField(),
+        ),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="msg_conv_time"),
+            GinIndex(fields=["search"], name="msg_search"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:50]}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in {self.Status.PENDING, self.Status.STREAMING}
