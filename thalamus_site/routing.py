@@ -1,3 +1,5 @@
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from apps.chat.routing import websocket_urlpatterns as chat_websockets
+
+websocket_urlpatterns = [*chat_websockets]

@@ -52,7 +52,9 @@ def env_url(name: str, default: str, schemes: set[str]) -> str:
     parsed = urlparse(value)
     if parsed.scheme not in schemes:
         allowed = ", ".join(sorted(schemes))
-        raise ImproperlyConfigured(f"{name} must be a URL starting with one of {allowed}: {value!r}")
+        raise ImproperlyConfigured(
+            f"{name} must be a URL starting with one of {allowed}: {value!r}"
+        )
     return value
 
 
@@ -128,6 +130,7 @@ INSTALLED_APPS = [
     "apps.core",
     "apps.accounts",
     "apps.chat",
+    "apps.cognition",
     "apps.memory",
 ]
 

@@ -3,10 +3,12 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from apps.chat import views as chat_views
 from apps.core import views as core_views
 
 urlpatterns = [
-    path("", core_views.home, name="home"),
+    path("", chat_views.home, name="home"),
+    path("c/", include("apps.chat.urls")),
     path("healthz", core_views.healthz, name="healthz"),
     path("accounts/", include("apps.accounts.urls")),
     path("admin/", admin.site.urls),

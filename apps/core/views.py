@@ -2,16 +2,10 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_not_required
 from django.http import JsonResponse
-from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from apps.core.health import system_health
-
-
-@require_GET
-def home(request):
-    return render(request, "core/home.html")
 
 
 @require_GET

@@ -9,7 +9,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -18,48 +17,124 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Conversation',
+            name="Conversation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='conversations', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("title", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="conversations",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('user', 'User'), ('assistant', 'Assistant'), ('system', 'System')], max_length=16)),
-                ('content', models.TextField(blank=True)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('streaming', 'Streaming'), ('complete', 'Complete'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='complete', max_length=16)),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('prompt_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('completion_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('ttft_ms', models.FloatField(blank=True, help_text='Time to first token.', null=True)),
-                ('latency_ms', models.FloatField(blank=True, help_text='Total time of the reply.', null=True)),
-                ('error', models.TextField(blank=True)),
-                ('trace', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('search', models.GeneratedField(db_persist=True, expression=models.Func(models.Value('simple'), django.db.models.functions.comparison.Coalesce('content', models.Value('')), function='to_tsvector', output_field=django.contrib.postgres.search.SearchVectorField()), output_field=django.contrib.postgres.search.SearchVectorField())),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='chat.conversation')),
-                ('reply_to', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='replies', to='chat.message')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("user", "User"),
+                            ("assistant", "Assistant"),
+                            ("system", "System"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("content", models.TextField(blank=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("streaming", "Streaming"),
+                            ("complete", "Complete"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="complete",
+                        max_length=16,
+                    ),
+                ),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("prompt_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("completion_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                (
+                    "ttft_ms",
+                    models.FloatField(blank=True, help_text="Time to first token.", null=True),
+                ),
+                (
+                    "latency_ms",
+                    models.FloatField(blank=True, help_text="Total time of the reply.", null=True),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("trace", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "search",
+                    models.GeneratedField(
+                        db_persist=True,
+                        expression=models.Func(
+                            models.Value("simple"),
+                            django.db.models.functions.comparison.Coalesce(
+                                "content", models.Value("")
+                            ),
+                            function="to_tsvector",
+                            output_field=django.contrib.postgres.search.SearchVectorField(),
+                        ),
+                        output_field=django.contrib.postgres.search.SearchVectorField(),
+                    ),
+                ),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="messages",
+                        to="chat.conversation",
+                    ),
+                ),
+                (
+                    "reply_to",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="replies",
+                        to="chat.message",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'id'],
+                "ordering": ["created_at", "id"],
             },
         ),
         migrations.AddIndex(
-            model_name='conversation',
-            index=models.Index(fields=['owner', '-updated_at'], name='conv_owner_recent'),
+            model_name="conversation",
+            index=models.Index(fields=["owner", "-updated_at"], name="conv_owner_recent"),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(fields=['conversation', 'created_at'], name='msg_conv_time'),
+            model_name="message",
+            index=models.Index(fields=["conversation", "created_at"], name="msg_conv_time"),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['search'], name='msg_search'),
+            model_name="message",
+            index=django.contrib.postgres.indexes.GinIndex(fields=["search"], name="msg_search"),
         ),
     ]

@@ -5,45 +5,176 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('core', '0001_pgvector'),
+        ("core", "0001_pgvector"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RuntimeConfig',
+            name="RuntimeConfig",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('llm_base_url', models.URLField(blank=True, help_text='Blank: THALAMUS_LLM_BASE_URL from the environment.')),
-                ('chat_model', models.CharField(blank=True, help_text='Blank: from the env.', max_length=200)),
-                ('critic_model', models.CharField(blank=True, help_text='Blank: chat model.', max_length=200)),
-                ('embed_model', models.CharField(blank=True, help_text='Blank: from the env.', max_length=200)),
-                ('temperature', models.FloatField(default=0.7, validators=[django.core.validators.MinValueValidator(0.0), django.core.validators.MaxValueValidator(2.0)])),
-                ('short_term_window', models.PositiveIntegerField(default=10, help_text='How many recent messages go into the prompt.', validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(200)])),
-                ('max_memory_results', models.PositiveIntegerField(default=8, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(100)])),
-                ('token_budget', models.PositiveIntegerField(default=3000, help_text='Tokens for history and memories in the prompt.', validators=[django.core.validators.MinValueValidator(256), django.core.validators.MaxValueValidator(200000)])),
-                ('weight_vector', models.FloatField(default=0.45, validators=[django.core.validators.MinValueValidator(0.0)])),
-                ('weight_text', models.FloatField(default=0.25, validators=[django.core.validators.MinValueValidator(0.0)])),
-                ('weight_recency', models.FloatField(default=0.1, validators=[django.core.validators.MinValueValidator(0.0)])),
-                ('weight_importance', models.FloatField(default=0.1, validators=[django.core.validators.MinValueValidator(0.0)])),
-                ('weight_confidence', models.FloatField(default=0.1, validators=[django.core.validators.MinValueValidator(0.0)])),
-                ('promotion_threshold', models.IntegerField(default=3, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(100)])),
-                ('minimum_score', models.IntegerField(default=1, validators=[django.core.validators.MinValueValidator(-100), django.core.validators.MaxValueValidator(100)])),
-                ('decay_hours', models.PositiveIntegerField(default=72, validators=[django.core.validators.MinValueValidator(1)])),
-                ('episode_idle_minutes', models.PositiveIntegerField(default=30, validators=[django.core.validators.MinValueValidator(1)])),
-                ('batch_size', models.PositiveIntegerField(default=200, validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(10000)])),
-                ('reflection_enabled', models.BooleanField(default=True)),
-                ('critic_enabled', models.BooleanField(default=True)),
-                ('debate_enabled', models.BooleanField(default=False)),
-                ('renderer_language', models.CharField(choices=[('en', 'English'), ('it', 'Italiano'), ('de', 'Deutsch'), ('fr', 'Français'), ('es', 'Español')], default='en', max_length=2)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "llm_base_url",
+                    models.URLField(
+                        blank=True, help_text="Blank: THALAMUS_LLM_BASE_URL from the environment."
+                    ),
+                ),
+                (
+                    "chat_model",
+                    models.CharField(blank=True, help_text="Blank: from the env.", max_length=200),
+                ),
+                (
+                    "critic_model",
+                    models.CharField(blank=True, help_text="Blank: chat model.", max_length=200),
+                ),
+                (
+                    "embed_model",
+                    models.CharField(blank=True, help_text="Blank: from the env.", max_length=200),
+                ),
+                (
+                    "temperature",
+                    models.FloatField(
+                        default=0.7,
+                        validators=[
+                            django.core.validators.MinValueValidator(0.0),
+                            django.core.validators.MaxValueValidator(2.0),
+                        ],
+                    ),
+                ),
+                (
+                    "short_term_window",
+                    models.PositiveIntegerField(
+                        default=10,
+                        help_text="How many recent messages go into the prompt.",
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(200),
+                        ],
+                    ),
+                ),
+                (
+                    "max_memory_results",
+                    models.PositiveIntegerField(
+                        default=8,
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(100),
+                        ],
+                    ),
+                ),
+                (
+                    "token_budget",
+                    models.PositiveIntegerField(
+                        default=3000,
+                        help_text="Tokens for history and memories in the prompt.",
+                        validators=[
+                            django.core.validators.MinValueValidator(256),
+                            django.core.validators.MaxValueValidator(200000),
+                        ],
+                    ),
+                ),
+                (
+                    "weight_vector",
+                    models.FloatField(
+                        default=0.45, validators=[django.core.validators.MinValueValidator(0.0)]
+                    ),
+                ),
+                (
+                    "weight_text",
+                    models.FloatField(
+                        default=0.25, validators=[django.core.validators.MinValueValidator(0.0)]
+                    ),
+                ),
+                (
+                    "weight_recency",
+                    models.FloatField(
+                        default=0.1, validators=[django.core.validators.MinValueValidator(0.0)]
+                    ),
+                ),
+                (
+                    "weight_importance",
+                    models.FloatField(
+                        default=0.1, validators=[django.core.validators.MinValueValidator(0.0)]
+                    ),
+                ),
+                (
+                    "weight_confidence",
+                    models.FloatField(
+                        default=0.1, validators=[django.core.validators.MinValueValidator(0.0)]
+                    ),
+                ),
+                (
+                    "promotion_threshold",
+                    models.IntegerField(
+                        default=3,
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(100),
+                        ],
+                    ),
+                ),
+                (
+                    "minimum_score",
+                    models.IntegerField(
+                        default=1,
+                        validators=[
+                            django.core.validators.MinValueValidator(-100),
+                            django.core.validators.MaxValueValidator(100),
+                        ],
+                    ),
+                ),
+                (
+                    "decay_hours",
+                    models.PositiveIntegerField(
+                        default=72, validators=[django.core.validators.MinValueValidator(1)]
+                    ),
+                ),
+                (
+                    "episode_idle_minutes",
+                    models.PositiveIntegerField(
+                        default=30, validators=[django.core.validators.MinValueValidator(1)]
+                    ),
+                ),
+                (
+                    "batch_size",
+                    models.PositiveIntegerField(
+                        default=200,
+                        validators=[
+                            django.core.validators.MinValueValidator(1),
+                            django.core.validators.MaxValueValidator(10000),
+                        ],
+                    ),
+                ),
+                ("reflection_enabled", models.BooleanField(default=True)),
+                ("critic_enabled", models.BooleanField(default=True)),
+                ("debate_enabled", models.BooleanField(default=False)),
+                (
+                    "renderer_language",
+                    models.CharField(
+                        choices=[
+                            ("en", "English"),
+                            ("it", "Italiano"),
+                            ("de", "Deutsch"),
+                            ("fr", "Français"),
+                            ("es", "Español"),
+                        ],
+                        default="en",
+                        max_length=2,
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'verbose_name': 'runtime configuration',
-                'verbose_name_plural': 'runtime configuration',
+                "verbose_name": "runtime configuration",
+                "verbose_name_plural": "runtime configuration",
             },
         ),
     ]

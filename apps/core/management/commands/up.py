@@ -117,7 +117,14 @@ class Command(BaseCommand):
             self._spawn(
                 Child(
                     "llm",
-                    [sys.executable, "-m", "apps.core.llm_stub", "--port", str(stub_port), "--demo"],
+                    [
+                        sys.executable,
+                        "-m",
+                        "apps.core.llm_stub",
+                        "--port",
+                        str(stub_port),
+                        "--demo",
+                    ],
                 ),
                 env,
             )

@@ -1,0 +1,59 @@
+"""Pushes to open pages: each renders the same partial the page uses and sends it to a group.
+
+The htmx websocket extension swaps every pushed fragment into the page by its element id.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.template.loader import render_to_string
+from django.utils.html import escape
+
+from apps.chat.models import Conversation, Message
+
+
+def conversation_group(conversation_id: int) -> str:
+    return f"conversation-{conversation_id}"
+
+
+def user_group(user_id: int) -> str:
+    return f"user-{user_id}"
+
+
+def render_message(message: Message) -> str:
+    return render_to_string("chat/_message.html", {"message": message})
+
+
+def render_new_messages(messages: list[Message]) -> str:
+    inner = "".join(render_message(m) for m in messages)
+    return (
+        '<div id="chat-empty" hx-swap-oob="delete"></div>'
+        f'<div id="messages" hx-swap-oob="beforeend">{inner}</div>'
+    )
+
+
+def render_source(message_id: int, text: str) -> str:
+    return f'<textarea hidden class="md-src" id="msg-{message_id}-src">{escape(text)}</textarea>'
+
+
+def render_composer(conversation: Conversation, open_reply: Message | None) -> str:
+    return render_to_string(
+        "chat/_composer.html", {"conversation": conversation, "open_reply": open_reply}
+    )
+
+
+def render_error(text: str) -> str:
+    return f'<div id="chat-notice" class="chat-notice error" role="alert">{escape(text)}</div>'
+
+
+async def push(group: str, html: str) -> None:
+    await get_channel_layer().group_send(group, {"type": "chat.fragment", "html": html})
+
+
+def conversation_changed(*, conversation: Conversation) -> None:
+    """The sidebar entry of a conversation changed (title); push it to the owner's pages."""
+    html = render_to_string(
+        "chat/_conversation_item.html", {"conversation": conversation, "oob": True}
+    )
+    async_to_sync(push)(user_group(conversation.owner_id), html)

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from apps.chat.models import Conversation, Message
+
+TITLE_FALLBACK_CHARS = 60
+
+
+class ChatError(ValueError):
+    """A request the chat refuses, with a sentence for the user."""
+
+
+def conversation_create(*, user, title: str = "") -> Conversation:
+    return Conversation.objects.create(owner=user, title=title[:200])
+
+
+def conversation_start(*, user) -> Conversation:
+    """A conversation to type into: the newest one if it is still empty, else a new one."""
+    latest = Conversation.objects.filter(owner=user).order_by("-updated_at", "-pk").first()
+    if latest is not None and not latest.messages.exists():
+        return latest
+    return conversation_create(user=user)
+
+
+def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
+    conversation.title = title.strip()[:200]
+    conversation.save(update_fields=["title"])
+    return conversation
+
+
+def conversation_delete(*, conversation: Conversation) -> None:
+    conversation.delete()
+
+
+@transaction.atomic
+def message_send(*, conversation: Conversation, content: str) -> tuple[Message, Message]:
+    """Save the user's message and an empty reply to fill, before any LLM call."""
+    content = content.strip()
+    if not content:
+        raise ChatError("Type a message first.")
+    Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+    busy = conversation.messages.filter(
+        role=Message.Role.ASSISTANT, status__in=[Message.Status.PENDING, Message.Status.STREAMING]
+    ).exists()
+    if busy:
+        raise ChatError("Wait for the current answer to finish, or stop it.")
+    user_message = Message.objects.create(
+        conversation=conversation, role=Message.Role.USER, content=content
+    )
+    reply = Message.objects.create(
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        status=Message.Status.PENDING,
+        reply_to=user_message,
+    )
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
+    return user_message, reply
+
+
+@transaction.atomic
+def message_retry(*, message: Message) -> Message:
+    if message.role != Message.Role.ASSISTANT or message.status not in {
+        Message.Status.FAILED,
+        Message.Status.CANCELLED,
+    }:
+        raise ChatError("Only a failed or stopped answer can be retried.")
+    message.content = ""
+    message.error = ""
+    message.status = Message.Status.PENDING
+    message.trace = {}
+    message.ttft_ms = message.latency_ms = None
+    message.prompt_tokens = message.completion_tokens = None
+    message.save()
+    return message
+
+
+def message_start_streaming(*, message: Message, model: str, trace: dict) -> None:
+    Message.objects.filter(pk=message.pk).update(
+        status=Message.Status.STREAMING, model=model, trace=trace
+    )
+
+
+def message_finish(
+    *,
+    message: Message,
+    status: str,
+    content: str,
+    error: str = "",
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    ttft_ms: float | None = None,
+    latency_ms: float | None = None,
+    trace: dict | None = None,
+) -> Message:
+    message.status = status
+    message.content = content
+    message.error = error
+    message.prompt_tokens = prompt_tokens
+    message.completion_tokens = completion_tokens
+    message.ttft_ms = ttft_ms
+    message.latency_ms = latency_ms
+    if trace is not None:
+        message.trace = trace
+    message.save(
+        update_fields=[
+            "status",
+            "content",
+            "error",
+            "prompt_tokens",
+            "completion_tokens",
+            "ttft_ms",
+            "latency_ms",
+            "trace",
+        ]
+    )
+    Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
+    if status == Message.Status.COMPLETE:
+        needs_title = Conversation.objects.filter(pk=message.conversation_id, title="").exists()
+        if needs_title:
+            from apps.chat import tasks
+
+            transaction.on_commit(lambda: tasks.title_conversation.delay(message.conversation_id))
+    return message
+
+
+def fallback_title(text: str) -> str:
+    words = " ".join(text.split())
+    if len(words) <= TITLE_FALLBACK_CHARS:
+        return words
+    return words[:TITLE_FALLBACK_CHARS].rsplit(" ", 1)[0] + "…"
+
+
+def conversation_set_title_if_empty(*, conversation_id: int, title: str) -> bool:
+    title = title.strip().strip("\"'").strip()[:200]
+    if not title:
+        return False
+    return bool(Conversation.objects.filter(pk=conversation_id, title="").update(title=title))

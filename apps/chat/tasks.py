@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import openai
+from celery import shared_task
+
+from apps.chat import broadcasts, services
+from apps.chat.models import Conversation, Message
+from apps.cognition.answer import generate_title
+
+
+@shared_task(acks_late=True, time_limit=60, soft_time_limit=45)
+def title_conversation(conversation_id: int) -> None:
+    """Name a conversation from its first exchange; a truncation when the LLM cannot."""
+    conversation = Conversation.objects.filter(pk=conversation_id, title="").first()
+    if conversation is None:
+        return
+    first = list(conversation.messages.filter(status=Message.Status.COMPLETE).order_by("pk")[:2])
+    if not first:
+        return
+    try:
+        title = generate_title(messages=first)
+    except (openai.OpenAIError, ValueError):
+        title = ""
+    title = title or services.fallback_title(first[0].content)
+    if services.conversation_set_title_if_empty(conversation_id=conversation_id, title=title):
+        conversation.refresh_from_db()
+        broadcasts.conversation_changed(conversation=conversation)

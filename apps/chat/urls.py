@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from apps.chat import views
+
+app_name = "chat"
+urlpatterns = [
+    path("", views.conversation_list, name="list"),
+    path("new", views.conversation_new, name="new"),
+    path("<int:pk>/", views.conversation_detail, name="conversation"),
+    path("<int:pk>/rename", views.conversation_rename, name="rename"),
+    path("<int:pk>/delete", views.conversation_delete, name="delete"),
+    path("<int:pk>/send", views.message_send, name="send"),
+]

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from apps.chat import services
+from apps.chat.models import Conversation
+from apps.chat.selectors import conversation_for_user, conversations_for_user, messages_of
+from apps.chat.selectors import open_reply as open_reply_of
+from apps.cognition.answer import AnswerFailed, answer_reply
+
+PAGE_SIZE = 30
+
+
+def _get_conversation_for_user(request, pk: int) -> Conversation:
+    conversation = conversation_for_user(user=request.user, pk=pk)
+    if conversation is None:
+        raise Http404("No such conversation.")
+    return conversation
+
+
+def _conversation_page(request, query: str = ""):
+    paginator = Paginator(conversations_for_user(user=request.user, query=query), PAGE_SIZE)
+    return paginator.get_page(request.GET.get("page") or 1)
+
+
+@require_GET
+def home(request):
+    return render(
+        request, "chat/app.html", {"page": _conversation_page(request), "conversation": None}
+    )
+
+
+@require_GET
+def conversation_detail(request, pk: int):
+    conversation = _get_conversation_for_user(request, pk)
+    return render(
+        request,
+        "chat/app.html",
+        {
+            "page": _conversation_page(request),
+            "conversation": conversation,
+            "chat_messages": messages_of(conversation=conversation),
+            "open_reply": open_reply_of(conversation=conversation),
+        },
+    )
+
+
+@require_GET
+def conversation_list(request):
+    query = request.GET.get("q", "")
+    return render(
+        request,
+        "chat/_conversation_list_page.html",
+        {"page": _conversation_page(request, query), "q": query},
+    )
+
+
+@require_POST
+def conversation_new(request):
+    conversation = services.conversation_start(user=request.user)
+    return redirect("chat:conversation", pk=conversation.pk)
+
+
+@require_POST
+def conversation_rename(request, pk: int):
+    conversation = _get_conversation_for_user(request, pk)
+    services.conversation_rename(conversation=conversation, title=request.POST.get("title", ""))
+    if request.htmx:
+        return render(request, "chat/_conversation_item.html", {"conversation": conversation})
+    return redirect("chat:conversation", pk=pk)
+
+
+@require_http_methods(["GET", "POST"])
+def conversation_delete(request, pk: int):
+    conversation = _get_conversation_for_user(request, pk)
+    if request.method == "GET":
+        return render(request, "chat/confirm_delete.html", {"conversation": conversation})
+    services.conversation_delete(conversation=conversation)
+    if request.htmx:
+        current = request.htmx.current_url_abs_path or ""
+        if current.startswith(reverse("chat:conversation", args=[pk])):
+            return HttpResponseClientRedirect(reverse("home"))
+        return HttpResponse("")
+    return redirect("home")
+
+
+@require_POST
+def message_send(request, pk: int):
+    """The no-JavaScript way to chat: save, answer without streaming, show the page again."""
+    conversation = _get_conversation_for_user(request, pk)
+    try:
+        _, reply = services.message_send(
+            conversation=conversation, content=request.POST.get("content", "")
+        )
+    except services.ChatError as exc:
+        from django.contrib import messages
+
+        messages.error(request, str(exc))
+        return redirect("chat:conversation", pk=pk)
+    async_to_sync(_drain)(reply.pk)
+    return redirect("chat:conversation", pk=pk)
+
+
+async def _drain(reply_id: int) -> None:
+    try:
+        async for _ in answer_reply(reply_id=reply_id):
+            pass
+    except AnswerFailed:
+        pass

@@ -1,0 +1,209 @@
+"""The hot path of a turn: build the prompt, stream the answer, record how it went.
+
+The answer call never writes memory; background reflection does that after the reply is saved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import openai
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils import timezone
+
+from apps.chat import services as chat_services
+from apps.chat.models import Message
+from apps.chat.selectors import history_before
+from apps.cognition.prompts import render_prompt
+from apps.core.llm import async_llm_client, llm_client
+from apps.core.selectors import runtime_config
+
+NOTHING_REMEMBERED = "(nothing yet)"
+
+
+class AnswerFailed(Exception):
+    """The LLM could not produce the answer; the message says why in one sentence."""
+
+
+class _StreamCutOff(Exception):
+    pass
+
+
+def estimate_tokens(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+@dataclass
+class PreparedTurn:
+    reply: Message
+    model: str
+    temperature: float
+    base_url: str
+    messages: list[dict]
+    trace: dict = field(default_factory=dict)
+
+
+def _memory_context(*, user, conversation, text: str) -> tuple[str, dict]:
+    try:
+        from apps.memory.selectors import memory_context_for_turn
+    except ImportError:
+        return "", {}
+    context = memory_context_for_turn(user=user, conversation=conversation, text=text)
+    return context.prompt_block, context.trace
+
+
+def prepare_turn(*, reply: Message) -> PreparedTurn:
+    started = time.perf_counter()
+    config = runtime_config()
+    conversation = reply.conversation
+    user = conversation.owner
+    history = history_before(message=reply, limit=config.short_term_window)
+    user_text = history[-1].content if history else ""
+
+    memory_started = time.perf_counter()
+    memory_block, memory_trace = _memory_context(
+        user=user, conversation=conversation, text=user_text
+    )
+    memory_ms = (time.perf_counter() - memory_started) * 1000
+
+    system = render_prompt(
+        "answer",
+        date=timezone.localdate().isoformat(),
+        user_name=user.get_full_name() or user.get_username(),
+        memory=memory_block or NOTHING_REMEMBERED,
+    )
+    budget = config.token_budget - estimate_tokens(system)
+    kept: list[Message] = []
+    for message in reversed(history):
+        cost = estimate_tokens(message.content)
+        if kept and cost > budget:
+            break
+        kept.append(message)
+        budget -= cost
+    kept.reverse()
+    messages = [{"role": "system", "content": system}] + [
+        {"role": m.role, "content": m.content} for m in kept
+    ]
+    trace = {
+        "memory": memory_trace,
+        "history_messages": len(kept),
+        "history_dropped": len(history) - len(kept),
+        "prompt_tokens_estimate": sum(estimate_tokens(m["content"]) for m in messages),
+        "timings_ms": {
+            "memory": round(memory_ms, 2),
+            "context": round((time.perf_counter() - started) * 1000, 2),
+        },
+    }
+    return PreparedTurn(
+        reply=reply,
+        model=config.chat_model or settings.THALAMUS_CHAT_MODEL,
+        temperature=config.temperature,
+        base_url=config.llm_base_url or settings.THALAMUS_LLM_BASE_URL,
+        messages=messages,
+        trace=trace,
+    )
+
+
+def _failure_sentence(exc: Exception, *, base_url: str, streamed: bool) -> str:
+    if isinstance(exc, _StreamCutOff):
+        return "The answer was cut off before it finished."
+    if isinstance(exc, openai.APITimeoutError):
+        return "The language model took too long to answer."
+    if isinstance(exc, openai.APIConnectionError):
+        if streamed:
+            return "The answer was cut off before it finished."
+        return f"The language model at {base_url} could not be reached."
+    if isinstance(exc, openai.APIStatusError):
+        return f"The language model returned an error (HTTP {exc.status_code})."
+    return "The language model sent something Thalamus could not read."
+
+
+async def answer_reply(*, reply_id: int) -> AsyncIterator[str]:
+    """Stream the answer for a saved, pending reply, yielding text deltas.
+
+    The outcome is saved whatever happens: complete, failed (then AnswerFailed is raised) or
+    cancelled (when the consuming task is cancelled; the partial answer is kept).
+    """
+    started = time.perf_counter()
+    reply = await Message.objects.select_related("conversation__owner").aget(pk=reply_id)
+    turn = await sync_to_async(prepare_turn)(reply=reply)
+    await sync_to_async(chat_services.message_start_streaming)(
+        message=reply, model=turn.model, trace=turn.trace
+    )
+    parts: list[str] = []
+    ttft_ms = None
+    usage = None
+    finished = False
+    outcome = Message.Status.FAILED
+    error = ""
+    llm_started = time.perf_counter()
+    try:
+        client = async_llm_client(base_url=turn.base_url, timeout=60.0)
+        stream = await client.chat.completions.create(
+            model=turn.model,
+            messages=turn.messages,
+            temperature=turn.temperature,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        async with stream:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                delta = choice.delta.content if choice.delta else None
+                if delta:
+                    if ttft_ms is None:
+                        ttft_ms = (time.perf_counter() - started) * 1000
+                    parts.append(delta)
+                    yield delta
+                if choice.finish_reason:
+                    finished = True
+        if not finished:
+            raise _StreamCutOff("the stream ended without a finish reason")
+        outcome = Message.Status.COMPLETE
+    except (openai.OpenAIError, ValueError, _StreamCutOff) as exc:
+        error = _failure_sentence(exc, base_url=turn.base_url, streamed=bool(parts))
+        turn.trace["error_detail"] = f"{type(exc).__name__}: {exc}"[:500]
+    except BaseException:
+        # Cancelled (Stop, or the server shutting down): keep what arrived.
+        outcome = Message.Status.CANCELLED
+        raise
+    finally:
+        now = time.perf_counter()
+        turn.trace["timings_ms"]["llm"] = round((now - llm_started) * 1000, 2)
+        turn.trace["timings_ms"]["total"] = round((now - started) * 1000, 2)
+        content = "".join(parts)
+        await sync_to_async(chat_services.message_finish)(
+            message=reply,
+            status=outcome,
+            content=content,
+            error=error,
+            prompt_tokens=usage.prompt_tokens if usage else None,
+            completion_tokens=usage.completion_tokens if usage else None,
+            ttft_ms=ttft_ms,
+            latency_ms=(now - started) * 1000,
+            trace=turn.trace,
+        )
+    if outcome == Message.Status.FAILED:
+        raise AnswerFailed(error)
+
+
+def generate_title(*, messages: list[Message]) -> str:
+    config = runtime_config()
+    exchange = "\n".join(f"{m.role}: {m.content[:500]}" for m in messages)
+    response = llm_client(
+        base_url=config.llm_base_url or settings.THALAMUS_LLM_BASE_URL, timeout=20.0
+    ).chat.completions.create(
+        model=config.chat_model or settings.THALAMUS_CHAT_MODEL,
+        messages=[{"role": "user", "content": render_prompt("title", exchange=exchange)}],
+        temperature=0.2,
+        max_tokens=24,
+    )
+    title = (response.choices[0].message.content or "").strip().splitlines()
+    return title[0][:80] if title else ""

