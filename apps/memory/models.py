@@ -1,0 +1,305 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from pgvector.django import HnswIndex, VectorField
+
+
+def _tsvector(*fields: str) -> models.Func:
+    """to_tsvector over text columns; `||` keeps it immutable (generated), CONCAT doesn't."""
+    return models.Func(
+        *[Coalesce(name, models.Value("")) for name in fields],
+        template="to_tsvector('simple'::regconfig, %(expressions)s)",
+        arg_joiner=" || ' ' || ",
+        output_field=SearchVectorField(),
+    )
+
+
+class EmbeddingStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class Category(models.TextChoices):
+    """Ontological categories of the knowledge graph, in the order the renderer shows them."""
+
+    IDENTITY = "identity", "Identity"
+    RELATIONSHIPS = "relationships", "Relationships"
+    PLACES = "places", "Places"
+    WORK = "work", "Work and studies"
+    SKILLS = "skills", "Skills"
+    PREFERENCES = "preferences", "Preferences"
+    GOALS = "goals", "Goals"
+    HEALTH = "health", "Health"
+    EXPERIENCES = "experiences", "Experiences"
+    KNOWLEDGE = "knowledge", "General knowledge"
+
+
+class MemoryNode(models.Model):
+    """One unit of knowledge; volatile (short-term buffer) or promoted (long-term)."""
+
+    class Kind(models.TextChoices):
+        FACT = "fact", "Fact"
+        PERSONA = "persona", "Persona"
+        PREFERENCE = "preference", "Preference"
+        RULE = "rule", "Rule"
+        CONCEPT = "concept", "Concept"
+
+    class State(models.TextChoices):
+        VOLATILE = "volatile", "Volatile"
+        PROMOTED = "promoted", "Promoted"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="memory_nodes",
+        help_text="Blank: global knowledge, shown to every user.",
+    )
+    description = models.TextField()
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.FACT)
+    topic = models.CharField(max_length=200, blank=True)
+    fact_key = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Facts with the same key evolve one fact instead of piling up duplicates.",
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.VOLATILE)
+    confidence_score = models.IntegerField(default=1)
+    importance = models.FloatField(
+        default=0.5, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+    )
+    origin_context = models.TextField(blank=True)
+    source_message = models.ForeignKey(
+        "chat.Message",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="memory_nodes",
+    )
+    embedding = VectorField(dimensions=settings.THALAMUS_EMBED_DIM, null=True, blank=True)
+    embedding_status = models.CharField(
+        max_length=16, choices=EmbeddingStatus.choices, default=EmbeddingStatus.PENDING
+    )
+    embedding_model = models.CharField(
+        max_length=300, blank=True, help_text="Embedder and dimension that made the vector."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    last_accessed_at = models.DateTimeField(null=True, blank=True)
+    valid_to = models.DateTimeField(
+        null=True, blank=True, help_text="Set when a newer value superseded this one."
+    )
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="history"
+    )
+    tsv = models.GeneratedField(
+        expression=_tsvector("topic", "description"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        indexes = [
+            GinIndex("owner", "tsv", name="memnode_owner_tsv"),
+            HnswIndex(
+                name="memnode_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+            models.Index(
+                fields=["id"],
+                name="memnode_embed_pending",
+                condition=Q(embedding_status="pending"),
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "fact_key"],
+                condition=Q(valid_to__isnull=True) & ~Q(fact_key=""),
+                nulls_distinct=False,
+                name="memnode_one_current_fact_per_key",
+            ),
+            models.CheckConstraint(
+                condition=Q(importance__gte=0) & Q(importance__lte=1),
+                name="memnode_importance_0_1",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.description[:80]
+
+    @property
+    def is_current(self) -> bool:
+        return self.valid_to is None
+
+    @property
+    def embedding_text(self) -> str:
+        return f"{self.topic}: {self.description}" if self.topic else self.description
+
+
+class Episode(models.Model):
+    """Episodic memory: what happened in a stretch of conversation and what was learnt."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="episodes"
+    )
+    conversation = models.ForeignKey(
+        "chat.Conversation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="episodes",
+    )
+    summary = models.TextField()
+    decisions = models.TextField(blank=True)
+    outcome = models.TextField(blank=True)
+    lesson = models.TextField(blank=True)
+    messages = models.ManyToManyField("chat.Message", blank=True, related_name="episodes")
+    embedding = VectorField(dimensions=settings.THALAMUS_EMBED_DIM, null=True, blank=True)
+    embedding_status = models.CharField(
+        max_length=16, choices=EmbeddingStatus.choices, default=EmbeddingStatus.PENDING
+    )
+    embedding_model = models.CharField(max_length=300, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    ended_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now)
+    tsv = models.GeneratedField(
+        expression=_tsvector("summary", "decisions", "outcome", "lesson"),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["owner", "-ended_at"], name="episode_owner_recent"),
+            GinIndex("owner", "tsv", name="episode_owner_tsv"),
+            HnswIndex(
+                name="episode_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.summary[:80]
+
+    @property
+    def embedding_text(self) -> str:
+        parts = [self.summary, self.decisions, self.outcome, self.lesson]
+        return "\n".join(part for part in parts if part)
+
+
+class Predicate(models.Model):
+    """A canonical relation name; aliases written by the LLM map onto it."""
+
+    name = models.CharField(max_length=100, unique=True)
+    category = models.CharField(max_length=32, choices=Category.choices, default=Category.KNOWLEDGE)
+    aliases = ArrayField(models.CharField(max_length=100), default=list, blank=True)
+    labels = models.JSONField(
+        default=dict, blank=True, help_text='Per language, e.g. {"en": "Name", "it": "Nome"}.'
+    )
+    single_valued = models.BooleanField(
+        default=False, help_text="A new value replaces the old one (a name, an age)."
+    )
+
+    class Meta:
+        indexes = [GinIndex(fields=["aliases"], name="predicate_aliases")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def label(self, language: str) -> str:
+        return (
+            self.labels.get(language)
+            or self.labels.get("en")
+            or self.name.removeprefix("has_").removeprefix("is_").replace("_", " ").capitalize()
+        )
+
+
+class Triple(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="triples",
+    )
+    subject = models.CharField(max_length=200)
+    predicate = models.ForeignKey(Predicate, on_delete=models.PROTECT, related_name="triples")
+    object = models.TextField()
+    category = models.CharField(max_length=32, choices=Category.choices, default=Category.KNOWLEDGE)
+    confidence = models.FloatField(
+        default=0.5, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+    )
+    provenance = models.TextField(blank=True)
+    source_message = models.ForeignKey(
+        "chat.Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="triples"
+    )
+    valid_from = models.DateTimeField(default=timezone.now)
+    valid_to = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "category"], name="triple_owner_category")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "subject", "predicate", "object"],
+                condition=Q(valid_to__isnull=True),
+                nulls_distinct=False,
+                name="triple_one_current_statement",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} {self.predicate_id} {self.object}"
+
+
+class MemoryLink(models.Model):
+    class Kind(models.TextChoices):
+        SIMILAR = "similar", "Similar"
+        SUPPORTS = "supports", "Supports"
+        CONTRADICTS = "contradicts", "Contradicts"
+
+    source = models.ForeignKey(MemoryNode, on_delete=models.CASCADE, related_name="links_out")
+    target = models.ForeignKey(MemoryNode, on_delete=models.CASCADE, related_name="links_in")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    score = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "target", "kind"], name="memlink_one_per_pair_kind"
+            ),
+            models.CheckConstraint(
+                condition=~Q(source=models.F("target")), name="memlink_not_to_itself"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} {self.kind} {self.target_id}"
+
+
+class RetrievalPlan(models.Model):
+    """What to retrieve on the conversation's next turn; written by reflection."""
+
+    conversation = models.OneToOneField(
+        "chat.Conversation", on_delete=models.CASCADE, related_name="retrieval_plan"
+    )
+    steps = models.JSONField(default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"Retrieval plan of conversation {self.conversation_id}"
