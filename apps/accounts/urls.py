@@ -15,4 +15,7 @@ urlpatterns = [
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("signup/", views.signup, name="signup"),
+    path("settings/", views.settings_page, name="settings"),
+    path("settings/keys/", views.api_key_create, name="api_key_create"),
+    path("settings/keys/<int:pk>/revoke/", views.api_key_revoke, name="api_key_revoke"),
 ]

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+
+from apps.accounts import services
+from apps.accounts.models import ApiKey
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ("user", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter), "created_at", "last_used_at")
+    search_fields = ("user__username", "name", "prefix")
+    list_select_related = ("user",)
+    autocomplete_fields = ("user",)
+    actions = ("revoke",)
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ("user", "name")
+        return ("user", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ()
+        return ("user", "prefix", "created_at", "last_used_at", "revoked_at")
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        key, secret = services.api_key_create(user=obj.user, name=obj.name)
+        obj.pk, obj.prefix, obj.hashed_key = key.pk, key.prefix, key.hashed_key
+        obj.created_at = key.created_at
+        obj._state.adding = False
+        messages.success(
+            request, f"The new key is {secret} — copy it now: it will not be shown again."
+        )
+
+    @admin.action(description="Revoke selected API keys")
+    def revoke(self, request, queryset):
+        revoked = 0
+        for key in queryset.filter(revoked_at=None):
+            services.api_key_revoke(key=key)
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)

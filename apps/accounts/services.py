@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.utils import timezone
+
+from apps.accounts.models import ApiKey
+
+API_KEY_SCHEME = "thk"
+
+
+def hash_api_key(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def api_key_create(*, user, name: str) -> tuple[ApiKey, str]:
+    """Make a key and return it with its secret, which is never stored and shown only now."""
+    prefix = secrets.token_hex(4)
+    secret = f"{API_KEY_SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
+    key = ApiKey.objects.create(
+        user=user, name=name.strip()[:100], prefix=prefix, hashed_key=hash_api_key(secret)
+    )
+    return key, secret
+
+
+def api_key_revoke(*, key: ApiKey) -> ApiKey:
+    ApiKey.objects.filter(pk=key.pk, revoked_at=None).update(revoked_at=timezone.now())
+    key.refresh_from_db(fields=["revoked_at"])
+    return key
+
+
+def api_key_mark_used(*, key: ApiKey) -> None:
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
