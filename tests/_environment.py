@@ -15,6 +15,9 @@ from apps.core.llm_stub import StubServer
 
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
 os.environ["THALAMUS_INSTANCE"] = f"test-{_worker}-{os.getpid()}"
+# One test database per pytest run (xdist adds its worker suffix), so parallel runs on one
+# machine never fight over it.
+os.environ.setdefault("THALAMUS_TEST_DATABASE", f"test_thalamus_{os.getpid()}")
 os.environ.setdefault("THALAMUS_EMBED_DIM", "64")
 os.environ.pop("THALAMUS_DEMO", None)
 # Playwright's sync API keeps an event loop running in the test thread; the ORM calls the tests

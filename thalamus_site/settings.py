@@ -76,7 +76,7 @@ def database_from_url(url: str) -> dict:
         "CONN_MAX_AGE": 0,
         "CONN_HEALTH_CHECKS": True,
         "OPTIONS": {"connect_timeout": 5, **query},
-        "TEST": {"NAME": f"test_{name}"},
+        "TEST": {"NAME": os.environ.get("THALAMUS_TEST_DATABASE") or f"test_{name}"},
     }
 
 
@@ -131,6 +131,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.chat",
     "apps.cognition",
+    "apps.api",
     "apps.memory",
 ]
 
@@ -230,6 +231,8 @@ THALAMUS_CHAT_MODEL = env_str("THALAMUS_CHAT_MODEL", "qwen2.5:7b")
 THALAMUS_EMBED_MODEL = env_str("THALAMUS_EMBED_MODEL", "nomic-embed-text")
 THALAMUS_EMBED_DIM = env_int("THALAMUS_EMBED_DIM", 768, minimum=8, maximum=16000)
 THALAMUS_DEMO = env_bool("THALAMUS_DEMO", False)
+# Seconds to wait for the LLM's next bytes before giving up on an answer.
+THALAMUS_LLM_TIMEOUT = env_int("THALAMUS_LLM_TIMEOUT", 60, minimum=1, maximum=3600)
 
 CELERY_BROKER_URL = celery_url(REDIS_URL)
 CELERY_RESULT_BACKEND = celery_url(REDIS_URL)

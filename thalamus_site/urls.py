@@ -11,5 +11,6 @@ urlpatterns = [
     path("c/", include("apps.chat.urls")),
     path("healthz", core_views.healthz, name="healthz"),
     path("accounts/", include("apps.accounts.urls")),
+    path("v1/", include("apps.api.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -141,7 +141,7 @@ async def answer_reply(*, reply_id: int) -> AsyncIterator[str]:
     error = ""
     llm_started = time.perf_counter()
     try:
-        client = async_llm_client(base_url=turn.base_url, timeout=60.0)
+        client = async_llm_client(base_url=turn.base_url, timeout=settings.THALAMUS_LLM_TIMEOUT)
         stream = await client.chat.completions.create(
             model=turn.model,
             messages=turn.messages,

@@ -8,6 +8,7 @@ If a child dies, `up` says which and why, stops everything else and exits non-ze
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
@@ -268,10 +269,8 @@ class Command(BaseCommand):
 
 
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -1,0 +1,176 @@
+"""The chat websocket with the real channel layer, database and the LLM stub over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+
+from apps.chat.models import Conversation, Message
+from apps.chat.routing import websocket_urlpatterns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def _connect(user, conversation_id: int) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/c/{conversation_id}/"
+    )
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def _receive_until(communicator, needle: str, timeout: float = 10.0) -> list[str]:
+    seen = []
+    async with asyncio.timeout(timeout):
+        while True:
+            frame = await communicator.receive_from(timeout)
+            seen.append(frame)
+            if needle in frame:
+                return seen
+
+
+async def _send(communicator, **data) -> None:
+    await communicator.send_to(text_data=json.dumps(data))
+
+
+@pytest.fixture
+def conversation(user):
+    return Conversation.objects.create(owner=user)
+
+
+async def test_an_answer_streams_and_is_saved_with_its_timings(user, conversation, llm_stub):
+    llm_stub.script({"content": "one two three four five six", "tps": 100})
+    communicator = await _connect(user, conversation.pk)
+    await _send(communicator, content="count for me")
+    frames = await _receive_until(communicator, "msg-assistant complete")
+    assert any('class="md-src"' in f and "one two" in f for f in frames), "no streamed text"
+    assert any("Thalamus is answering" in f for f in frames), "composer was not disabled"
+    reply = await Message.objects.aget(role="assistant")
+    assert reply.content == "one two three four five six"
+    assert reply.completion_tokens == 6 and reply.prompt_tokens > 0
+    assert reply.ttft_ms is not None and reply.latency_ms >= reply.ttft_ms
+    assert reply.trace["timings_ms"]["llm"] > 0
+    sent = llm_stub.requests[-1]["body"]
+    assert sent["messages"][0]["role"] == "system"
+    assert sent["messages"][-1] == {"role": "user", "content": "count for me"}
+    await communicator.disconnect()
+
+
+async def test_stop_cancels_and_keeps_the_partial_answer(user, conversation, llm_stub):
+    llm_stub.script({"content": "tick " * 300, "tps": 50})
+    communicator = await _connect(user, conversation.pk)
+    await _send(communicator, content="go on")
+    await _receive_until(communicator, "tick tick")
+    reply = await Message.objects.aget(role="assistant")
+    await _send(communicator, action="stop", message_id=reply.pk)
+    await _receive_until(communicator, "msg-assistant cancelled")
+    await reply.arefresh_from_db()
+    assert reply.status == "cancelled" and 0 < reply.content.count("tick") < 300
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("fault", "sentence"),
+    [
+        ("http_500", "returned an error (HTTP 500)"),
+        ("drop", "cut off before it finished"),
+    ],
+)
+async def test_a_failing_llm_marks_the_reply_failed_and_the_next_message_works(
+    user, conversation, llm_stub, fault, sentence
+):
+    llm_stub.script({"fault": fault, "content": "partial words here " * 20})
+    communicator = await _connect(user, conversation.pk)
+    await _send(communicator, content="first")
+    frames = await _receive_until(communicator, "msg-assistant failed")
+    assert sentence in frames[-1] and "Retry" in frames[-1]
+    failed = await Message.objects.aget(role="assistant")
+    assert failed.status == "failed" and sentence in failed.error
+
+    llm_stub.script({"content": "all good"})
+    await _send(communicator, content="second")
+    await _receive_until(communicator, "msg-assistant complete")
+    assert await Message.objects.filter(role="user").acount() == 2
+    await communicator.disconnect()
+
+
+async def test_an_unreachable_llm_fails_with_one_sentence(user, conversation, settings):
+    settings.THALAMUS_LLM_BASE_URL = "http://127.0.0.1:9/v1"
+    communicator = await _connect(user, conversation.pk)
+    await _send(communicator, content="anyone there?")
+    frames = await _receive_until(communicator, "msg-assistant failed")
+    assert "could not be reached" in frames[-1]
+    assert await Message.objects.filter(role="user", content="anyone there?").aexists()
+    await communicator.disconnect()
+
+
+async def test_a_slow_llm_times_out_and_is_reported(user, conversation, llm_stub, settings):
+    settings.THALAMUS_LLM_TIMEOUT = 0.5
+    llm_stub.script({"fault": "hang", "ttft": 5})
+    communicator = await _connect(user, conversation.pk)
+    await _send(communicator, content="slowly")
+    frames = await _receive_until(communicator, "msg-assistant failed")
+    assert "took too long" in frames[-1]
+    await communicator.disconnect()
+
+
+async def test_retry_regenerates_a_failed_answer(user, conversation, llm_stub):
+    llm_stub.script({"fault": "http_500"}, {"content": "second time lucky"})
+    communicator = await _connect(user, conversation.pk)
+    await _send(communicator, content="try")
+    await _receive_until(communicator, "msg-assistant failed")
+    reply = await Message.objects.aget(role="assistant")
+    await _send(communicator, action="retry", message_id=reply.pk)
+    await _receive_until(communicator, "msg-assistant complete")
+    await reply.arefresh_from_db()
+    assert (reply.status, reply.content, reply.error) == ("complete", "second time lucky", "")
+    await communicator.disconnect()
+
+
+async def test_an_empty_message_is_refused_with_a_sentence(user, conversation):
+    communicator = await _connect(user, conversation.pk)
+    await _send(communicator, content="   ")
+    frame = await communicator.receive_from(5)
+    assert "Type a message first." in frame
+    assert not await Message.objects.aexists()
+    await communicator.disconnect()
+
+
+async def test_another_users_conversation_closes_the_socket(other_user, conversation):
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/c/{conversation.pk}/"
+    )
+    communicator.scope["user"] = other_user
+    connected, code = await communicator.connect()
+    assert not connected and code == 4404
+
+
+async def test_an_anonymous_socket_is_closed(conversation):
+    from django.contrib.auth.models import AnonymousUser
+
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/c/{conversation.pk}/"
+    )
+    communicator.scope["user"] = AnonymousUser()
+    connected, code = await communicator.connect()
+    assert not connected and code == 4401
+
+
+async def test_another_user_never_receives_the_stream(user, other_user, llm_stub):
+    mine = await sync_to_async(Conversation.objects.create)(owner=user)
+    theirs = await sync_to_async(Conversation.objects.create)(owner=other_user)
+    spy = await _connect(other_user, theirs.pk)
+    communicator = await _connect(user, mine.pk)
+    llm_stub.script({"content": "secret plans"})
+    await _send(communicator, content="my secret")
+    await _receive_until(communicator, "msg-assistant complete")
+    assert await spy.receive_nothing(0.5)
+    await spy.disconnect()
+    await communicator.disconnect()

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import pytest
+
+from apps.cognition import prompts
+from apps.cognition.checks import check_prompt_templates
+
+
+def test_the_shipped_prompts_pass_the_system_check():
+    assert check_prompt_templates() == []
+
+
+def test_an_unknown_placeholder_fails_the_check(tmp_path, settings):
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "answer.txt").write_text("{{date}} {{user_name}} {{memory}} {{mood}}")
+    (tmp_path / "prompts" / "title.txt").write_text("{{exchange}}")
+    settings.BASE_DIR = tmp_path
+    errors = check_prompt_templates()
+    assert [e.id for e in errors] == ["cognition.E002"]
+    assert "{{mood}}" in errors[0].msg
+
+
+def test_a_missing_placeholder_fails_the_check(tmp_path, settings):
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "answer.txt").write_text("{{date}} {{user_name}}")
+    (tmp_path / "prompts" / "title.txt").write_text("{{exchange}}")
+    settings.BASE_DIR = tmp_path
+    assert "lacks {{memory}}" in check_prompt_templates()[0].msg
+
+
+def test_render_fills_every_placeholder():
+    text = prompts.render_prompt("title", exchange="user: hi")
+    assert "user: hi" in text and "{{" not in text
+    with pytest.raises(prompts.PromptError):
+        prompts.render_prompt("title")
