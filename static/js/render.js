@@ -198,8 +198,8 @@
   function mathHtml(m) {
     var key = (m.display ? 'D' : 'I') + (m.partial ? 'P' : 'C') + m.tex;
     return cacheGet(katexCache, key, function () {
-      var tag = m.display ? 'div' : 'span';
-      if (!window.katex) return '<' + tag + ' class="math-src">' + escapeHtml(m.raw) + '</' + tag + '>';
+      var block = m.display ? ' math-block-src' : '';
+      if (!window.katex) return '<span class="math-src' + block + '">' + escapeHtml(m.raw) + '</span>';
       var html;
       try {
         html = window.katex.renderToString(m.tex, {
@@ -208,7 +208,7 @@
         });
       } catch (err) {
         // an incomplete formula while streaming: show its source until it is complete
-        return '<' + tag + ' class="math-pending">' + escapeHtml(m.tex) + '</' + tag + '>';
+        return '<span class="math-pending' + block + '">' + escapeHtml(m.tex) + '</span>';
       }
       // KaTeX escapes text content, so ` style="` only occurs as an attribute here.
       return html.replace(/ style="/g, ' ' + KS_ATTR + '="');
@@ -365,12 +365,15 @@
 
   // --------------------------------------------------------------- pipeline
   var md = null;
-  function markdown(src) {
+  function marker() {
     if (!md && window.marked) {
       md = window.marked.Marked ? new window.marked.Marked({ gfm: true, breaks: false })
         : { parse: function (s) { return window.marked.parse(s, { gfm: true, breaks: false }); } };
     }
-    return md ? md.parse(src, { async: false }) : '<p>' + escapeHtml(src) + '</p>';
+    return md;
+  }
+  function markdown(src) {
+    return marker() ? md.parse(src, { async: false }) : '<p>' + escapeHtml(src) + '</p>';
   }
 
   function closestTag(node, names) {
@@ -482,21 +485,64 @@
     return out;
   }
 
-  // Returns sanitized HTML whose KaTeX styles live in data-thalamus-ks (see renderInto / render).
-  function renderCore(text) {
-    text = String(text == null ? '' : text).replace(/\r\n?/g, '\n').replace(/[\uE000\uE001]/g, '');
-    if (!text.trim()) return '';
-    if (!purifiers()) return '<p class="md-plain">' + escapeHtml(text) + '</p>';
-    var p = protect(text);
-    var safe = purifyUser.sanitize(markdown(p.src), USER_CFG); // pass 1: everything from Markdown / raw HTML
+  // Markdown HTML -> pass 1 -> math/code decoration -> pass 2.
+  function renderChunk(html, maths) {
+    var safe = purifyUser.sanitize(html, USER_CFG); // pass 1: everything from Markdown / raw HTML
     var box = inert().createElement('div');
     box.innerHTML = safe;
-    decorate(box, p.maths);
+    decorate(box, maths);
     return sanitizeBlocks(box); // pass 2: the whole result again, now with KaTeX / hljs markup
   }
 
+  // Top-level Markdown blocks are rendered and cached one by one, so re-rendering a growing
+  // (streaming) message only does real work for its last block. Raw HTML blocks can open in one
+  // block and close in another: then the document is rendered as a whole.
+  var blockCache = new Map();
+  function renderBlocks(src, maths) {
+    var m = marker();
+    var tokens = null;
+    if (m && m.lexer && m.parser) {
+      try { tokens = m.lexer(src); } catch (e) { tokens = null; }
+    }
+    if (!tokens || tokens.some(function (t) { return t.type === 'html'; })) {
+      return [renderChunk(markdown(src), maths)];
+    }
+    var links = tokens.links || {};
+    var linksKey = Object.keys(links).length ? JSON.stringify(links) : '';
+    var groups = [];
+    tokens.forEach(function (t) {
+      if (t.type === 'space' || t.type === 'def') return;
+      var prev = groups[groups.length - 1];
+      if (t.type === 'text' && prev && prev[0].type === 'text') prev.push(t); else groups.push([t]);
+    });
+    return groups.map(function (g) {
+      var raw = g.map(function (t) { return t.raw; }).join('');
+      var key = raw + '\u0001' + linksKey;
+      raw.replace(PH_RE, function (all, idx) {
+        var mm = maths[+idx];
+        key += '\u0001' + (mm ? (mm.display ? 'D' : 'I') + (mm.partial ? 'P' : 'C') + mm.tex : '');
+        return all;
+      });
+      return cacheGet(blockCache, key, function () {
+        var list = g.slice();
+        list.links = links;
+        return renderChunk(m.parser(list), maths) + '\n';
+      });
+    });
+  }
+
+  // Sanitized HTML, one string per top-level block; KaTeX styles live in data-thalamus-ks.
+  function renderParts(text) {
+    text = String(text == null ? '' : text).replace(/\r\n?/g, '\n').replace(/[\uE000\uE001]/g, '');
+    if (!text.trim()) return [];
+    if (!purifiers()) return ['<p class="md-plain">' + escapeHtml(text) + '</p>'];
+    var p = protect(text);
+    return renderBlocks(p.src, p.maths);
+  }
+
+  // Public: a sanitized HTML string (KaTeX layout in ordinary style attributes).
   function render(text) {
-    return renderCore(text).replace(KS_RE, ' style="');
+    return renderParts(text).join('').replace(KS_RE, ' style="');
   }
 
   function applyStyles(root) {
@@ -507,18 +553,36 @@
     }
   }
 
+  // Public: render into a live element. Called again with the same text it does nothing; with
+  // grown text (streaming) it keeps the DOM of unchanged leading blocks and replaces the rest.
   var STATE = new WeakMap();
   function renderInto(el, text) {
     if (!el) return false;
     text = String(text == null ? '' : text);
     var st = STATE.get(el);
-    if (st && st.text === text && st.first === el.firstChild) return false;
-    var html = renderCore(text);
-    if (!st || st.html !== html || st.first !== el.firstChild) {
-      el.innerHTML = html;
-      applyStyles(el);
+    var ours = !!st && st.first === el.firstChild && st.last === el.lastChild;
+    if (ours && st.text === text) return false;
+    var parts = renderParts(text);
+    var k = 0;
+    var nodes = [];
+    var j;
+    if (ours) {
+      while (k < parts.length && k < st.parts.length && parts[k] === st.parts[k]) k++;
+      for (j = k; j < st.nodes.length; j++) {
+        st.nodes[j].forEach(function (n) { if (n.parentNode === el) el.removeChild(n); });
+      }
+      nodes = st.nodes.slice(0, k);
+    } else {
+      el.textContent = '';
     }
-    STATE.set(el, { text: text, html: html, first: el.firstChild });
+    for (j = k; j < parts.length; j++) {
+      var tpl = document.createElement('template'); // inert until inserted
+      tpl.innerHTML = parts[j];
+      applyStyles(tpl.content);
+      nodes.push(Array.prototype.slice.call(tpl.content.childNodes));
+      el.appendChild(tpl.content);
+    }
+    STATE.set(el, { text: text, parts: parts, nodes: nodes, first: el.firstChild, last: el.lastChild });
     return true;
   }
 
