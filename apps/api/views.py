@@ -1,0 +1,244 @@
+"""The OpenAI-compatible front door: any OpenAI client can chat with Thalamus and its memory.
+
+Requests authenticate with `Authorization: Bearer <API key>`, not the session, so these views
+are exempt from the login and CSRF middleware. Errors use OpenAI's error JSON shape.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pydantic
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from apps.accounts.models import ApiKey
+from apps.accounts.selectors import api_key_for_token
+from apps.accounts.services import api_key_mark_used
+from apps.api.schemas import ChatCompletionRequest
+from apps.api.services import ConversationBusy, api_turn_start
+from apps.chat.models import Conversation, Message
+from apps.chat.selectors import conversation_for_user
+from apps.chat.services import ChatError
+from apps.cognition.answer import AnswerFailed, answer_reply, estimate_tokens
+
+MODEL_ID = "thalamus"
+MODEL_CREATED = 1735689600
+CONVERSATION_HEADER = "X-Thalamus-Conversation"
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, *, type: str, code: str, param=None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = (
+            status,
+            message,
+            type,
+            code,
+            param,
+        )
+
+    def body(self) -> dict:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def response(self) -> JsonResponse:
+        return JsonResponse(self.body(), status=self.status)
+
+
+def _bad_request(message: str, *, param: str | None = None) -> ApiError:
+    return ApiError(400, message, type="invalid_request_error", code="invalid_request", param=param)
+
+
+def _authenticate(request) -> ApiKey:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(
+            401,
+            "Missing API key: send `Authorization: Bearer <key>`; create a key on your "
+            "Thalamus settings page.",
+            type="authentication_error",
+            code="missing_api_key",
+        )
+    key = api_key_for_token(token=token.strip())
+    if key is None:
+        raise ApiError(
+            401,
+            "Invalid or revoked API key.",
+            type="authentication_error",
+            code="invalid_api_key",
+        )
+    api_key_mark_used(key=key)
+    return key
+
+
+def _get_conversation_for_key(key: ApiKey, raw_id: str) -> Conversation:
+    conversation = None
+    if raw_id.strip().isdigit():
+        conversation = conversation_for_user(user=key.user, pk=int(raw_id))
+    if conversation is None:
+        raise ApiError(
+            404,
+            f"No conversation {raw_id!r}.",
+            type="invalid_request_error",
+            code="conversation_not_found",
+            param=CONVERSATION_HEADER,
+        )
+    return conversation
+
+
+def _parse_request(body: bytes) -> ChatCompletionRequest:
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise _bad_request(f"The request body is not valid JSON: {exc}.") from exc
+    try:
+        return ChatCompletionRequest.model_validate(data)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join(str(part) for part in first["loc"]) or None
+        raise _bad_request(f"{param or 'body'}: {first['msg']}", param=param) from exc
+
+
+def _start_turn(request, key: ApiKey, body: ChatCompletionRequest) -> Message:
+    user_message = body.last_user_message()
+    if user_message is None or not user_message.text.strip():
+        raise _bad_request("The request has no user message to answer.", param="messages")
+    raw_id = request.headers.get(CONVERSATION_HEADER)
+    conversation = None if raw_id is None else _get_conversation_for_key(key, raw_id)
+    try:
+        return api_turn_start(user=key.user, conversation=conversation, content=user_message.text)
+    except ConversationBusy as exc:
+        raise ApiError(
+            409, str(exc), type="invalid_request_error", code="conversation_busy"
+        ) from exc
+    except ChatError as exc:
+        raise _bad_request(str(exc), param="messages") from exc
+
+
+def _usage(reply: Message) -> dict:
+    prompt_tokens = reply.prompt_tokens
+    if prompt_tokens is None:
+        prompt_tokens = reply.trace.get("prompt_tokens_estimate") or 0
+    completion_tokens = reply.completion_tokens
+    if completion_tokens is None:
+        completion_tokens = estimate_tokens(reply.content)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _upstream_failed(exc: AnswerFailed) -> ApiError:
+    return ApiError(502, str(exc), type="api_error", code="upstream_error")
+
+
+@login_not_required
+@csrf_exempt
+@require_GET
+def models(request):
+    try:
+        _authenticate(request)
+    except ApiError as exc:
+        return exc.response()
+    model = {"id": MODEL_ID, "object": "model", "created": MODEL_CREATED, "owned_by": "thalamus"}
+    return JsonResponse({"object": "list", "data": [model]})
+
+
+@login_not_required
+@csrf_exempt
+@require_POST
+async def chat_completions(request):
+    try:
+        key = await sync_to_async(_authenticate)(request)
+        body = _parse_request(request.body)
+        reply = await sync_to_async(_start_turn)(request, key, body)
+    except ApiError as exc:
+        return exc.response()
+    completion_id = f"chatcmpl-{reply.pk}"
+    created = int(reply.created_at.timestamp())
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        response = StreamingHttpResponse(
+            _stream(reply, completion_id, created, include_usage),
+            content_type="text/event-stream",
+        )
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+    else:
+        response = await _complete(reply, completion_id, created)
+    response[CONVERSATION_HEADER] = str(reply.conversation_id)
+    return response
+
+
+async def _complete(reply: Message, completion_id: str, created: int) -> HttpResponse:
+    try:
+        async for _ in answer_reply(reply_id=reply.pk):
+            pass
+    except AnswerFailed as exc:
+        return _upstream_failed(exc).response()
+    reply = await Message.objects.aget(pk=reply.pk)
+    return JsonResponse(
+        {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": MODEL_ID,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply.content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": _usage(reply),
+        }
+    )
+
+
+def _event(payload: dict | str) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return f"data: {data}\n\n"
+
+
+async def _stream(
+    reply: Message, completion_id: str, created: int, include_usage: bool
+) -> AsyncIterator[str]:
+    def chunk(choices: list[dict], **extra) -> str:
+        return _event(
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": MODEL_ID,
+                "choices": choices,
+                **extra,
+            }
+        )
+
+    def delta(fields: dict, finish_reason: str | None = None) -> str:
+        return chunk([{"index": 0, "delta": fields, "finish_reason": finish_reason}])
+
+    yield delta({"role": "assistant", "content": ""})
+    try:
+        async for text in answer_reply(reply_id=reply.pk):
+            yield delta({"content": text})
+    except AnswerFailed as exc:
+        yield _event(_upstream_failed(exc).body())
+        return
+    yield delta({}, finish_reason="stop")
+    if include_usage:
+        finished = await Message.objects.aget(pk=reply.pk)
+        yield chunk([], usage=_usage(finished))
+    yield _event("[DONE]")

@@ -1,0 +1,240 @@
+"""The OpenAI-compatible API, driven by the official `openai` package against the real server."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from apps.accounts.models import ApiKey
+from apps.accounts.services import api_key_create, api_key_revoke
+from apps.chat.models import Conversation, Message
+from apps.chat.services import conversation_create, message_send
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HEADER = "X-Thalamus-Conversation"
+
+
+@pytest.fixture
+def client_for(asgi_server):
+    def make(user) -> openai.OpenAI:
+        _, secret = api_key_create(user=user, name="tests")
+        return openai.OpenAI(
+            base_url=f"{asgi_server}/v1", api_key=secret, max_retries=0, timeout=20
+        )
+
+    return make
+
+
+def _chat_requests(llm_stub) -> list[dict]:
+    return [r["body"] for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
+
+
+def _ask(client: openai.OpenAI, text: str, **kwargs):
+    return client.chat.completions.with_raw_response.create(
+        model="thalamus", messages=[{"role": "user", "content": text}], **kwargs
+    )
+
+
+def test_it_lists_the_thalamus_model(client_for, user):
+    models = client_for(user).models.list()
+    assert [m.id for m in models.data] == ["thalamus"]
+    assert models.data[0].owned_by == "thalamus"
+
+
+def test_a_non_streaming_reply_carries_usage_and_starts_a_conversation(client_for, user, llm_stub):
+    llm_stub.script({"content": "Hello there, Alice."})
+    raw = _ask(client_for(user), "Hi, I am Alice")
+    completion = raw.parse()
+    assert completion.model == "thalamus" and completion.object == "chat.completion"
+    assert completion.choices[0].message.role == "assistant"
+    assert completion.choices[0].message.content == "Hello there, Alice."
+    assert completion.choices[0].finish_reason == "stop"
+
+    conversation = Conversation.objects.get(pk=int(raw.headers[HEADER]))
+    assert conversation.owner == user
+    reply = conversation.messages.get(role="assistant")
+    assert completion.id == f"chatcmpl-{reply.pk}"
+    assert reply.status == Message.Status.COMPLETE
+    assert completion.usage.completion_tokens == reply.completion_tokens == 3
+    assert completion.usage.prompt_tokens == reply.prompt_tokens > 0
+    assert completion.usage.total_tokens == reply.prompt_tokens + reply.completion_tokens
+    assert conversation.messages.get(role="user").content == "Hi, I am Alice"
+
+
+def test_a_streamed_reply_assembles_to_the_full_answer_with_usage(client_for, user, llm_stub):
+    answer = "One two three four five six seven."
+    llm_stub.script({"content": answer, "tps": 200})
+    raw = _ask(client_for(user), "count", stream=True, stream_options={"include_usage": True})
+    chunks = list(raw.parse())
+
+    assert raw.headers["content-type"].startswith("text/event-stream")
+    assert Conversation.objects.filter(pk=int(raw.headers[HEADER]), owner=user).exists()
+    assert chunks[0].choices[0].delta.role == "assistant"
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content == answer
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 3
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 7
+    assert Message.objects.get(role="assistant").content == answer
+
+
+def test_a_stream_without_include_usage_sends_no_usage_chunk(client_for, user, llm_stub):
+    llm_stub.script({"content": "short answer"})
+    chunks = list(
+        client_for(user).chat.completions.create(
+            model="thalamus", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+    )
+    assert all(c.choices for c in chunks) and all(c.usage is None for c in chunks)
+
+
+def test_the_conversation_header_continues_the_same_conversation(client_for, user, llm_stub):
+    llm_stub.script({"content": "Nice to meet you, Alice."}, {"content": "You are Alice."})
+    client = client_for(user)
+    first = _ask(client, "My name is Alice.")
+    conversation_id = first.headers[HEADER]
+    second = _ask(client, "What is my name?", extra_headers={HEADER: conversation_id})
+
+    assert second.headers[HEADER] == conversation_id
+    assert second.parse().choices[0].message.content == "You are Alice."
+    prompt = _chat_requests(llm_stub)[-1]["messages"]
+    assert [(m["role"], m["content"]) for m in prompt[1:]] == [
+        ("user", "My name is Alice."),
+        ("assistant", "Nice to meet you, Alice."),
+        ("user", "What is my name?"),
+    ]
+    assert Conversation.objects.count() == 1
+    assert Message.objects.filter(conversation_id=conversation_id).count() == 4
+
+
+def test_only_the_last_user_message_is_the_new_turn(client_for, user, llm_stub):
+    llm_stub.script({"content": "ok"})
+    client_for(user).chat.completions.create(
+        model="thalamus",
+        messages=[
+            {"role": "system", "content": "You are a pirate."},
+            {"role": "user", "content": "old question"},
+            {"role": "assistant", "content": "old answer"},
+            {"role": "user", "content": [{"type": "text", "text": "new question"}]},
+        ],
+    )
+    assert list(Message.objects.filter(role="user").values_list("content", flat=True)) == [
+        "new question"
+    ]
+
+
+def test_another_users_conversation_is_not_found(client_for, user, other_user, llm_stub):
+    alices = conversation_create(user=user)
+    message_send(conversation=alices, content="my secret")
+    mallory = client_for(other_user)
+    for stream in (False, True):
+        with pytest.raises(openai.NotFoundError) as caught:
+            mallory.chat.completions.create(
+                model="thalamus",
+                messages=[{"role": "user", "content": "what did alice say?"}],
+                stream=stream,
+                extra_headers={HEADER: str(alices.pk)},
+            )
+        assert caught.value.body["code"] == "conversation_not_found"
+    assert alices.messages.count() == 2
+    assert not Conversation.objects.filter(owner=other_user).exists()
+    assert _chat_requests(llm_stub) == []
+
+
+def test_an_unknown_conversation_is_not_found(client_for, user):
+    for raw_id in ("999999", "not-a-number"):
+        with pytest.raises(openai.NotFoundError):
+            _ask(client_for(user), "hi", extra_headers={HEADER: raw_id})
+
+
+def test_a_bad_key_is_refused(asgi_server, user):
+    client = openai.OpenAI(base_url=f"{asgi_server}/v1", api_key="thk_deadbeef_nope", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as caught:
+        client.models.list()
+    assert caught.value.body["type"] == "authentication_error"
+    with pytest.raises(openai.AuthenticationError):
+        _ask(client, "hi")
+    assert not Message.objects.exists()
+
+
+def test_a_revoked_key_is_refused(client_for, user):
+    client = client_for(user)
+    client.models.list()
+    api_key_revoke(key=ApiKey.objects.get(user=user))
+    with pytest.raises(openai.AuthenticationError):
+        client.models.list()
+
+
+def test_a_missing_key_gets_openais_error_shape(asgi_server):
+    response = httpx.post(f"{asgi_server}/v1/chat/completions", json={"messages": []})
+    assert response.status_code == 401
+    assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_each_authenticated_request_marks_the_key_used(client_for, user):
+    client = client_for(user)
+    assert ApiKey.objects.get(user=user).last_used_at is None
+    client.models.list()
+    assert ApiKey.objects.get(user=user).last_used_at is not None
+
+
+def test_an_upstream_failure_is_a_502_and_the_reply_is_marked_failed(client_for, user, llm_stub):
+    llm_stub.script({"fault": "http_500"})
+    with pytest.raises(openai.APIStatusError) as caught:
+        _ask(client_for(user), "hi")
+    assert caught.value.status_code == 502
+    assert caught.value.body["code"] == "upstream_error"
+    assert "HTTP 500" in caught.value.body["message"]
+    assert Message.objects.get(role="assistant").status == Message.Status.FAILED
+
+
+def test_an_upstream_failure_mid_stream_ends_the_stream_with_an_error(client_for, user, llm_stub):
+    llm_stub.script({"content": "a rather long answer that will be cut off", "fault": "drop"})
+    stream = client_for(user).chat.completions.create(
+        model="thalamus", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    received = []
+    with pytest.raises(openai.APIError) as caught:
+        for chunk in stream:
+            received.append(chunk.choices[0].delta.content or "")
+    assert "cut off" in caught.value.message
+    assert "".join(received).startswith("a rather")
+    assert Message.objects.get(role="assistant").status == Message.Status.FAILED
+
+
+def test_a_request_without_a_user_message_is_a_400(client_for, user):
+    with pytest.raises(openai.BadRequestError) as caught:
+        client_for(user).chat.completions.create(
+            model="thalamus", messages=[{"role": "system", "content": "be nice"}]
+        )
+    assert caught.value.body["param"] == "messages"
+    assert not Conversation.objects.exists()
+
+
+def test_an_invalid_body_is_a_400(client_for, user):
+    client = client_for(user)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(
+            model="thalamus", messages=[{"role": "wizard", "content": "hi"}]
+        )
+    assert caught.value.body["param"] == "messages.0.role"
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="thalamus", messages=[])
+    response = httpx.post(
+        f"{client.base_url}chat/completions",
+        content=b"{not json",
+        headers={"Authorization": f"Bearer {client.api_key}"},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_busy_conversation_is_a_409(client_for, user, llm_stub):
+    conversation = conversation_create(user=user)
+    message_send(conversation=conversation, content="first")
+    with pytest.raises(openai.ConflictError):
+        _ask(client_for(user), "second", extra_headers={HEADER: str(conversation.pk)})
+    assert conversation.messages.count() == 2
+    assert _chat_requests(llm_stub) == []
