@@ -1,0 +1,523 @@
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import connection, transaction
+from django.db.models import Q, QuerySet
+from pydantic import ValidationError
+
+from apps.chat.models import Conversation
+from apps.core.selectors import runtime_config
+from apps.memory.embedding import EmbeddingError, get_embedder, vector_literal
+from apps.memory.models import MemoryNode, RetrievalPlan, Triple
+from apps.memory.renderer import render_knowledge
+from apps.memory.router import Route, route_turn
+from apps.memory.schemas import PlanStep, RetrievalPlanSchema
+
+logger = logging.getLogger(__name__)
+
+# Up to this many visible rows (own + global) an exact scan is both exact and fast (≈3 ms at
+# 1k rows); above it the HNSW index with iterative scans keeps latency flat. The approximate
+# branch spells the owner filter so that no B-tree can serve it, which leaves the planner the
+# HNSW index (or a sequential scan) instead of sorting a big owner's rows.
+EXACT_SCAN_MAX_ROWS = 3000
+RECENCY_HALF_LIFE_DAYS = 30
+EMBED_TIMEOUT_SECONDS = 10.0
+MAX_QUERY_WORDS = 24
+# Words too common to say anything in a full-text match, in the five renderer languages.
+_STOPWORD_TEXT = """
+    a an and are as at be but by can could did do does for from had has have how i if in is it
+    its me my no not of on or our she so that the their them then there they this to was we were
+    what when where which who why will with would you your yours he him his her hers us
+    il lo la le gli i un una uno e è di da del della che chi non per con su mi ti si ci vi
+    der die das ein eine und ist nicht zu mit von ich du er sie es wir ihr den dem des
+    le les un une et est pas de du des que qui je tu il elle nous vous ils au aux
+    el los las un una y es no de del que quien yo tú él ella nosotros se lo
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_WORD_RE = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class Weights:
+    vector: float
+    text: float
+    recency: float
+    importance: float
+    confidence: float
+
+    @classmethod
+    def from_config(cls) -> Weights:
+        config = runtime_config()
+        return cls(
+            vector=config.weight_vector,
+            text=config.weight_text,
+            recency=config.weight_recency,
+            importance=config.weight_importance,
+            confidence=config.weight_confidence,
+        )
+
+
+@dataclass
+class MemoryHit:
+    id: int
+    kind: str
+    topic: str
+    description: str
+    is_global: bool
+    created_at: datetime
+    score: float
+    components: dict[str, float]
+
+    def as_trace(self) -> dict:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "description": self.description[:200],
+            "global": self.is_global,
+            "score": round(self.score, 4),
+            "components": {name: round(value, 4) for name, value in self.components.items()},
+        }
+
+
+@dataclass
+class EpisodeHit:
+    id: int
+    summary: str
+    lesson: str
+    ended_at: datetime
+    score: float
+    components: dict[str, float]
+
+    def as_trace(self) -> dict:
+        return {
+            "id": self.id,
+            "summary": self.summary[:200],
+            "score": round(self.score, 4),
+            "components": {name: round(value, 4) for name, value in self.components.items()},
+        }
+
+
+def text_query(text: str) -> str | None:
+    """A to_tsquery string that matches any meaningful word of `text` (OR, not AND)."""
+    words = []
+    for word in _WORD_RE.findall(text.lower()):
+        word = word.strip("_")
+        if len(word) > 1 and word not in STOPWORDS and word not in words:
+            words.append(word)
+    if not words:
+        return None
+    return " | ".join(words[:MAX_QUERY_WORDS])
+
+
+_MEMORY_SEARCH_SQL = """
+WITH visible AS MATERIALIZED (
+    SELECT count(*) AS rows FROM (
+        SELECT 1 FROM memory_memorynode
+         WHERE (owner_id = %(owner)s::int OR owner_id IS NULL) AND valid_to IS NULL
+         LIMIT %(exact_max)s + 1
+    ) AS capped
+),
+exact AS MATERIALIZED (
+    SELECT id FROM memory_memorynode
+     WHERE %(has_vector)s AND (SELECT rows FROM visible) <= %(exact_max)s
+       AND (owner_id = %(owner)s::int OR owner_id IS NULL) AND valid_to IS NULL
+       AND embedding IS NOT NULL {kinds}
+     ORDER BY (embedding <=> %(vector)s::vector) + 0
+     LIMIT %(candidates)s
+),
+approximate AS MATERIALIZED (
+    SELECT id FROM memory_memorynode
+     WHERE %(has_vector)s AND (SELECT rows FROM visible) > %(exact_max)s
+       AND COALESCE(owner_id, %(owner)s::int) = %(owner)s::int AND valid_to IS NULL {kinds}
+     ORDER BY embedding <=> %(vector)s::vector
+     LIMIT %(candidates)s
+),
+matched AS MATERIALIZED (
+    SELECT id FROM (
+        SELECT id, ts_rank_cd(tsv, to_tsquery('simple', %(tsquery)s), 32) AS rank
+          FROM memory_memorynode
+         WHERE owner_id = %(owner)s::int AND tsv @@ to_tsquery('simple', %(tsquery)s)
+           AND valid_to IS NULL {kinds}
+        UNION ALL
+        SELECT id, ts_rank_cd(tsv, to_tsquery('simple', %(tsquery)s), 32) AS rank
+          FROM memory_memorynode
+         WHERE owner_id IS NULL AND tsv @@ to_tsquery('simple', %(tsquery)s)
+           AND valid_to IS NULL {kinds}
+    ) AS ranked
+     ORDER BY rank DESC
+     LIMIT %(candidates)s
+),
+candidates AS (
+    SELECT id FROM exact UNION SELECT id FROM approximate UNION SELECT id FROM matched
+),
+components AS (
+    SELECT n.id, n.kind, n.topic, n.description, n.owner_id IS NULL AS is_global, n.created_at,
+           GREATEST(COALESCE(1 - (n.embedding <=> %(vector)s::vector), 0), 0) AS vector,
+           COALESCE(ts_rank_cd(n.tsv, to_tsquery('simple', %(tsquery)s), 32), 0) AS text,
+           power(0.5, EXTRACT(EPOCH FROM now() - GREATEST(n.created_at, n.last_accessed_at))
+                      / 86400.0 / %(half_life)s) AS recency,
+           n.importance,
+           GREATEST(n.confidence_score, 0)::float / (GREATEST(n.confidence_score, 0) + 2)
+               AS confidence
+      FROM candidates JOIN memory_memorynode AS n USING (id)
+)
+SELECT id, kind, topic, description, is_global, created_at,
+       vector, text, recency, importance, confidence,
+       (%(w_vector)s * vector + %(w_text)s * text + %(w_recency)s * recency
+        + %(w_importance)s * importance + %(w_confidence)s * confidence) / %(w_total)s AS score
+  FROM components
+ ORDER BY score DESC, id DESC
+ LIMIT %(limit)s
+"""
+
+
+def memory_search_query(
+    *,
+    user_id: int,
+    text: str,
+    vector: list[float] | None,
+    limit: int,
+    kinds: Iterable[str] = (),
+    weights: Weights | None = None,
+) -> tuple[str, dict]:
+    weights = weights or Weights.from_config()
+    kinds = [str(kind) for kind in kinds]
+    # Without a vector the vector weight leaves the total, so scores keep their 0..1 scale.
+    w_vector = weights.vector if vector is not None else 0.0
+    w_total = w_vector + weights.text + weights.recency + weights.importance + weights.confidence
+    params = {
+        "owner": int(user_id),
+        "exact_max": EXACT_SCAN_MAX_ROWS,
+        "has_vector": vector is not None,
+        "vector": vector_literal(vector) if vector is not None else None,
+        "tsquery": text_query(text),
+        "candidates": max(limit * 4, 40),
+        "kinds": kinds,
+        "half_life": RECENCY_HALF_LIFE_DAYS,
+        "w_vector": w_vector,
+        "w_text": weights.text,
+        "w_recency": weights.recency,
+        "w_importance": weights.importance,
+        "w_confidence": weights.confidence,
+        "w_total": w_total or 1.0,
+        "limit": limit,
+    }
+    sql = _MEMORY_SEARCH_SQL.format(kinds="AND kind = ANY(%(kinds)s)" if kinds else "")
+    return sql, params
+
+
+def memory_search(
+    *,
+    user_id: int,
+    text: str,
+    vector: list[float] | None,
+    limit: int,
+    kinds: Iterable[str] = (),
+    weights: Weights | None = None,
+) -> list[MemoryHit]:
+    """Hybrid search over the user's current memories and the global ones, best first.
+
+    Without a vector (the embedder is down) it ranks by full text and the other signals alone.
+    """
+    sql, params = memory_search_query(
+        user_id=user_id, text=text, vector=vector, limit=limit, kinds=kinds, weights=weights
+    )
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A filtered HNSW scan otherwise stops after ef_search neighbours, most of them other
+        # users' rows, and returns fewer than `limit` (see DESIGN.md, measured traps).
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        cursor.execute(f"SET LOCAL hnsw.ef_search = {max(params['candidates'], 100)}")
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    return [
+        MemoryHit(
+            id=row[0],
+            kind=row[1],
+            topic=row[2],
+            description=row[3],
+            is_global=row[4],
+            created_at=row[5],
+            components={
+                "vector": float(row[6]),
+                "text": float(row[7]),
+                "recency": float(row[8]),
+                "importance": float(row[9]),
+                "confidence": float(row[10]),
+            },
+            score=float(row[11]),
+        )
+        for row in rows
+    ]
+
+
+_EPISODE_SEARCH_SQL = """
+SELECT id, summary, lesson, ended_at, vector, text, recency,
+       (%(w_vector)s * vector + %(w_text)s * text + %(w_recency)s * recency) / %(w_total)s AS score
+  FROM (
+    SELECT id, summary, lesson, ended_at,
+           GREATEST(COALESCE(1 - (embedding <=> %(vector)s::vector), 0), 0) AS vector,
+           COALESCE(ts_rank_cd(tsv, to_tsquery('simple', %(tsquery)s), 32), 0) AS text,
+           power(0.5, EXTRACT(EPOCH FROM now() - ended_at) / 86400.0 / %(half_life)s) AS recency
+      FROM memory_episode
+     WHERE owner_id = %(owner)s::int
+  ) AS scored
+ WHERE vector > 0 OR text > 0
+ ORDER BY score DESC, id DESC
+ LIMIT %(limit)s
+"""
+
+
+def episode_search(
+    *, user_id: int, text: str, vector: list[float] | None, limit: int
+) -> list[EpisodeHit]:
+    """The user's episodes closest to the text; a user has few, so an exact scan is cheap."""
+    weights = Weights.from_config()
+    w_vector = weights.vector if vector is not None else 0.0
+    params = {
+        "owner": int(user_id),
+        "vector": vector_literal(vector) if vector is not None else None,
+        "tsquery": text_query(text),
+        "half_life": RECENCY_HALF_LIFE_DAYS,
+        "w_vector": w_vector,
+        "w_text": weights.text,
+        "w_recency": weights.recency,
+        "w_total": (w_vector + weights.text + weights.recency) or 1.0,
+        "limit": limit,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_EPISODE_SEARCH_SQL, params)
+        rows = cursor.fetchall()
+    return [
+        EpisodeHit(
+            id=row[0],
+            summary=row[1],
+            lesson=row[2],
+            ended_at=row[3],
+            components={"vector": float(row[4]), "text": float(row[5]), "recency": float(row[6])},
+            score=float(row[7]),
+        )
+        for row in rows
+    ]
+
+
+def current_memories_for(*, user_id: int) -> QuerySet[MemoryNode]:
+    return MemoryNode.objects.filter(Q(owner_id=user_id) | Q(owner=None), valid_to=None).order_by(
+        "-created_at"
+    )
+
+
+def knowledge_triples_for(*, user_id: int, limit: int = 200) -> QuerySet[Triple]:
+    """The user's current triples and the global ones, in the renderer's order."""
+    return (
+        Triple.objects.filter(Q(owner_id=user_id) | Q(owner=None), valid_to=None)
+        .select_related("predicate")
+        .order_by("owner_id", "category", "predicate__name", "-confidence", "id")[:limit]
+    )
+
+
+def default_plan_steps(text: str, limit: int) -> list[PlanStep]:
+    return [PlanStep(query=text[:1000], limit=limit)]
+
+
+def retrieval_plan_steps(
+    *, conversation: Conversation | None, text: str, limit: int
+) -> tuple[list[PlanStep], str]:
+    """The steps to run this turn and where they came from: plan, default or corrupt-plan.
+
+    The user's own message is always searched too: the plan was made before it was written.
+    """
+    default = default_plan_steps(text, limit)
+    if conversation is None:
+        return default, "default"
+    stored = RetrievalPlan.objects.filter(conversation=conversation).values("steps").first()
+    if stored is None:
+        return default, "default"
+    try:
+        plan = RetrievalPlanSchema.model_validate({"steps": stored["steps"]})
+    except ValidationError:
+        logger.warning("corrupt retrieval plan of conversation %s ignored", conversation.pk)
+        return default, "corrupt-plan"
+    if not plan.steps:
+        return default, "default"
+    return [*default, *plan.steps], "plan"
+
+
+@dataclass
+class MemoryContext:
+    prompt_block: str
+    trace: dict = field(default_factory=dict)
+
+
+def _embed_queries(texts: list[str], trace: dict) -> dict[str, list[float]]:
+    try:
+        vectors = get_embedder(timeout=EMBED_TIMEOUT_SECONDS).embed(texts)
+    except EmbeddingError as exc:
+        trace["embedding_error"] = str(exc)[:300]
+        return {}
+    except Exception as exc:  # noqa: BLE001 — a turn must go on without vectors, whatever broke.
+        logger.exception("embedding the turn's queries failed")
+        trace["embedding_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        return {}
+    return dict(zip(texts, vectors, strict=True))
+
+
+def memory_context_for_turn(*, user, conversation, text: str) -> MemoryContext:
+    """Everything memory adds to the system prompt of one turn, with a trace of why.
+
+    Synchronous (ORM and one HTTP embedding call): from a consumer call it through
+    `sync_to_async` / `database_sync_to_async`. Never raises on an LLM or embedding failure: the
+    turn then gets full-text retrieval, and the trace says so. Marks the memories it returns
+    as accessed in one UPDATE.
+    """
+    from apps.memory.services import memory_nodes_mark_accessed
+
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    trace: dict = {}
+
+    def lap(step: str, since: float) -> float:
+        now = time.perf_counter()
+        timings[step] = round((now - since) * 1000, 2)
+        return now
+
+    config = runtime_config()
+    limit = config.max_memory_results
+    mark = time.perf_counter()
+    steps, plan_source = retrieval_plan_steps(conversation=conversation, text=text, limit=limit)
+    mark = lap("plan", mark)
+
+    queries = list(dict.fromkeys(step.search_text for step in steps))
+    vectors = _embed_queries(queries, trace)
+    mark = lap("embed", mark)
+
+    hits: dict[int, MemoryHit] = {}
+    for step in steps:
+        for hit in memory_search(
+            user_id=user.pk,
+            text=step.search_text,
+            vector=vectors.get(step.search_text),
+            limit=step.limit,
+            kinds=step.types,
+        ):
+            if hit.id not in hits or hits[hit.id].score < hit.score:
+                hits[hit.id] = hit
+    memories = sorted(hits.values(), key=lambda hit: hit.score, reverse=True)[:limit]
+    mark = lap("memories", mark)
+
+    triples = list(knowledge_triples_for(user_id=user.pk))
+    mark = lap("triples", mark)
+
+    route = route_turn(text=text, best_memory_score=memories[0].score if memories else None)
+    episodes: list[EpisodeHit] = []
+    if route.name == Route.RECOLLECTION:
+        episodes = episode_search(
+            user_id=user.pk, text=text, vector=vectors.get(steps[0].search_text), limit=3
+        )
+        mark = lap("episodes", mark)
+
+    memory_nodes_mark_accessed(node_ids=[hit.id for hit in memories])
+    mark = lap("mark_accessed", mark)
+
+    language = config.renderer_language
+    prompt_block, kept_memories, kept_episodes = assemble_prompt_block(
+        knowledge=render_knowledge(triples=triples, language=language, user=user),
+        memories=memories,
+        episodes=episodes,
+        budget_tokens=max(config.token_budget // 3, 200),
+        language=language,
+    )
+    lap("render", mark)
+    timings["total"] = round((time.perf_counter() - started) * 1000, 2)
+
+    trace.update(
+        {
+            "route": str(route.name),
+            "reason": route.reason,
+            "plan": {
+                "source": plan_source,
+                "steps": [step.model_dump(mode="json") for step in steps],
+            },
+            "vector_search": bool(vectors),
+            "memories": [hit.as_trace() for hit in kept_memories],
+            "episodes": [hit.as_trace() for hit in kept_episodes],
+            "dropped_for_budget": (len(memories) - len(kept_memories))
+            + (len(episodes) - len(kept_episodes)),
+            "triples": [
+                {
+                    "id": triple.id,
+                    "subject": triple.subject,
+                    "predicate": triple.predicate.name,
+                    "object": triple.object,
+                    "category": triple.category,
+                    "global": triple.owner_id is None,
+                }
+                for triple in triples
+            ],
+            "timings_ms": timings,
+        }
+    )
+    return MemoryContext(prompt_block=prompt_block, trace=trace)
+
+
+_HEADINGS = {
+    "en": ("Relevant memories", "Past episodes", "lesson"),
+    "it": ("Ricordi pertinenti", "Episodi passati", "lezione"),
+    "de": ("Relevante Erinnerungen", "Frühere Episoden", "Lehre"),
+    "fr": ("Souvenirs pertinents", "Épisodes passés", "leçon"),
+    "es": ("Recuerdos relevantes", "Episodios pasados", "lección"),
+}
+
+
+def estimate_tokens(text: str) -> int:
+    return max(1, round(len(text.split()) * 1.3))
+
+
+def assemble_prompt_block(
+    *,
+    knowledge: str,
+    memories: list[MemoryHit],
+    episodes: list[EpisodeHit],
+    budget_tokens: int,
+    language: str,
+) -> tuple[str, list[MemoryHit], list[EpisodeHit]]:
+    """The block for the system prompt; over budget, the lowest-scored items go first."""
+    memory_heading, episode_heading, lesson_word = _HEADINGS.get(language, _HEADINGS["en"])
+    memory_lines = {hit.id: f"- {' '.join(hit.description.split())}" for hit in memories}
+    episode_lines = {
+        hit.id: "- {} ({}){}".format(
+            " ".join(hit.summary.split()),
+            hit.ended_at.date().isoformat(),
+            f" — {lesson_word}: {hit.lesson}" if hit.lesson else "",
+        )
+        for hit in episodes
+    }
+    kept_memories, kept_episodes = list(memories), list(episodes)
+    used = estimate_tokens(knowledge) if knowledge else 0
+    used += sum(estimate_tokens(line) for line in memory_lines.values())
+    used += sum(estimate_tokens(line) for line in episode_lines.values())
+    while used > budget_tokens and (kept_memories or kept_episodes):
+        lowest_memory = kept_memories[-1] if kept_memories else None
+        lowest_episode = kept_episodes[-1] if kept_episodes else None
+        if lowest_episode is None or (
+            lowest_memory is not None and lowest_memory.score <= lowest_episode.score
+        ):
+            kept_memories.pop()
+            used -= estimate_tokens(memory_lines[lowest_memory.id])
+        else:
+            kept_episodes.pop()
+            used -= estimate_tokens(episode_lines[lowest_episode.id])
+
+    sections = [knowledge] if knowledge else []
+    if kept_memories:
+        lines = "\n".join(memory_lines[hit.id] for hit in kept_memories)
+        sections.append(f"{memory_heading}:\n{lines}")
+    if kept_episodes:
+        lines = "\n".join(episode_lines[hit.id] for hit in kept_episodes)
+        sections.append(f"{episode_heading}:\n{lines}")
+    return "\n\n".join(sections), kept_memories, kept_episodes

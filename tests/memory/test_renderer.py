@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import pytest
+
+from apps.memory import services
+from apps.memory.renderer import render_knowledge
+from apps.memory.seeds import load_seed_truths
+from apps.memory.selectors import knowledge_triples_for
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def marcellos_graph(user, other_user):
+    load_seed_truths()
+    services.triple_upsert(owner=user, subject="user", predicate="is_called", object="Marcello")
+    services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Rome")
+    services.triple_upsert(owner=user, subject="user", predicate="loves", object="espresso")
+    services.triple_upsert(owner=user, subject="user", predicate="enjoys", object="jazz")
+    services.triple_upsert(owner=other_user, subject="user", predicate="name", object="Mallory")
+    return user
+
+
+EXPECTED = {
+    "en": ["Identity", "- Name: Marcello", "Places", "- Lives in: Rome", "Preferences",
+           "- Likes: espresso, jazz", "General knowledge", "- Thalamus — Is: a self-hosted"],
+    "it": ["Identità", "- Nome: Marcello", "Luoghi", "- Vive a: Rome", "Preferenze",
+           "- Ama: espresso, jazz", "Conoscenze generali", "- Thalamus — È: a self-hosted"],
+    "de": ["Identität", "- Name: Marcello", "Orte", "- Wohnt in: Rome", "Vorlieben",
+           "- Mag: espresso, jazz", "Allgemeinwissen"],
+    "fr": ["Identité", "- Nom: Marcello", "Lieux", "- Habite à: Rome", "Préférences",
+           "- Aime: espresso, jazz", "Connaissances générales"],
+    "es": ["Identidad", "- Nombre: Marcello", "Lugares", "- Vive en: Rome", "Preferencias",
+           "- Le gusta: espresso, jazz", "Conocimiento general"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("language", sorted(EXPECTED))
+def test_the_users_graph_reads_as_labelled_lines_in_each_language(marcellos_graph, language):
+    triples = knowledge_triples_for(user_id=marcellos_graph.pk)
+
+    block = render_knowledge(triples=triples, language=language, user=marcellos_graph)
+
+    position = -1
+    for expected in EXPECTED[language]:
+        found = block.find(expected)
+        assert found > position, f"{expected!r} missing or out of order in:\n{block}"
+        position = found
+    assert "Mallory" not in block
+    assert "has_name" not in block and "→" not in block
+
+
+def test_categories_follow_the_ontology_not_insertion_order(user):
+    load_seed_truths()
+    services.triple_upsert(owner=user, subject="user", predicate="likes", object="tea")
+    services.triple_upsert(owner=user, subject="user", predicate="has_name", object="Ada")
+
+    block = render_knowledge(
+        triples=knowledge_triples_for(user_id=user.pk), language="en", user=user
+    )
+
+    assert block.index("Identity") < block.index("Preferences")
+
+
+def test_an_empty_graph_renders_nothing(user):
+    assert render_knowledge(triples=[], language="it", user=user) == ""

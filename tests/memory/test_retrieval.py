@@ -1,0 +1,192 @@
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+from django.db import connection
+
+from apps.memory import selectors, services
+from apps.memory.embedding import vector_literal
+from apps.memory.selectors import Weights, memory_search
+
+pytestmark = pytest.mark.django_db
+
+DIM = 64
+VECTOR_ONLY = Weights(vector=1.0, text=0.0, recency=0.0, importance=0.0, confidence=0.0)
+
+
+def _random_unit_vector(rng: random.Random) -> list[float]:
+    vector = [rng.gauss(0, 1) for _ in range(DIM)]
+    norm = sum(v * v for v in vector) ** 0.5
+    return [v / norm for v in vector]
+
+
+def _bulk_memories(django_user_model, *, users: int, per_user: int, globals_: int = 0) -> list[int]:
+    """Random-vector memories for many users, inserted set-based like the benchmark does."""
+    created = django_user_model.objects.bulk_create(
+        [django_user_model(username=f"bulk{i}", password="!") for i in range(users)]
+    )
+    ids = [user.pk for user in created]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO memory_memorynode
+                (owner_id, description, kind, topic, fact_key, state, confidence_score,
+                 importance, origin_context, embedding, embedding_status, embedding_model,
+                 created_at)
+            SELECT CASE WHEN g <= %(globals)s THEN NULL
+                        ELSE (%(owners)s::int[])[1 + (g %% %(users)s)] END,
+                   'bulk memory ' || g, 'fact', '', '', 'promoted', 1, 0.5, '',
+                   (SELECT array_agg(random() - 0.5)::vector({DIM})
+                      FROM generate_series(1, {DIM}) WHERE g > 0),
+                   'ready', 'bulk', now()
+              FROM generate_series(1, %(total)s) AS g
+            """,
+            {
+                "globals": globals_,
+                "owners": ids,
+                "users": users,
+                "total": globals_ + users * per_user,
+            },
+        )
+        cursor.execute("ANALYZE memory_memorynode")
+    return ids
+
+
+def _exact_top(user_id: int, vector: list[float], k: int) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT id FROM memory_memorynode
+             WHERE (owner_id = %s::int OR owner_id IS NULL) AND valid_to IS NULL
+             ORDER BY (embedding <=> %s::vector) + 0 LIMIT %s
+            """,
+            [user_id, vector_literal(vector), k],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def _owners(ids: list[int]) -> set[int | None]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT DISTINCT owner_id FROM memory_memorynode WHERE id = ANY(%s)", [ids])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_a_users_search_never_returns_another_users_memories(user, other_user, llm_stub):
+    mine = services.memory_node_create(owner=user, description="My cat is called Miso")
+    services.memory_node_create(owner=other_user, description="My cat is called Pepper")
+    shared = services.memory_node_create(owner=None, description="Cats are called felines")
+    vector = [0.0] * DIM
+    vector[0] = 1.0
+
+    hits = memory_search(user_id=user.pk, text="cat called", vector=vector, limit=10)
+
+    assert {hit.id for hit in hits} == {mine.pk, shared.pk}
+    assert [hit.is_global for hit in hits if hit.id == shared.pk] == [True]
+
+
+def test_superseded_values_are_not_retrieved(user, llm_stub):
+    services.memory_node_create(owner=user, description="Lives in Rome", fact_key="city")
+    current = services.memory_node_create(owner=user, description="Lives in Milan", fact_key="city")
+
+    hits = memory_search(user_id=user.pk, text="lives Rome Milan", vector=None, limit=10)
+
+    assert [hit.id for hit in hits] == [current.pk]
+
+
+def test_hits_carry_their_score_components(user, llm_stub):
+    services.memory_node_create(owner=user, description="Plays the cello on Sundays")
+
+    [hit] = memory_search(user_id=user.pk, text="cello", vector=None, limit=5)
+
+    assert set(hit.components) == {"vector", "text", "recency", "importance", "confidence"}
+    assert hit.components["text"] > 0
+    assert hit.components["recency"] == pytest.approx(1.0, abs=0.01)
+    assert 0 < hit.score <= 1
+
+
+def test_kinds_filter_the_candidates(user, llm_stub):
+    services.memory_node_create(owner=user, description="Prefers tea", kind="preference")
+    services.memory_node_create(owner=user, description="Tea comes from China", kind="fact")
+
+    hits = memory_search(user_id=user.pk, text="tea", vector=None, limit=5, kinds=["preference"])
+
+    assert [hit.kind for hit in hits] == ["preference"]
+
+
+def _take_the_big_table_path(monkeypatch) -> None:
+    """Make a test-sized table take the path a big one takes: the filtered HNSW index scan.
+
+    Every owner counts as big, and the planner may not sort a few thousand rows instead.
+    """
+    monkeypatch.setattr(selectors, "EXACT_SCAN_MAX_ROWS", 0)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+
+
+@pytest.fixture
+def through_the_hnsw_index(monkeypatch):
+    _take_the_big_table_path(monkeypatch)
+
+
+def _plan(user_id: int, vector: list[float]) -> str:
+    sql, params = selectors.memory_search_query(
+        user_id=user_id, text="", vector=vector, limit=10, weights=VECTOR_ONLY
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_without_iterative_scans_the_filtered_index_returns_fewer_than_k(
+    django_user_model, through_the_hnsw_index
+):
+    owners = _bulk_memories(django_user_model, users=100, per_user=40)
+    vector = _random_unit_vector(random.Random(3))
+    sql, params = selectors.memory_search_query(
+        user_id=owners[0], text="", vector=vector, limit=10, weights=VECTOR_ONLY
+    )
+
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL hnsw.iterative_scan = off")
+        cursor.execute(sql, params)
+        assert len(cursor.fetchall()) < 10
+    assert "memnode_embedding_hnsw" in _plan(owners[0], vector)
+
+
+def test_a_user_with_k_memories_gets_k_back_from_the_filtered_hnsw_index(
+    django_user_model, through_the_hnsw_index
+):
+    owners = _bulk_memories(django_user_model, users=100, per_user=40)
+    rng = random.Random(4)
+    assert "memnode_embedding_hnsw" in _plan(owners[0], _random_unit_vector(rng))
+
+    for owner in owners[:20]:
+        hits = memory_search(
+            user_id=owner, text="", vector=_random_unit_vector(rng), limit=10, weights=VECTOR_ONLY
+        )
+        assert len(hits) == 10
+        assert _owners([hit.id for hit in hits]) == {owner}
+
+
+def test_filtered_vector_recall_at_10_is_at_least_095_on_both_paths(django_user_model, monkeypatch):
+    """50 users × 80 memories + 20 global ones; 100 queries, each against exact search."""
+    owners = _bulk_memories(django_user_model, users=50, per_user=80, globals_=20)
+    rng = random.Random(7)
+    queries = [(rng.choice(owners), _random_unit_vector(rng)) for _ in range(100)]
+
+    def recall() -> float:
+        found = []
+        for owner, vector in queries:
+            truth = set(_exact_top(owner, vector, 10))
+            hits = memory_search(
+                user_id=owner, text="", vector=vector, limit=10, weights=VECTOR_ONLY
+            )
+            found.append(len(truth & {hit.id for hit in hits}) / 10)
+        return statistics.mean(found)
+
+    assert recall() == 1.0  # an exact scan: 100 visible rows per user
+    _take_the_big_table_path(monkeypatch)
+    assert "memnode_embedding_hnsw" in _plan(owners[0], queries[0][1])
+    assert recall() >= 0.95
