@@ -33,7 +33,13 @@ def signup(request):
     return render(request, "accounts/signup.html", {"form": form})
 
 
-def _settings_page(request, *, form: ApiKeyForm, new_key: ApiKey | None = None, secret=""):
+NEW_KEY_SESSION = "new_api_key"
+
+
+def _settings_page(request, *, form: ApiKeyForm):
+    # The secret waits in the session for exactly one page view, so a reload neither shows it
+    # again nor creates a second key.
+    new_key = request.session.pop(NEW_KEY_SESSION, None)
     return render(
         request,
         "accounts/settings.html",
@@ -41,7 +47,6 @@ def _settings_page(request, *, form: ApiKeyForm, new_key: ApiKey | None = None, 
             "api_keys": api_keys_for_user(user=request.user),
             "form": form,
             "new_key": new_key,
-            "secret": secret,
             "api_base_url": request.build_absolute_uri("/v1"),
         },
     )
@@ -57,9 +62,9 @@ def api_key_create(request):
     form = ApiKeyForm(request.POST)
     if not form.is_valid():
         return _settings_page(request, form=form)
-    # Rendered, not redirected: the secret exists only in this response.
     key, secret = services.api_key_create(user=request.user, name=form.cleaned_data["name"])
-    return _settings_page(request, form=ApiKeyForm(), new_key=key, secret=secret)
+    request.session[NEW_KEY_SESSION] = {"name": key.name, "secret": secret}
+    return redirect("settings")
 
 
 @require_POST

@@ -62,8 +62,8 @@ def test_the_settings_page_needs_a_login(client):
 
 def test_a_user_creates_a_key_on_the_settings_page_and_sees_the_secret_once(client, user):
     client.force_login(user)
-    response = client.post("/accounts/settings/keys/", {"name": "Open WebUI"})
-    assert response.status_code == 200
+    response = client.post("/accounts/settings/keys/", {"name": "Open WebUI"}, follow=True)
+    assert response.redirect_chain == [("/accounts/settings/", 302)]
     secret = SECRET_RE.search(response.content.decode()).group(0)
     key = ApiKey.objects.get(user=user)
     assert key.name == "Open WebUI" and api_key_for_token(token=secret) == key

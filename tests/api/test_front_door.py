@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import openai
 import pytest
@@ -238,3 +240,18 @@ def test_a_busy_conversation_is_a_409(client_for, user, llm_stub):
         _ask(client_for(user), "second", extra_headers={HEADER: str(conversation.pk)})
     assert conversation.messages.count() == 2
     assert _chat_requests(llm_stub) == []
+
+
+def test_a_streamed_reply_arrives_token_by_token_not_all_at_the_end(client_for, user, llm_stub):
+    llm_stub.script({"content": "word " * 15, "tps": 10})
+    client = client_for(user)
+    started = time.monotonic()
+    arrivals = [
+        time.monotonic() - started
+        for chunk in client.chat.completions.create(
+            model="thalamus", messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+        if chunk.choices and chunk.choices[0].delta.content
+    ]
+    assert len(arrivals) == 15
+    assert arrivals[-1] - arrivals[0] > 1.0
