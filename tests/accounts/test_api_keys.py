@@ -152,6 +152,7 @@ def test_the_admin_lists_keys_and_revokes_them_with_an_action(admin_client, user
 
 
 def test_the_admin_adds_a_key_through_the_service_and_shows_the_secret_once(admin_client, user):
+    assert admin_client.get("/admin/accounts/apikey/add/").status_code == 200
     response = admin_client.post(
         "/admin/accounts/apikey/add/", {"user": user.pk, "name": "from admin"}, follow=True
     )

@@ -189,7 +189,9 @@ def test_an_upstream_failure_is_a_502_and_the_reply_is_marked_failed(client_for,
     assert caught.value.status_code == 502
     assert caught.value.body["code"] == "upstream_error"
     assert "HTTP 500" in caught.value.body["message"]
-    assert Message.objects.get(role="assistant").status == Message.Status.FAILED
+    reply = Message.objects.get(role="assistant")
+    assert reply.status == Message.Status.FAILED
+    assert caught.value.response.headers[HEADER] == str(reply.conversation_id)
 
 
 def test_an_upstream_failure_mid_stream_ends_the_stream_with_an_error(client_for, user, llm_stub):
