@@ -36,12 +36,13 @@ def _resize_column(model, dim: int) -> None:
         cursor.execute(f"DROP INDEX IF EXISTS {index}")
         cursor.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dim}) USING NULL")
         cursor.execute(
-            f"UPDATE {table} SET embedding_model = '', embedding_status = %s",
-            [EmbeddingStatus.PENDING],
-        )
-        cursor.execute(
             f"CREATE INDEX {index} ON {table} USING hnsw (embedding vector_cosine_ops) "
             "WITH (m = 16, ef_construction = 64)"
+        )
+        # Last: an UPDATE queues deferred foreign-key checks, after which DDL is refused.
+        cursor.execute(
+            f"UPDATE {table} SET embedding_model = '', embedding_status = %s",
+            [EmbeddingStatus.PENDING],
         )
 
 
