@@ -1,0 +1,66 @@
+"""Shared bits of the benchmarks: run `manage.py up` on a throwaway data dir and time things."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(THALAMUS_DATA_DIR=str(data_dir), THALAMUS_ADMIN_PASSWORD="bench-admin-pass-1")
+    env.update(extra)
+    return env
+
+
+def start_up(data_dir: Path, port: int, log_path: Path, **extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "up", "--port", str(port)],
+        cwd=ROOT,
+        env=up_env(data_dir, **extra),
+        stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_for_page(url: str, process: subprocess.Popen, timeout: float = 120) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if process.poll() is not None:
+            raise RuntimeError(f"up exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return time.monotonic() - started
+        except OSError:
+            time.sleep(0.02)
+    raise TimeoutError(url)
+
+
+def stop_up(process: subprocess.Popen) -> None:
+    process.send_signal(signal.SIGTERM)
+    process.wait(60)
+
+
+def summary(values_ms: list[float]) -> str:
+    ordered = sorted(values_ms)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return (
+        f"median {statistics.median(ordered):.1f} ms, p95 {p95:.1f} ms "
+        f"(n={len(ordered)}, min {ordered[0]:.1f}, max {ordered[-1]:.1f})"
+    )

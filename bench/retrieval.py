@@ -1,0 +1,269 @@
+"""Retrieval at scale: latency per user and filtered recall@10 against exact search.
+
+    .venv/bin/python -m bench.retrieval [--nodes 200000] [--users 1000] [--dim 384] [--queries 300]
+
+Runs on its own database (`thalamus_bench_retrieval`) in the embedded PostgreSQL, bulk-loads
+random unit vectors with set-based SQL, builds the HNSW index, then times the real selectors:
+`memory_search` on both of its paths (the exact scan small owners get, and the filtered HNSW
+index with iterative scans big owners get) and the whole `memory_context_for_turn`, embedding
+through the in-process LLM stub. The data is kept between runs of the same shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+
+BENCH_DATABASE = "thalamus_bench_retrieval"
+VOCABULARY = (
+    "coffee tea garden music jazz piano guitar running cycling hiking travel rome milan paris "
+    "berlin madrid work project deadline meeting family sister brother daughter son dog cat "
+    "birthday allergy doctor book novel film series cooking pasta pizza sushi wine beer "
+    "python django database server holiday beach mountain winter summer exam school"
+).split()
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=200_000)
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    return parser.parse_args()
+
+
+def setup_django(dim: int) -> None:
+    """Start the embedded servers, then point Django at the benchmark's own database."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
+    os.environ["THALAMUS_EMBED_DIM"] = str(dim)
+    from apps.core import embedded
+
+    if os.environ.get("DATABASE_URL"):
+        # It truncates tables: never point it at a database that may hold real memories.
+        sys.exit("bench.retrieval runs on the embedded PostgreSQL only; unset DATABASE_URL.")
+    embedded.acquire()
+    base = embedded.database_url()
+    _create_database(base)
+    os.environ["DATABASE_URL"] = base.replace(f"/{embedded.PG_DATABASE}?", f"/{BENCH_DATABASE}?")
+    import logging
+
+    import django
+
+    django.setup()
+    for noisy in ("thalamus.llm_stub", "httpx", "httpx2"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def _create_database(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        exists = connection.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]
+        ).fetchone()
+        if not exists:
+            connection.execute(f"CREATE DATABASE {BENCH_DATABASE}")
+
+
+def timed(label: str):
+    class Timer:
+        def __enter__(self):
+            self.started = time.perf_counter()
+            print(f"{label}…", end="", flush=True)
+            return self
+
+        def __exit__(self, *exc):
+            self.seconds = time.perf_counter() - self.started
+            print(f" {self.seconds:.1f} s", flush=True)
+
+    return Timer()
+
+
+def load(nodes: int, users: int, dim: int) -> dict[str, float]:
+    from django.db import connection
+
+    shape = f"{nodes}:{users}:{dim}"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), count(DISTINCT owner_id), max(embedding_model) FROM memory_memorynode"
+        )
+        count, owners, marker = cursor.fetchone()
+        if count == nodes and owners == users and marker == f"bench:{shape}":
+            print(f"Reusing {nodes} nodes over {users} users ({dim} dimensions).")
+            return {}
+        figures = {}
+        cursor.execute("TRUNCATE memory_memorynode, auth_user CASCADE")
+        cursor.execute("DROP INDEX IF EXISTS memnode_embedding_hnsw")
+        cursor.execute(f"ALTER TABLE memory_memorynode ALTER COLUMN embedding TYPE vector({dim})")
+        with timed(f"Loading {users} users and {nodes} nodes") as timer:
+            cursor.execute(
+                """
+                INSERT INTO auth_user (password, is_superuser, username, first_name, last_name,
+                                       email, is_staff, is_active, date_joined)
+                SELECT '!', false, 'bench' || g, '', '', '', false, true, now()
+                  FROM generate_series(1, %s) AS g
+                """,
+                [users],
+            )
+            cursor.execute(
+                f"""
+                INSERT INTO memory_memorynode
+                    (owner_id, description, kind, topic, fact_key, state, confidence_score,
+                     importance, origin_context, embedding, embedding_status, embedding_model,
+                     created_at)
+                SELECT owners.ids[1 + (g %% %(users)s)],
+                       (SELECT string_agg((%(words)s::text[])[1 + floor(random() * %(vocab)s)::int],
+                                          ' ')
+                          FROM generate_series(1, 6) WHERE g > 0),
+                       'fact', '', '', 'promoted', 1 + (g %% 5), random(), '',
+                       (SELECT array_agg(random() - 0.5)::vector({dim})
+                          FROM generate_series(1, {dim}) WHERE g > 0),
+                       'ready', %(marker)s,
+                       now() - random() * interval '365 days'
+                  FROM generate_series(1, %(nodes)s) AS g,
+                       (SELECT array_agg(id ORDER BY id) AS ids FROM auth_user) AS owners
+                """,
+                {
+                    "users": users,
+                    "nodes": nodes,
+                    "words": list(VOCABULARY),
+                    "vocab": len(VOCABULARY),
+                    "marker": f"bench:{shape}",
+                },
+            )
+        figures["load_s"] = timer.seconds
+        with timed("Building the HNSW index (m=16, ef_construction=64)") as timer:
+            cursor.execute("SET maintenance_work_mem = '1GB'")
+            cursor.execute("SET max_parallel_maintenance_workers = 1")
+            cursor.execute(
+                "CREATE INDEX memnode_embedding_hnsw ON memory_memorynode "
+                "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+            )
+        figures["index_s"] = timer.seconds
+        cursor.execute("VACUUM ANALYZE memory_memorynode")
+    return figures
+
+
+def random_unit_vector(rng: random.Random, dim: int) -> list[float]:
+    vector = [rng.gauss(0, 1) for _ in range(dim)]
+    norm = sum(v * v for v in vector) ** 0.5
+    return [v / norm for v in vector]
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+def exact_top(user_id: int, vector: list[float], k: int) -> set[int]:
+    from django.db import connection
+
+    from apps.memory.embedding import vector_literal
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT id FROM memory_memorynode
+             WHERE (owner_id = %s::int OR owner_id IS NULL) AND valid_to IS NULL
+             ORDER BY (embedding <=> %s::vector) + 0 LIMIT %s
+            """,
+            [user_id, vector_literal(vector), k],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def measure_search(owner_ids: list[int], args: argparse.Namespace, exact_max: int) -> dict:
+    from apps.memory import selectors
+    from apps.memory.selectors import Weights, memory_search
+
+    selectors.EXACT_SCAN_MAX_ROWS = exact_max
+    vector_only = Weights(vector=1, text=0, recency=0, importance=0, confidence=0)
+    rng = random.Random(args.seed)
+    latencies, recalls, counts = [], [], []
+    for _ in range(args.queries):
+        owner = rng.choice(owner_ids)
+        vector = random_unit_vector(rng, args.dim)
+        text = " ".join(rng.sample(VOCABULARY, 3))
+        started = time.perf_counter()
+        hits = memory_search(user_id=owner, text=text, vector=vector, limit=10)
+        latencies.append((time.perf_counter() - started) * 1000)
+        counts.append(len(hits))
+        nearest = memory_search(
+            user_id=owner, text="", vector=vector, limit=10, weights=vector_only
+        )
+        recalls.append(len(exact_top(owner, vector, 10) & {hit.id for hit in nearest}) / 10)
+    return {
+        "median_ms": statistics.median(latencies),
+        "p95_ms": percentile(latencies, 0.95),
+        "recall@10": statistics.mean(recalls),
+        "min_hits": min(counts),
+    }
+
+
+def measure_turn(owner_ids: list[int], args: argparse.Namespace) -> dict:
+    from django.conf import settings
+
+    from apps.core.llm_stub import StubServer
+    from apps.memory import selectors
+    from apps.memory.selectors import memory_context_for_turn
+    from django.contrib.auth import get_user_model
+
+    selectors.EXACT_SCAN_MAX_ROWS = 3000
+    rng = random.Random(args.seed + 1)
+    users = {user.pk: user for user in get_user_model().objects.filter(pk__in=owner_ids)}
+    latencies = []
+    with StubServer(port=0, dim=args.dim) as stub:
+        settings.THALAMUS_LLM_BASE_URL = stub.url
+        for _ in range(args.queries):
+            user = users[rng.choice(owner_ids)]
+            text = "Tell me about " + " and ".join(rng.sample(VOCABULARY, 3))
+            started = time.perf_counter()
+            context = memory_context_for_turn(user=user, conversation=None, text=text)
+            latencies.append((time.perf_counter() - started) * 1000)
+            assert context.trace["vector_search"], context.trace.get("embedding_error")
+    return {"median_ms": statistics.median(latencies), "p95_ms": percentile(latencies, 0.95)}
+
+
+def main() -> None:
+    args = parse_args()
+    setup_django(args.dim)
+    from apps.core import embedded
+
+    try:
+        figures = load(args.nodes, args.users, args.dim)
+        from django.contrib.auth import get_user_model
+
+        owner_ids = list(get_user_model().objects.values_list("pk", flat=True))
+        print(
+            f"\n{args.nodes} nodes, {args.users} users (~{args.nodes // args.users} each), "
+            f"{args.dim} dimensions, {args.queries} queries per line"
+        )
+        for label, exact_max in (("exact scan (small owners)", 3000), ("HNSW + iterative", 0)):
+            result = measure_search(owner_ids, args, exact_max)
+            print(
+                f"memory_search, {label:<26} median {result['median_ms']:.1f} ms, "
+                f"p95 {result['p95_ms']:.1f} ms, recall@10 {result['recall@10']:.3f}, "
+                f"fewest hits {result['min_hits']}"
+            )
+        turn = measure_turn(owner_ids, args)
+        print(
+            f"memory_context_for_turn (stub embedding) median {turn['median_ms']:.1f} ms, "
+            f"p95 {turn['p95_ms']:.1f} ms"
+        )
+        for name, seconds in figures.items():
+            print(f"{name}: {seconds:.1f} s")
+    finally:
+        os.environ.pop("DATABASE_URL", None)
+        embedded.release()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Thalamus's own cost per chat turn, through the real stack: uvicorn, Channels, Redis, Postgres.
+
+The LLM is our stub with a fixed time to first token and token rate, so whatever the client
+measures beyond the stub's own time is Thalamus's overhead:
+  added TTFT   = first streamed text seen by the websocket client − the stub's TTFT
+  own cost     = turn wall time (send → final fragment) − the stub's TTFT − streaming time
+
+Run: .venv/bin/python -m bench.turn_overhead [--turns 200] [--users 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import websockets
+
+from apps.core.llm_stub import StubServer
+from bench._harness import free_port, start_up, stop_up, summary, wait_for_page
+
+STUB_TTFT = 0.05
+STUB_TPS = 400.0
+REPLY_TOKENS = 40
+
+
+def _setup_users(data_dir: Path, count: int) -> list[tuple[str, int]]:
+    """Create users, sessions and conversations through Django, pointed at up's database."""
+    os.environ["THALAMUS_DATA_DIR"] = str(data_dir)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from apps.chat.models import Conversation
+
+    User = get_user_model()
+    result = []
+    for index in range(count):
+        user, _ = User.objects.get_or_create(username=f"bench{index}")
+        session = SessionStore()
+        session["_auth_user_id"] = str(user.pk)
+        session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
+        session["_auth_user_hash"] = user.get_session_auth_hash()
+        session.create()
+        conversation = Conversation.objects.create(owner=user)
+        result.append((session.session_key, conversation.pk))
+    return result
+
+
+async def _user_turns(port: int, session_key: str, conversation_id: int, turns: int) -> list:
+    timings = []
+    uri = f"ws://127.0.0.1:{port}/ws/c/{conversation_id}/"
+    headers = {"Cookie": f"sessionid={session_key}", "Origin": f"http://127.0.0.1:{port}"}
+    async with websockets.connect(uri, additional_headers=headers, max_size=None) as ws:
+        for turn in range(turns):
+            sent = time.perf_counter()
+            await ws.send(json.dumps({"action": "send", "content": f"turn {turn} hello"}))
+            first = None
+            while True:
+                frame = await asyncio.wait_for(ws.recv(), 30)
+                if first is None and 'class="md-src"' in frame and "word" in frame:
+                    first = time.perf_counter()
+                if "msg-assistant complete" in frame:  # arrives with the re-enabled composer
+                    done = time.perf_counter()
+                    break
+                if "msg-assistant failed" in frame:
+                    raise RuntimeError("a turn failed: " + frame[:300])
+            timings.append((sent, first, done))
+    return timings
+
+
+def _report(label: str, timings: list) -> list[str]:
+    streaming = REPLY_TOKENS / STUB_TPS
+    added_ttft = [(first - sent - STUB_TTFT) * 1000 for sent, first, _ in timings]
+    own_cost = [(done - sent - STUB_TTFT - streaming) * 1000 for sent, _, done in timings]
+    lines = [
+        f"{label}: added time to first token: {summary(added_ttft)}",
+        f"{label}: own cost per turn:        {summary(own_cost)}",
+    ]
+    for line in lines:
+        print(line, flush=True)
+    return lines
+
+
+async def _run(port: int, users: list[tuple[str, int]], turns: int, concurrent: int) -> None:
+    single = await _user_turns(port, *users[0], turns=turns)
+    _report("1 user", single[5:])  # the first turns warm the connection pools
+    per_user = max(1, turns // concurrent)
+    results = await asyncio.gather(
+        *(_user_turns(port, *users[1 + i], turns=per_user) for i in range(concurrent))
+    )
+    _report(f"{concurrent} concurrent users", [t for user in results for t in user[1:]])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=205)
+    parser.add_argument("--users", type=int, default=20)
+    args = parser.parse_args()
+    reply = " ".join(["word"] * REPLY_TOKENS)
+    with StubServer(port=0) as stub, tempfile.TemporaryDirectory(prefix="thalamus-turn-") as tmp:
+        stub.set_defaults(ttft=STUB_TTFT, tps=STUB_TPS)
+        for _ in range(args.turns * 3):
+            stub.script({"content": reply, "ttft": STUB_TTFT, "tps": STUB_TPS, "match": "hello"})
+        data_dir = Path(tmp) / "data"
+        port = free_port()
+        process = start_up(data_dir, port, Path(tmp) / "up.log", THALAMUS_LLM_BASE_URL=stub.url)
+        try:
+            wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
+            users = _setup_users(data_dir, args.users + 1)
+            asyncio.run(_run(port, users, args.turns, args.users))
+        finally:
+            stop_up(process)
+            print(f"(up log: {len(Path(tmp, 'up.log').read_text().splitlines())} lines)")
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
