@@ -56,4 +56,9 @@ def conversation_changed(*, conversation: Conversation) -> None:
     html = render_to_string(
         "chat/_conversation_item.html", {"conversation": conversation, "oob": True}
     )
+    title = (
+        f'<h1 class="chat-title" id="chat-title" hx-swap-oob="true">'
+        f"{escape(conversation.display_title)}</h1>"
+    )
     async_to_sync(push)(user_group(conversation.owner_id), html)
+    async_to_sync(push)(conversation_group(conversation.pk), title)

@@ -272,6 +272,13 @@ def demo_reply(user_text: str) -> str:
     )
 
 
+def demo_title(prompt: str) -> str:
+    """A title for the demo: the first words the user wrote in the quoted exchange."""
+    match = re.search(r"^user: (.+)$", prompt, flags=re.MULTILINE)
+    words = re.sub(r"[^\w\s'-]", "", match.group(1) if match else "").split()
+    return " ".join(words[:6]) or "Demo conversation"
+
+
 def _break_json(text: str) -> str:
     broken = text[: len(text) // 2]
     try:
@@ -508,6 +515,8 @@ class StubServer:
                 return "{}"
         last_user = _last_user_text(messages)
         if self.demo or body.get("model") == "demo":
+            if "Reply with the title only" in last_user:
+                return demo_title(last_user)
             return demo_reply(last_user)
         return f"Stub reply to: {last_user[:200]}"
 

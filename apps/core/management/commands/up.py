@@ -93,6 +93,7 @@ class Command(BaseCommand):
             ) from None
         call_command("migrate", interactive=False, verbosity=0)
         self._ensure_admin()
+        self._load_seed_truths()
         connection.close()
 
     def _ensure_admin(self) -> None:
@@ -108,6 +109,20 @@ class Command(BaseCommand):
                 "up",
                 f"created the admin account 'admin' with password {password} "
                 "(shown only this once; change it in the admin).",
+            )
+
+    def _load_seed_truths(self) -> None:
+        from apps.memory.seeds import SeedTruthsError, load_seed_truths_if_empty
+
+        try:
+            result = load_seed_truths_if_empty()
+        except SeedTruthsError as exc:
+            raise CommandError(str(exc)) from None
+        if not result.skipped:
+            self._say(
+                "up",
+                f"loaded seed truths from {result.path.name}: {result.triples} triples, "
+                f"{result.facts} facts, {result.predicates} predicates.",
             )
 
     def _child_env(self, demo: bool) -> dict[str, str]:
