@@ -59,7 +59,7 @@ class OpenAIEmbedder:
         return f"openai:{self.model}:{self.dim}"
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        client = llm_client(timeout=self.timeout, base_url=self.base_url)
+        client = _openai_client(self.base_url, self.timeout)
         vectors: list[list[float]] = []
         for start in range(0, len(texts), BATCH_SIZE):
             vectors.extend(self._embed_batch(client, texts[start : start + BATCH_SIZE]))
@@ -91,6 +91,12 @@ class OpenAIEmbedder:
         if len(data) != len(batch):
             raise EmbeddingError(f"asked for {len(batch)} embeddings, got {len(data)}")
         return [list(item.embedding) for item in data]
+
+
+@lru_cache(maxsize=8)
+def _openai_client(base_url: str, timeout: float) -> openai.OpenAI:
+    # Building a client (and its connection pool) costs more than a small embedding request.
+    return llm_client(timeout=timeout, base_url=base_url)
 
 
 class LocalEmbedder:

@@ -372,10 +372,10 @@ def memory_context_for_turn(*, user, conversation, text: str) -> MemoryContext:
 
     Synchronous (ORM and one HTTP embedding call): from a consumer call it through
     `sync_to_async` / `database_sync_to_async`. Never raises on an LLM or embedding failure: the
-    turn then gets full-text retrieval, and the trace says so. Marks the memories it returns
-    as accessed in one UPDATE.
+    turn then gets full-text retrieval, and the trace says so. The memories it returns are
+    marked accessed by a task, in one UPDATE, after the caller's transaction commits.
     """
-    from apps.memory.services import memory_nodes_mark_accessed
+    from apps.memory.tasks import mark_accessed
 
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -421,7 +421,9 @@ def memory_context_for_turn(*, user, conversation, text: str) -> MemoryContext:
         )
         mark = lap("episodes", mark)
 
-    memory_nodes_mark_accessed(node_ids=[hit.id for hit in memories])
+    if memories:
+        # Off the hot path: rewriting rows that carry a vector costs more than the retrieval.
+        mark_accessed.delay_on_commit([hit.id for hit in memories])
     mark = lap("mark_accessed", mark)
 
     language = config.renderer_language

@@ -18,3 +18,8 @@ from apps.memory.embedding import EmbeddingConfigError, EmbeddingError
 )
 def embed_pending() -> int:
     return services.embeddings_fill_pending()
+
+
+@shared_task(name="memory.mark_accessed", acks_late=True, ignore_result=True)
+def mark_accessed(node_ids: list[int]) -> int:
+    return services.memory_nodes_mark_accessed(node_ids=node_ids)
