@@ -19,12 +19,13 @@ import sys
 import time
 
 BENCH_DATABASE = "thalamus_bench_retrieval"
-VOCABULARY = (
-    "coffee tea garden music jazz piano guitar running cycling hiking travel rome milan paris "
-    "berlin madrid work project deadline meeting family sister brother daughter son dog cat "
-    "birthday allergy doctor book novel film series cooking pasta pizza sushi wine beer "
-    "python django database server holiday beach mountain winter summer exam school"
-).split()
+_VOCABULARY_TEXT = """
+    coffee tea garden music jazz piano guitar running cycling hiking travel rome milan paris
+    berlin madrid work project deadline meeting family sister brother daughter son dog cat
+    birthday allergy doctor book novel film series cooking pasta pizza sushi wine beer
+    python django database server holiday beach mountain winter summer exam school
+"""
+VOCABULARY = _VOCABULARY_TEXT.split()
 
 
 def parse_args() -> argparse.Namespace:
@@ -41,6 +42,8 @@ def setup_django(dim: int) -> None:
     """Start the embedded servers, then point Django at the benchmark's own database."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
     os.environ["THALAMUS_EMBED_DIM"] = str(dim)
+    # Its own queue: the mark-accessed tasks a turn enqueues must not reach a real worker.
+    os.environ["THALAMUS_INSTANCE"] = "bench-retrieval"
     from apps.core import embedded
 
     if os.environ.get("DATABASE_URL"):
@@ -210,11 +213,11 @@ def measure_search(owner_ids: list[int], args: argparse.Namespace, exact_max: in
 
 def measure_turn(owner_ids: list[int], args: argparse.Namespace) -> dict:
     from django.conf import settings
+    from django.contrib.auth import get_user_model
 
     from apps.core.llm_stub import StubServer
     from apps.memory import selectors
     from apps.memory.selectors import memory_context_for_turn
-    from django.contrib.auth import get_user_model
 
     selectors.EXACT_SCAN_MAX_ROWS = 3000
     rng = random.Random(args.seed + 1)
@@ -261,6 +264,9 @@ def main() -> None:
         for name, seconds in figures.items():
             print(f"{name}: {seconds:.1f} s")
     finally:
+        from thalamus_site.celery import app
+
+        app.control.purge()
         os.environ.pop("DATABASE_URL", None)
         embedded.release()
 
