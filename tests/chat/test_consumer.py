@@ -174,3 +174,19 @@ async def test_another_user_never_receives_the_stream(user, other_user, llm_stub
     assert await spy.receive_nothing(0.5)
     await spy.disconnect()
     await communicator.disconnect()
+
+
+async def test_the_reply_trace_shows_the_memories_used(user, conversation, llm_stub):
+    from apps.memory import services as memory_services
+
+    await sync_to_async(memory_services.memory_node_create)(
+        owner=user, description="Alice keeps bees on her balcony", kind="fact", topic="hobbies"
+    )
+    llm_stub.script({"content": "Your bees are fine."})
+    communicator = await _connect(user, conversation.pk)
+    await _send(communicator, content="how are my bees on the balcony?")
+    frames = await _receive_until(communicator, "msg-assistant complete")
+    assert "What I used" in frames[-1] and "Alice keeps bees on her balcony" in frames[-1]
+    system_prompt = llm_stub.requests[-1]["body"]["messages"][0]["content"]
+    assert "Alice keeps bees on her balcony" in system_prompt
+    await communicator.disconnect()
