@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -12,13 +11,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from apps.core.ports import free_port  # noqa: F401  (re-exported for the benchmarks)
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def up_env(data_dir: Path, **extra: str) -> dict[str, str]:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from apps.core.ports import free_port
 from tests._environment import STUB
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,12 +33,6 @@ def user(django_user_model):
 @pytest.fixture
 def other_user(django_user_model):
     return django_user_model.objects.create_user("mallory", password="correct-horse-battery-9")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
@@ -64,7 +58,7 @@ def asgi_server(django_db_setup, django_db_blocker):
     connection.
     """
     db = settings.DATABASES["default"]
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": (

@@ -14,13 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from apps.core.ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _env(data_dir: Path) -> dict[str, str]:
@@ -82,7 +78,7 @@ def _stop(process: subprocess.Popen) -> int:
 def test_up_serves_healthz_and_stops_cleanly_twice(tmp_path):
     data_dir = tmp_path / "data"
     for attempt in range(2):
-        port = _free_port()
+        port = free_port()
         log_path = tmp_path / f"up-{attempt}.log"
         process = _start(data_dir, port, log_path)
         try:
@@ -125,7 +121,7 @@ def test_up_refuses_a_data_dir_it_cannot_write(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     result = subprocess.run(
-        [sys.executable, "manage.py", "up", "--port", str(_free_port())],
+        [sys.executable, "manage.py", "up", "--port", str(free_port())],
         cwd=ROOT,
         env=_env(blocker / "data"),
         capture_output=True,
@@ -139,9 +135,9 @@ def test_up_refuses_a_data_dir_it_cannot_write(tmp_path):
 
 def test_up_refuses_an_unreachable_database_url(tmp_path):
     env = _env(tmp_path / "data")
-    env["DATABASE_URL"] = f"postgresql://nobody@127.0.0.1:{_free_port()}/nothing"
+    env["DATABASE_URL"] = f"postgresql://nobody@127.0.0.1:{free_port()}/nothing"
     result = subprocess.run(
-        [sys.executable, "manage.py", "up", "--port", str(_free_port())],
+        [sys.executable, "manage.py", "up", "--port", str(free_port())],
         cwd=ROOT,
         env=env,
         capture_output=True,

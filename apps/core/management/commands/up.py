@@ -28,6 +28,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError, connection
 
 from apps.core import embedded
+from apps.core.ports import free_port
 
 STOP_GRACE_SECONDS = 15
 
@@ -129,7 +130,7 @@ class Command(BaseCommand):
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
         if demo:
-            stub_port = _free_port()
+            stub_port = free_port()
             self._spawn(
                 Child(
                     "llm",
@@ -298,9 +299,3 @@ def _check_port_free(host: str, port: int) -> None:
                 f"Port {port} on {host} is not available ({exc.strerror}); "
                 "stop the program using it or pass --port."
             ) from None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
