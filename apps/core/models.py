@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
@@ -84,3 +85,38 @@ class RuntimeConfig(models.Model):
             raise ValidationError(
                 {"minimum_score": "The minimum score must be below the promotion threshold."}
             )
+
+
+class Event(models.Model):
+    """The durable stream of consciousness: one row per step the mind takes."""
+
+    class Kind(models.TextChoices):
+        PERCEPTION = "perception", "Perception"
+        CRITIQUE = "critique", "Critique"
+        DEBATE = "debate", "Internal debate"
+        PROMOTION = "promotion", "Promotion"
+        LINK = "link", "Link"
+        DECAY = "decay", "Decay"
+        EPISODE = "episode", "Episode"
+        EDIT = "edit", "Edit"
+        TURN = "turn", "Turn"
+        ERROR = "error", "Error"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="events",
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices, db_index=True)
+    summary = models.CharField(max_length=500)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["owner", "-created_at"], name="event_owner_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.summary[:60]}"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from apps.core.models import RuntimeConfig
+from apps.core.models import Event, RuntimeConfig
 from apps.core.selectors import forget_runtime_config
 
 
@@ -16,3 +16,27 @@ def runtime_config_save(*, config: RuntimeConfig) -> RuntimeConfig:
     config.save()
     transaction.on_commit(forget_runtime_config)
     return config
+
+
+def mind_group(owner_id: int | None) -> str:
+    """The channel group of one user's mind (or of global knowledge) for live dashboards."""
+    return f"mind-{owner_id}" if owner_id is not None else "mind-global"
+
+
+def event_record(*, kind: str, summary: str, owner=None, payload: dict | None = None) -> Event:
+    """Log a step of the mind and, once committed, tell every open dashboard of its owner."""
+    event = Event.objects.create(
+        kind=kind, summary=summary[:500], owner=owner, payload=payload or {}
+    )
+
+    def announce() -> None:
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        async_to_sync(get_channel_layer().group_send)(
+            mind_group(event.owner_id),
+            {"type": "mind.event", "event_id": event.pk, "kind": event.kind},
+        )
+
+    transaction.on_commit(announce)
+    return event
