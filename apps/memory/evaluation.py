@@ -1,0 +1,274 @@
+"""Retrieval quality on LoCoMo: evidence recall@k of hybrid, plain vector and full-text search.
+
+Each conversation's turns become one throwaway user's memories, dated by their session; every
+question (adversarial category 5 left out) is asked of that user only, and a question's recall@k is
+the share of its evidence turns found among the top k (LoCoMo's definition).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import connection
+
+from apps.memory.embedding import Embedder
+from apps.memory.models import EmbeddingStatus, MemoryNode
+from apps.memory.selectors import Weights, memory_search
+
+CUTOFFS = (5, 10, 20)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+_EVIDENCE_RE = re.compile(r"D:?(\d+):0*(\d+)")
+_SESSION_KEY_RE = re.compile(r"session_(\d+)")
+EMBED_BATCH = 256
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    description: str
+    said_at: datetime
+
+
+@dataclass
+class Question:
+    text: str
+    evidence: frozenset[str]
+    category: int
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question]
+
+
+@dataclass
+class Dataset:
+    conversations: list[Conversation]
+    skipped_questions: int = 0
+    repaired_evidence: int = 0
+
+
+def parse_session_date(text: str) -> datetime:
+    """LoCoMo's "1:56 pm on 8 May, 2023"."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def turn_description(*, speaker: str, text: str, caption: str, date: datetime) -> str:
+    shared = f" [shares a photo: {caption}]" if caption else ""
+    return f"({date.day} {date:%B %Y}) {speaker}: {text}{shared}"
+
+
+def _evidence_ids(raw: list[str], known: set[str]) -> tuple[frozenset[str], int]:
+    """Well-formed ids that name a turn of the conversation, and how many needed repair."""
+    found, repaired = set(), 0
+    for item in raw:
+        for session, turn in _EVIDENCE_RE.findall(str(item)):
+            dia_id = f"D{session}:{turn}"
+            if dia_id in known:
+                found.add(dia_id)
+                repaired += dia_id != item
+    return frozenset(found), repaired
+
+
+def load_locomo(path: Path) -> Dataset:
+    samples = json.loads(Path(path).read_text())
+    dataset = Dataset(conversations=[])
+    for sample in samples:
+        conversation = sample["conversation"]
+        turns = []
+        sessions = sorted(
+            int(match.group(1))
+            for key in conversation
+            if (match := _SESSION_KEY_RE.fullmatch(key)) and conversation[key]
+        )
+        for number in sessions:
+            date = parse_session_date(conversation[f"session_{number}_date_time"])
+            for position, turn in enumerate(conversation[f"session_{number}"]):
+                description = turn_description(
+                    speaker=turn["speaker"],
+                    text=turn["text"],
+                    caption=turn.get("blip_caption", ""),
+                    date=date,
+                )
+                # A second per turn keeps the order of the conversation in created_at.
+                said_at = date + timedelta(seconds=position)
+                turns.append(Turn(turn["dia_id"], description, said_at))
+        known = {turn.dia_id for turn in turns}
+        questions = []
+        for qa in sample["qa"]:
+            if qa["category"] not in CATEGORIES:
+                continue
+            evidence, repaired = _evidence_ids(qa.get("evidence", []), known)
+            dataset.repaired_evidence += repaired
+            if not evidence:
+                dataset.skipped_questions += 1
+                continue
+            questions.append(Question(qa["question"], evidence, qa["category"]))
+        dataset.conversations.append(Conversation(sample["sample_id"], turns, questions))
+    return dataset
+
+
+@contextmanager
+def throwaway_database(*, dim: int) -> Iterator[str]:
+    """Point the default connection at a fresh database of its own, dropped afterwards.
+
+    The evaluation's users and memories never touch the real ones, and the embedding column
+    takes the evaluated embedder's dimension whatever THALAMUS_EMBED_DIM says.
+    """
+    original = connection.settings_dict["NAME"]
+    name = f"{original}_eval_retrieval"[:63]
+    _switch_database(None)
+    with connection._nodb_cursor() as cursor:
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        cursor.execute(f'CREATE DATABASE "{name}"')
+    _switch_database(name)
+    try:
+        call_command("migrate", verbosity=0, interactive=False)
+        with connection.cursor() as cursor:
+            cursor.execute("DROP INDEX memnode_embedding_hnsw")
+            cursor.execute(
+                f"ALTER TABLE memory_memorynode ALTER COLUMN embedding TYPE vector({dim})"
+            )
+            cursor.execute(
+                "CREATE INDEX memnode_embedding_hnsw ON memory_memorynode "
+                "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+            )
+        yield name
+    finally:
+        _switch_database(original)
+        with connection._nodb_cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _switch_database(name: str | None) -> None:
+    connection.close()
+    connection.close_pool()
+    if name is not None:
+        connection.settings_dict["NAME"] = name
+
+
+def _embed_all(embedder: Embedder, texts: list[str], progress: Callable[[str], None]) -> list:
+    vectors = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        vectors.extend(embedder.embed(texts[start : start + EMBED_BATCH]))
+        progress(f"embedded {min(start + EMBED_BATCH, len(texts))}/{len(texts)}")
+    return vectors
+
+
+def store_conversation(*, conversation: Conversation, vectors: list, marker: str) -> tuple:
+    """One user per conversation; returns the user and a map from memory id to dia_id."""
+    user = get_user_model().objects.create_user(f"locomo-{conversation.sample_id}", password=None)
+    nodes = MemoryNode.objects.bulk_create(
+        MemoryNode(
+            owner=user,
+            description=turn.description,
+            state=MemoryNode.State.PROMOTED,
+            embedding=vector,
+            embedding_status=EmbeddingStatus.READY,
+            embedding_model=marker,
+            created_at=turn.said_at,
+        )
+        for turn, vector in zip(conversation.turns, vectors, strict=True)
+    )
+    return user, {
+        node.pk: turn.dia_id for node, turn in zip(nodes, conversation.turns, strict=True)
+    }
+
+
+RETRIEVERS: dict[str, Callable[[Weights], Weights]] = {
+    "hybrid": lambda configured: configured,
+    "vector": lambda _: Weights(vector=1.0, text=0.0, recency=0.0, importance=0.0, confidence=0.0),
+    "fulltext": lambda _: Weights(
+        vector=0.0, text=1.0, recency=0.0, importance=0.0, confidence=0.0
+    ),
+}
+
+
+@dataclass
+class Scores:
+    by_category: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+
+    def add(self, category: int, recalls: dict[int, float]) -> None:
+        for cutoff, value in recalls.items():
+            self.by_category.setdefault(CATEGORIES[category], {}).setdefault(cutoff, []).append(
+                value
+            )
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        result = {"overall": {}}
+        for cutoff in CUTOFFS:
+            values = [v for cutoffs in self.by_category.values() for v in cutoffs[cutoff]]
+            result["overall"][f"recall@{cutoff}"] = round(statistics.mean(values), 4)
+        for name in CATEGORIES.values():
+            if name in self.by_category:
+                result[name] = {
+                    f"recall@{cutoff}": round(statistics.mean(self.by_category[name][cutoff]), 4)
+                    for cutoff in CUTOFFS
+                }
+                result[name]["questions"] = len(self.by_category[name][CUTOFFS[0]])
+        result["overall"]["questions"] = sum(
+            len(cutoffs[CUTOFFS[0]]) for cutoffs in self.by_category.values()
+        )
+        return result
+
+
+def evaluate(
+    *, dataset: Dataset, embedder: Embedder, progress: Callable[[str], None] = lambda _: None
+) -> dict:
+    """Load, ask and score; call inside `throwaway_database`."""
+    configured = Weights.from_config()
+    scores = {name: Scores() for name in RETRIEVERS}
+    for conversation in dataset.conversations:
+        progress(f"{conversation.sample_id}: {len(conversation.turns)} turns")
+        turn_vectors = _embed_all(
+            embedder, [turn.description for turn in conversation.turns], progress
+        )
+        question_vectors = _embed_all(
+            embedder, [question.text for question in conversation.questions], progress
+        )
+        user, dia_ids = store_conversation(
+            conversation=conversation, vectors=turn_vectors, marker=embedder.marker
+        )
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE memory_memorynode")
+        for question, vector in zip(conversation.questions, question_vectors, strict=True):
+            for name, weights_for in RETRIEVERS.items():
+                hits = memory_search(
+                    user_id=user.pk,
+                    text=question.text,
+                    vector=vector,
+                    limit=max(CUTOFFS),
+                    weights=weights_for(configured),
+                )
+                ranked = [dia_ids[hit.id] for hit in hits]
+                scores[name].add(
+                    question.category,
+                    {
+                        cutoff: len(question.evidence & set(ranked[:cutoff]))
+                        / len(question.evidence)
+                        for cutoff in CUTOFFS
+                    },
+                )
+    result = {name: score.summary() for name, score in scores.items()}
+    result["run"] = {
+        "embedder": embedder.marker,
+        "conversations": len(dataset.conversations),
+        "turns": sum(len(conversation.turns) for conversation in dataset.conversations),
+        "skipped_questions": dataset.skipped_questions,
+        "repaired_evidence_ids": dataset.repaired_evidence,
+        "weights": vars(configured),
+        "embed_dim": settings.THALAMUS_EMBED_DIM,
+    }
+    return result

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.memory.embedding import EmbeddingError, get_embedder
+from apps.memory.evaluation import CATEGORIES, CUTOFFS, evaluate, load_locomo, throwaway_database
+
+# all-MiniLM-L6-v2, the only model the local embedder runs.
+LOCAL_MODEL_DIM = 384
+
+
+class Command(BaseCommand):
+    help = (
+        "Evidence recall@5/10/20 on a LoCoMo file for hybrid, plain vector and plain full-text "
+        "retrieval, on a throwaway database."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--locomo", type=Path, required=True, help="LoCoMo-shaped JSON file.")
+        parser.add_argument(
+            "--json", dest="json_path", type=Path, help="Also write the figures to this file."
+        )
+        parser.add_argument(
+            "--embedder", choices=["local", "openai"], help="Default: THALAMUS_EMBEDDER."
+        )
+
+    def handle(self, *args, locomo: Path, json_path: Path | None, embedder: str | None, **options):
+        self.verbosity = options["verbosity"]
+        if not locomo.is_file():
+            raise CommandError(f"No such file: {locomo}")
+        if embedder:
+            os.environ["THALAMUS_EMBEDDER"] = embedder
+        if os.environ.get("THALAMUS_EMBEDDER", "").strip().lower() == "local":
+            # The evaluation has its own database, so the local model's size is the column's.
+            settings.THALAMUS_EMBED_DIM = LOCAL_MODEL_DIM
+        dataset = load_locomo(locomo)
+        started = time.monotonic()
+        try:
+            chosen = get_embedder(timeout=60)
+            with throwaway_database(dim=chosen.dim):
+                result = evaluate(dataset=dataset, embedder=chosen, progress=self._progress)
+        except EmbeddingError as exc:
+            raise CommandError(str(exc))
+        result["run"]["seconds"] = round(time.monotonic() - started, 1)
+        self._report(result)
+        if json_path:
+            json_path.write_text(json.dumps(result, indent=2) + "\n")
+            self.stdout.write(f"Wrote {json_path}")
+
+    def _progress(self, message: str) -> None:
+        if self.verbosity > 1:
+            self.stderr.write(message)
+
+    def _report(self, result: dict) -> None:
+        run = result["run"]
+        self.stdout.write(
+            f"{run['embedder']}: {run['conversations']} conversations, {run['turns']} turns, "
+            f"{result['hybrid']['overall']['questions']} questions (categories 1-4), "
+            f"{run['skipped_questions']} skipped for want of usable evidence, "
+            f"{run['seconds']} s"
+        )
+        header = ["retriever", "scope", *(f"R@{cutoff}" for cutoff in CUTOFFS), "n"]
+        self.stdout.write("  ".join(f"{cell:<12}" for cell in header))
+        for retriever in ("hybrid", "vector", "fulltext"):
+            for scope in ("overall", *CATEGORIES.values()):
+                figures = result[retriever].get(scope)
+                if figures is None:
+                    continue
+                cells = [retriever, scope]
+                cells += [f"{figures[f'recall@{cutoff}']:.3f}" for cutoff in CUTOFFS]
+                cells.append(str(figures["questions"]))
+                self.stdout.write("  ".join(f"{cell:<12}" for cell in cells))
