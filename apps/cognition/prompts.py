@@ -29,9 +29,37 @@ def _file_text(name: str, mtime: float) -> str:
     return prompt_path(name).read_text(encoding="utf-8")
 
 
-def prompt_text(name: str) -> str:
+def file_prompt_text(name: str) -> str:
     path = prompt_path(name)
     return _file_text(name, path.stat().st_mtime)
+
+
+def _override_cache_key(name: str) -> str:
+    return f"prompts:override:{name}"
+
+
+def prompt_text(name: str) -> str:
+    """The admin's override of a template if there is one, else the file's text.
+
+    Overrides are read through the shared cache, so every web process and worker sees an edit
+    from its next call; `forget_prompt_override` runs when one is saved or deleted.
+    """
+    from django.core.cache import cache
+
+    from apps.core.models import PromptOverride
+
+    override = cache.get(_override_cache_key(name))
+    if override is None:
+        row = PromptOverride.objects.filter(name=name).values_list("text", flat=True).first()
+        override = row or ""
+        cache.set(_override_cache_key(name), override, 300)
+    return override or file_prompt_text(name)
+
+
+def forget_prompt_override(name: str) -> None:
+    from django.core.cache import cache
+
+    cache.delete(_override_cache_key(name))
 
 
 def placeholders_of(text: str) -> set[str]:

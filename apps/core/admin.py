@@ -1,9 +1,35 @@
 from __future__ import annotations
 
-from django.contrib import admin
+import json
 
-from apps.core.models import RuntimeConfig
+import openai
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db import transaction
+from django.utils.html import format_html
+
+from apps.cognition.prompts import (
+    PROMPT_PLACEHOLDERS,
+    file_prompt_text,
+    forget_prompt_override,
+    prompt_path,
+)
+from apps.core.llm import llm_client
+from apps.core.models import Event, PromptOverride, RuntimeConfig
 from apps.core.services import runtime_config_save
+
+ENDPOINT_CHECK_SECONDS = 3.0
+
+
+def endpoint_problem(base_url: str) -> str | None:
+    """Why the LLM endpoint cannot be used right now, or None when it answers."""
+    try:
+        llm_client(base_url=base_url, timeout=ENDPOINT_CHECK_SECONDS).models.list()
+    except openai.APIStatusError as exc:
+        return f"{base_url} answered HTTP {exc.status_code} when asked for its models."
+    except openai.APIError as exc:
+        return f"{base_url} is unreachable ({exc.__class__.__name__})."
+    return None
 
 
 @admin.register(RuntimeConfig)
@@ -67,3 +93,125 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         runtime_config_save(config=obj)
+        # A warning, not an error: the endpoint may be down for a moment, or not started yet.
+        problem = endpoint_problem(obj.llm_base_url or settings.THALAMUS_LLM_BASE_URL)
+        if problem:
+            self.message_user(
+                request, f"Saved, but the LLM endpoint is not usable: {problem}", messages.WARNING
+            )
+
+
+def _braced(names) -> str:
+    return ", ".join("{{" + name + "}}" for name in sorted(names))
+
+
+@admin.register(PromptOverride)
+class PromptOverrideAdmin(admin.ModelAdmin):
+    list_display = ["name", "updated_at"]
+    search_fields = ["name", "text"]
+    readonly_fields = ["placeholders", "file_text"]
+    fields = ["name", "placeholders", "text", "file_text"]
+    actions = ["revert"]
+    change_list_template = "admin/core/promptoverride/change_list.html"
+
+    @admin.display(description="Placeholders it must keep")
+    def placeholders(self, obj):
+        names = PROMPT_PLACEHOLDERS.get(obj.name) if obj and obj.name else None
+        if names is None:
+            return "Pick a template: " + ", ".join(sorted(PROMPT_PLACEHOLDERS))
+        return _braced(names)
+
+    @admin.display(description="The file's text (what reverting restores)")
+    def file_text(self, obj):
+        if not obj or obj.name not in PROMPT_PLACEHOLDERS:
+            return "-"
+        return format_html("<pre>{}</pre>", file_prompt_text(obj.name))
+
+    def get_changeform_initial_data(self, request):
+        initial = super().get_changeform_initial_data(request)
+        name = initial.get("name")
+        if name in PROMPT_PLACEHOLDERS and "text" not in initial:
+            initial["text"] = file_prompt_text(name)
+        return initial
+
+    def changelist_view(self, request, extra_context=None):
+        overrides = dict(PromptOverride.objects.values_list("name", "pk"))
+        templates = [
+            {
+                "name": name,
+                "path": prompt_path(name).name,
+                "override_id": overrides.get(name),
+                "placeholders": ", ".join(
+                    "{{" + p + "}}" for p in sorted(PROMPT_PLACEHOLDERS[name])
+                ),
+            }
+            for name in sorted(PROMPT_PLACEHOLDERS)
+        ]
+        return super().changelist_view(
+            request, {**(extra_context or {}), "prompt_templates": templates}
+        )
+
+    def save_model(self, request, obj, form, change):
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            transaction.on_commit(lambda: forget_prompt_override(obj.name))
+
+    def delete_model(self, request, obj):
+        name = obj.name
+        with transaction.atomic():
+            super().delete_model(request, obj)
+            transaction.on_commit(lambda: forget_prompt_override(name))
+
+    def delete_queryset(self, request, queryset):
+        names = list(queryset.values_list("name", flat=True))
+        with transaction.atomic():
+            queryset.delete()
+            transaction.on_commit(lambda: [forget_prompt_override(name) for name in names])
+
+    @admin.action(description="Revert selected prompts to their file's text")
+    def revert(self, request, queryset):
+        count = queryset.count()
+        self.delete_queryset(request, queryset)
+        self.message_user(request, f"{count} prompt(s) reverted to the file's text.")
+
+
+class EventOwnerFilter(admin.SimpleListFilter):
+    """Owner filter that lists only users with events and offers global knowledge."""
+
+    title = "owner"
+    parameter_name = "owner"
+
+    def lookups(self, request, model_admin):
+        from django.contrib.auth import get_user_model
+
+        users = get_user_model().objects.filter(events__isnull=False).distinct()
+        return [("global", "Global"), *[(str(u.pk), u.get_username()) for u in users[:200]]]
+
+    def queryset(self, request, queryset):
+        if self.value() == "global":
+            return queryset.filter(owner=None)
+        if self.value():
+            return queryset.filter(owner_id=self.value())
+        return queryset
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "kind", "owner", "summary"]
+    list_filter = ["kind", EventOwnerFilter, "created_at"]
+    list_select_related = ["owner"]
+    search_fields = ["summary"]
+    date_hierarchy = "created_at"
+    readonly_fields = ["created_at", "kind", "owner", "summary", "payload_pretty"]
+    fields = readonly_fields
+    show_full_result_count = False
+
+    @admin.display(description="Payload")
+    def payload_pretty(self, obj):
+        return format_html("<pre>{}</pre>", json.dumps(obj.payload, indent=2, ensure_ascii=False))
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

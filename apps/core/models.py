@@ -120,3 +120,28 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.summary[:60]}"
+
+
+class PromptOverride(models.Model):
+    """An admin's replacement for one prompts/<name>.txt; deleting it reverts to the file."""
+
+    name = models.CharField(max_length=100, unique=True)
+    text = models.TextField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from apps.cognition.prompts import PROMPT_PLACEHOLDERS, validate_template
+
+        if self.name not in PROMPT_PLACEHOLDERS:
+            raise ValidationError({"name": f"There is no prompt template called {self.name!r}."})
+        problems = validate_template(self.name, self.text)
+        if problems:
+            raise ValidationError(
+                {"text": [problem[0].upper() + problem[1:] for problem in problems]}
+            )

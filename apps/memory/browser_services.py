@@ -1,0 +1,348 @@
+"""Writes that people make to memory by hand: in the memory browser and in the admin.
+
+Each one goes through the memory services where they exist and records an Event, so open
+dashboards see a person's correction the same way they see the background tasks' work.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field
+
+from apps.core.models import Event
+from apps.core.services import event_record
+from apps.memory import services
+from apps.memory.models import Category, EmbeddingStatus, Episode, MemoryNode, Triple
+
+EXPORT_FORMAT = "thalamus-memories/1"
+
+
+def _owners(owner_ids) -> dict:
+    users = get_user_model().objects.in_bulk([pk for pk in owner_ids if pk is not None])
+    return {pk: users.get(pk) for pk in owner_ids}
+
+
+def _record_per_owner(
+    *, kind: str, verb: str, rows: list[tuple[int, int | None]], action: str
+) -> None:
+    """One event per owner for a bulk change; `rows` are (node id, owner id)."""
+    by_owner: dict[int | None, list[int]] = defaultdict(list)
+    for node_id, owner_id in rows:
+        by_owner[owner_id].append(node_id)
+    owners = _owners(by_owner)
+    for owner_id, node_ids in by_owner.items():
+        count = len(node_ids)
+        event_record(
+            kind=kind,
+            owner=owners[owner_id],
+            summary=f"{verb} {count} memor{'y' if count == 1 else 'ies'}",
+            payload={"action": action, "node_ids": node_ids},
+        )
+
+
+def memory_node_add(*, owner, description: str, **fields) -> MemoryNode:
+    """A memory written by a person (the admin's add form)."""
+    with transaction.atomic():
+        node = services.memory_node_create(owner=owner, description=description, **fields)
+        event_record(
+            kind=Event.Kind.EDIT,
+            owner=owner,
+            summary=f"Memory added by hand: {node.description[:200]}",
+            payload={"action": "add", "node_id": node.pk, "text": node.description},
+        )
+    return node
+
+
+@transaction.atomic
+def memory_node_edit(
+    *,
+    node: MemoryNode,
+    description: str,
+    topic: str,
+    kind: str,
+    importance: float,
+    **extra_fields,
+) -> MemoryNode:
+    """Change a memory's text or weight; a new text is embedded again (after commit)."""
+    stored = MemoryNode.objects.only("topic", "description").get(pk=node.pk)
+    old_text = stored.embedding_text
+    node.description = description.strip()
+    node.topic = topic.strip()
+    node.kind = kind
+    node.importance = importance
+    for name, value in extra_fields.items():
+        setattr(node, name, value)
+    if node.embedding_text != old_text:
+        node.embedding = None
+        node.embedding_status = EmbeddingStatus.PENDING
+        services._embed_later()
+    node.full_clean(exclude=["owner", "source_message", "superseded_by", "embedding"])
+    node.save()
+    event_record(
+        kind=Event.Kind.EDIT,
+        owner=node.owner,
+        summary=f"Memory edited: {node.description[:200]}",
+        payload={"action": "edit", "node_id": node.pk, "text": node.description},
+    )
+    return node
+
+
+@transaction.atomic
+def memory_nodes_forget(*, node_ids: list[int]) -> int:
+    """Delete memories (and their links and critiques, by cascade)."""
+    rows = list(MemoryNode.objects.filter(id__in=node_ids).values_list("id", "owner_id"))
+    MemoryNode.objects.filter(id__in=[node_id for node_id, _ in rows]).delete()
+    _record_per_owner(kind=Event.Kind.EDIT, verb="Forgot", rows=rows, action="forget")
+    return len(rows)
+
+
+@transaction.atomic
+def memory_node_confirm(*, node: MemoryNode) -> MemoryNode:
+    """Someone vouches for a memory: one more point of confidence, as a critic's win gives."""
+    MemoryNode.objects.filter(pk=node.pk).update(
+        confidence_score=F("confidence_score") + 1, last_accessed_at=timezone.now()
+    )
+    node.refresh_from_db(fields=["confidence_score", "last_accessed_at"])
+    event_record(
+        kind=Event.Kind.EDIT,
+        owner=node.owner,
+        summary=f"Confirmed (confidence {node.confidence_score}): {node.description[:200]}",
+        payload={"action": "confirm", "node_id": node.pk, "text": node.description},
+    )
+    return node
+
+
+@transaction.atomic
+def memory_node_mark_wrong(*, node: MemoryNode) -> MemoryNode:
+    """A wrong memory stops being current (kept as superseded history, never used again)."""
+    MemoryNode.objects.filter(pk=node.pk, valid_to=None).update(valid_to=timezone.now())
+    node.refresh_from_db(fields=["valid_to"])
+    event_record(
+        kind=Event.Kind.EDIT,
+        owner=node.owner,
+        summary=f"Marked wrong: {node.description[:200]}",
+        payload={"action": "wrong", "node_id": node.pk, "text": node.description},
+    )
+    return node
+
+
+@transaction.atomic
+def memory_nodes_promote(*, node_ids: list[int]) -> int:
+    """Make volatile memories long-term now, without waiting for the critic's votes."""
+    rows = list(
+        MemoryNode.objects.filter(
+            id__in=node_ids, state=MemoryNode.State.VOLATILE, valid_to=None
+        ).values_list("id", "owner_id")
+    )
+    MemoryNode.objects.filter(id__in=[node_id for node_id, _ in rows]).update(
+        state=MemoryNode.State.PROMOTED
+    )
+    _record_per_owner(
+        kind=Event.Kind.PROMOTION, verb="Promoted by hand", rows=rows, action="promote"
+    )
+    return len(rows)
+
+
+@transaction.atomic
+def memory_nodes_reembed(*, node_ids: list[int]) -> int:
+    count = MemoryNode.objects.filter(id__in=node_ids).update(
+        embedding=None, embedding_status=EmbeddingStatus.PENDING
+    )
+    services._embed_later()
+    return count
+
+
+def memory_nodes_criticise(*, node_ids: list[int]) -> int | None:
+    """Queue the critic for these memories now; None while no critic task exists."""
+    try:
+        from apps.cognition.tasks import criticise_node
+    except ImportError:
+        return None
+    for node_id in node_ids:
+        criticise_node.delay_on_commit(node_id)
+    return len(node_ids)
+
+
+@transaction.atomic
+def triples_forget(*, owner, triple_ids: list[int]) -> int:
+    count, _ = Triple.objects.filter(owner=owner, id__in=triple_ids).delete()
+    if count:
+        event_record(
+            kind=Event.Kind.EDIT,
+            owner=owner,
+            summary=f"Forgot {count} fact{'s' if count != 1 else ''} of the knowledge graph",
+            payload={"action": "forget", "triple_ids": triple_ids},
+        )
+    return count
+
+
+@transaction.atomic
+def episodes_forget(*, owner, episode_ids: list[int]) -> int:
+    count = Episode.objects.filter(owner=owner, id__in=episode_ids).count()
+    Episode.objects.filter(owner=owner, id__in=episode_ids).delete()
+    if count:
+        event_record(
+            kind=Event.Kind.EDIT,
+            owner=owner,
+            summary=f"Forgot {count} episode{'s' if count != 1 else ''}",
+            payload={"action": "forget", "episode_ids": episode_ids},
+        )
+    return count
+
+
+@transaction.atomic
+def memories_forget_all(*, owner) -> dict[str, int]:
+    """Delete everything the assistant knows about one person (never global knowledge)."""
+    counts = {
+        "memories": MemoryNode.objects.filter(owner=owner).count(),
+        "episodes": Episode.objects.filter(owner=owner).count(),
+        "triples": Triple.objects.filter(owner=owner).count(),
+    }
+    MemoryNode.objects.filter(owner=owner).delete()
+    Episode.objects.filter(owner=owner).delete()
+    Triple.objects.filter(owner=owner).delete()
+    event_record(
+        kind=Event.Kind.EDIT,
+        owner=owner,
+        summary=(
+            f"Forgot everything: {counts['memories']} memories, {counts['episodes']} episodes, "
+            f"{counts['triples']} facts"
+        ),
+        payload={"action": "forget_all", **counts},
+    )
+    return counts
+
+
+# The export file. Ids are not exported: an import always creates rows of the importer.
+
+
+class ExportedNode(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    description: str = Field(min_length=1)
+    kind: MemoryNode.Kind = MemoryNode.Kind.FACT
+    topic: str = Field(default="", max_length=200)
+    fact_key: str = Field(default="", max_length=200)
+    state: MemoryNode.State = MemoryNode.State.VOLATILE
+    confidence_score: int = 1
+    importance: float = Field(default=0.5, ge=0.0, le=1.0)
+    origin_context: str = ""
+    created_at: datetime | None = None
+
+
+class ExportedEpisode(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    summary: str = Field(min_length=1)
+    decisions: str = ""
+    outcome: str = ""
+    lesson: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class ExportedTriple(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    subject: str = Field(min_length=1, max_length=200)
+    predicate: str = Field(min_length=1, max_length=100)
+    object: str = Field(min_length=1)
+    category: Category | None = None
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    provenance: str = ""
+
+
+class MemoryExport(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    format: str = EXPORT_FORMAT
+    memories: list[ExportedNode] = Field(default_factory=list)
+    episodes: list[ExportedEpisode] = Field(default_factory=list)
+    triples: list[ExportedTriple] = Field(default_factory=list)
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def memories_export(*, owner) -> dict:
+    """Everything current that the assistant knows about one person, as JSON-ready data."""
+    nodes = MemoryNode.objects.filter(owner=owner, valid_to=None).order_by("created_at", "id")
+    episodes = Episode.objects.filter(owner=owner).order_by("started_at", "id")
+    triples = (
+        Triple.objects.filter(owner=owner, valid_to=None)
+        .select_related("predicate")
+        .order_by("valid_from", "id")
+    )
+    export = MemoryExport(
+        memories=[ExportedNode.model_validate(node, from_attributes=True) for node in nodes],
+        episodes=[ExportedEpisode.model_validate(e, from_attributes=True) for e in episodes],
+        triples=[
+            ExportedTriple(
+                subject=t.subject,
+                predicate=t.predicate.name,
+                object=t.object,
+                category=t.category,
+                confidence=t.confidence,
+                provenance=t.provenance,
+            )
+            for t in triples
+        ],
+    )
+    return {"exported_at": timezone.now().isoformat(), **export.model_dump(mode="json")}
+
+
+@transaction.atomic
+def memories_import(*, owner, data: dict) -> dict[str, int]:
+    """Load an export back; raises pydantic.ValidationError on a malformed file, writing nothing.
+
+    Facts with a fact_key evolve the current value as any new memory does, and restated triples
+    only raise their confidence, so importing the same file twice adds nothing the second time.
+    """
+    export = MemoryExport.model_validate(data)
+    known_nodes = {
+        _normal(text)
+        for text in MemoryNode.objects.filter(owner=owner, valid_to=None).values_list(
+            "description", flat=True
+        )
+    }
+    for item in export.memories:
+        if _normal(item.description) in known_nodes:
+            continue
+        known_nodes.add(_normal(item.description))
+        node = services.memory_node_create(
+            owner=owner, embed=False, **item.model_dump(exclude={"created_at"})
+        )
+        if item.created_at:
+            MemoryNode.objects.filter(pk=node.pk).update(created_at=item.created_at)
+    known_episodes = {
+        _normal(text)
+        for text in Episode.objects.filter(owner=owner).values_list("summary", flat=True)
+    }
+    for item in export.episodes:
+        if _normal(item.summary) not in known_episodes:
+            known_episodes.add(_normal(item.summary))
+            services.episode_create(owner=owner, embed=False, **item.model_dump())
+    for item in export.triples:
+        services.triple_upsert(owner=owner, **item.model_dump())
+    counts = {
+        "memories": len(export.memories),
+        "episodes": len(export.episodes),
+        "triples": len(export.triples),
+    }
+    event_record(
+        kind=Event.Kind.EDIT,
+        owner=owner,
+        summary=(
+            f"Imported {counts['memories']} memories, {counts['episodes']} episodes, "
+            f"{counts['triples']} facts"
+        ),
+        payload={"action": "import", **counts},
+    )
+    return counts

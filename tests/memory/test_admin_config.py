@@ -1,0 +1,110 @@
+"""The admin as the system's control panel: runtime configuration, prompts, beat schedules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from apps.cognition.prompts import file_prompt_text, prompt_text
+from apps.core.models import PromptOverride, RuntimeConfig
+from apps.core.ports import free_port
+
+pytestmark = pytest.mark.django_db
+
+
+def _config_form(**changes) -> dict:
+    config = RuntimeConfig()
+    data = {
+        field.name: getattr(config, field.name)
+        for field in RuntimeConfig._meta.fields
+        if field.editable and field.name != "id"
+    }
+    data.update(changes)
+    return {k: ("on" if v is True else v) for k, v in data.items() if v is not False}
+
+
+def test_a_runtime_config_with_an_out_of_range_threshold_is_refused(admin_client):
+    response = admin_client.post(
+        reverse("admin:core_runtimeconfig_add"), _config_form(promotion_threshold=0)
+    )
+    assert response.status_code == 200
+    assert "promotion_threshold" in response.context["adminform"].form.errors
+    assert not RuntimeConfig.objects.exists()
+
+
+def test_saving_an_unreachable_endpoint_warns_but_saves(admin_client):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    response = admin_client.post(
+        reverse("admin:core_runtimeconfig_add"), _config_form(llm_base_url=dead), follow=True
+    )
+    assert RuntimeConfig.objects.get().llm_base_url == dead
+    texts = [str(m) for m in response.context["messages"]]
+    assert any("not usable" in text and "unreachable" in text for text in texts), texts
+
+
+def test_saving_a_reachable_endpoint_does_not_warn(admin_client, llm_stub):
+    response = admin_client.post(
+        reverse("admin:core_runtimeconfig_add"), _config_form(), follow=True
+    )
+    assert RuntimeConfig.objects.exists()
+    assert not any("not usable" in str(m) for m in response.context["messages"])
+
+
+def test_the_prompt_list_shows_every_template_file(admin_client):
+    response = admin_client.get(reverse("admin:core_promptoverride_changelist"))
+    body = response.content.decode()
+    assert "prompts/answer.txt" in body and "prompts/title.txt" in body
+    assert "{{exchange}}" in body
+
+
+def test_the_add_form_starts_from_the_files_text(admin_client):
+    response = admin_client.get(reverse("admin:core_promptoverride_add"), {"name": "title"})
+    assert response.context["adminform"].form.initial["text"] == file_prompt_text("title")
+
+
+def test_a_prompt_missing_or_inventing_a_placeholder_is_refused(admin_client):
+    response = admin_client.post(
+        reverse("admin:core_promptoverride_add"),
+        {"name": "title", "text": "Name this chat: {{conversation}}"},
+    )
+    errors = response.context["adminform"].form.errors["text"]
+    assert any("lacks {{exchange}}" in error for error in errors)
+    assert any("uses {{conversation}}" in error for error in errors)
+    assert not PromptOverride.objects.exists()
+
+
+def test_an_override_applies_from_the_next_call_and_reverting_restores_the_file(
+    admin_client, django_capture_on_commit_callbacks
+):
+    assert prompt_text("title") == file_prompt_text("title")  # cached: no override
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(
+            reverse("admin:core_promptoverride_add"),
+            {"name": "title", "text": "Title for: {{exchange}}"},
+        )
+    assert prompt_text("title") == "Title for: {{exchange}}"
+
+    override = PromptOverride.objects.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(
+            reverse("admin:core_promptoverride_changelist"),
+            {"action": "revert", "_selected_action": [override.pk]},
+        )
+    assert not PromptOverride.objects.exists()
+    assert prompt_text("title") == file_prompt_text("title")
+
+
+def test_a_beat_schedule_can_be_run_now_from_the_admin(admin_client):
+    every = IntervalSchedule.objects.create(every=5, period=IntervalSchedule.MINUTES)
+    task = PeriodicTask.objects.create(
+        name="embed pending", task="memory.embed_pending", interval=every, args=json.dumps([])
+    )
+    response = admin_client.post(
+        reverse("admin:django_celery_beat_periodictask_changelist"),
+        {"action": "run_tasks", "_selected_action": [task.pk]},
+        follow=True,
+    )
+    assert any("successfully run" in str(m) for m in response.context["messages"])
