@@ -9,6 +9,7 @@ from apps.core import views as core_views
 urlpatterns = [
     path("", chat_views.home, name="home"),
     path("c/", include("apps.chat.urls")),
+    path("memory/", include("apps.memory.urls")),
     path("healthz", core_views.healthz, name="healthz"),
     path("accounts/", include("apps.accounts.urls")),
     path("v1/", include("apps.api.urls")),

@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from apps.memory import views
+
+app_name = "memory"
+urlpatterns = [
+    path("", views.memory_list, name="list"),
+    path("<int:pk>/edit", views.memory_edit, name="edit"),
+    path("<int:pk>/forget", views.memory_forget, name="forget"),
+    path("<int:pk>/confirm", views.memory_confirm, name="confirm"),
+    path("<int:pk>/wrong", views.memory_wrong, name="wrong"),
+    path("forget", views.memory_forget_many, name="forget_many"),
+    path("knowledge", views.knowledge, name="knowledge"),
+    path("knowledge/forget", views.knowledge_forget, name="knowledge_forget"),
+    path("export", views.memory_export, name="export"),
+    path("import", views.memory_import, name="import"),
+    path("forget-everything", views.memory_forget_all, name="forget_all"),
+]

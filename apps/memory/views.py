@@ -1,0 +1,206 @@
+"""The memory browser: what the assistant believes about you, and how to correct it.
+
+Every query here is filtered by `owner=request.user`; another user's row is a 404.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.contrib.postgres.search import SearchQuery
+from django.core.paginator import Paginator
+from django.db.models import Q, QuerySet
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from pgvector.django import CosineDistance
+from pydantic import ValidationError
+
+from apps.memory import browser_services
+from apps.memory.embedding import EmbeddingError, get_embedder
+from apps.memory.forms import ForgetAllForm, MemoryEditForm, MemoryFilterForm, MemoryImportForm
+from apps.memory.models import Episode, MemoryNode, Triple
+
+PAGE_SIZE = 50
+MAX_IMPORT_BYTES = 20 * 1024 * 1024
+
+
+def _get_node_for_user(request, pk: int) -> MemoryNode:
+    node = (
+        MemoryNode.objects.filter(owner=request.user, pk=pk)
+        .select_related("source_message")
+        .first()
+    )
+    if node is None:
+        raise Http404("No such memory.")
+    return node
+
+
+def _ids(request) -> list[int]:
+    return [int(value) for value in request.POST.getlist("ids") if value.isdigit()]
+
+
+def _memories_for(request, form: MemoryFilterForm) -> QuerySet[MemoryNode]:
+    nodes = MemoryNode.objects.filter(owner=request.user, valid_to=None).select_related(
+        "source_message"
+    )
+    if not form.is_valid():
+        return nodes.order_by("-created_at", "-id")
+    data = form.cleaned_data
+    if data["kind"]:
+        nodes = nodes.filter(kind=data["kind"])
+    if data["state"]:
+        nodes = nodes.filter(state=data["state"])
+    if data["min_confidence"] is not None:
+        nodes = nodes.filter(confidence_score__gte=data["min_confidence"])
+    if data["max_confidence"] is not None:
+        nodes = nodes.filter(confidence_score__lte=data["max_confidence"])
+    if data["q"].strip():
+        query = SearchQuery(data["q"], config="simple", search_type="websearch")
+        nodes = nodes.filter(Q(tsv=query) | Q(description__icontains=data["q"].strip()))
+    if data["similar"].strip():
+        try:
+            vector = get_embedder(timeout=10).embed([data["similar"].strip()])[0]
+        except EmbeddingError:
+            messages.error(request, "Similarity search is unavailable: the embedder is down.")
+        else:
+            return nodes.exclude(embedding=None).order_by(CosineDistance("embedding", vector))
+    return nodes.order_by("-created_at", "-id")
+
+
+@require_GET
+def memory_list(request):
+    form = MemoryFilterForm(request.GET)
+    page = Paginator(_memories_for(request, form), PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"form": form, "page": page, "query": query.urlencode()}
+    if request.htmx and request.htmx.target == "memory-list":
+        return render(request, "memory/_list.html", context)
+    counts = {
+        "memories": MemoryNode.objects.filter(owner=request.user, valid_to=None).count(),
+        "episodes": Episode.objects.filter(owner=request.user).count(),
+        "triples": Triple.objects.filter(owner=request.user, valid_to=None).count(),
+    }
+    return render(request, "memory/browser.html", {**context, "counts": counts})
+
+
+def _row_or_redirect(request, node: MemoryNode | None):
+    if request.htmx:
+        if node is None or not node.is_current:
+            return HttpResponse("")
+        return render(request, "memory/_node.html", {"node": node})
+    return redirect("memory:list")
+
+
+@require_http_methods(["GET", "POST"])
+def memory_edit(request, pk: int):
+    node = _get_node_for_user(request, pk)
+    form = MemoryEditForm(request.POST or None, instance=node)
+    if request.method == "POST" and form.is_valid():
+        browser_services.memory_node_edit(node=node, **form.cleaned_data)
+        messages.success(request, "Memory saved.")
+        return redirect("memory:list")
+    return render(request, "memory/edit.html", {"form": form, "node": node})
+
+
+@require_POST
+def memory_forget(request, pk: int):
+    node = _get_node_for_user(request, pk)
+    browser_services.memory_nodes_forget(node_ids=[node.pk])
+    return _row_or_redirect(request, None)
+
+
+@require_POST
+def memory_forget_many(request):
+    mine = MemoryNode.objects.filter(owner=request.user, pk__in=_ids(request))
+    count = browser_services.memory_nodes_forget(node_ids=list(mine.values_list("pk", flat=True)))
+    messages.success(request, f"Forgot {count} memor{'y' if count == 1 else 'ies'}.")
+    return redirect("memory:list")
+
+
+@require_POST
+def memory_confirm(request, pk: int):
+    node = browser_services.memory_node_confirm(node=_get_node_for_user(request, pk))
+    return _row_or_redirect(request, node)
+
+
+@require_POST
+def memory_wrong(request, pk: int):
+    node = browser_services.memory_node_mark_wrong(node=_get_node_for_user(request, pk))
+    return _row_or_redirect(request, node)
+
+
+@require_GET
+def knowledge(request):
+    triples = (
+        Triple.objects.filter(owner=request.user, valid_to=None)
+        .select_related("predicate", "source_message")
+        .order_by("category", "subject", "id")
+    )
+    episodes = Episode.objects.filter(owner=request.user).order_by("-ended_at", "-id")
+    return render(
+        request, "memory/knowledge.html", {"triples": triples[:500], "episodes": episodes[:200]}
+    )
+
+
+@require_POST
+def knowledge_forget(request):
+    triple_ids = [int(v) for v in request.POST.getlist("triples") if v.isdigit()]
+    episode_ids = [int(v) for v in request.POST.getlist("episodes") if v.isdigit()]
+    count = browser_services.triples_forget(owner=request.user, triple_ids=triple_ids)
+    count += browser_services.episodes_forget(owner=request.user, episode_ids=episode_ids)
+    messages.success(request, f"Forgot {count} item{'s' if count != 1 else ''}.")
+    return redirect("memory:knowledge")
+
+
+@require_GET
+def memory_export(request):
+    data = browser_services.memories_export(owner=request.user)
+    response = JsonResponse(data, json_dumps_params={"indent": 2, "ensure_ascii": False})
+    stamp = timezone.localdate().isoformat()
+    response["Content-Disposition"] = f'attachment; filename="thalamus-memories-{stamp}.json"'
+    return response
+
+
+@require_POST
+def memory_import(request):
+    form = MemoryImportForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, "Choose an export file to import.")
+        return redirect("memory:list")
+    upload = form.cleaned_data["file"]
+    if upload.size > MAX_IMPORT_BYTES:
+        messages.error(request, "That file is too large to import.")
+        return redirect("memory:list")
+    try:
+        data = json.loads(upload.read().decode("utf-8"))
+        counts = browser_services.memories_import(owner=request.user, data=data)
+    except (UnicodeDecodeError, ValueError, ValidationError) as exc:
+        detail = str(exc).splitlines()[0]
+        messages.error(
+            request, f"Nothing was imported: the file is not a memory export ({detail})."
+        )
+        return redirect("memory:list")
+    messages.success(
+        request,
+        f"Imported {counts['memories']} memories, {counts['episodes']} episodes and "
+        f"{counts['triples']} facts.",
+    )
+    return redirect("memory:list")
+
+
+@require_http_methods(["GET", "POST"])
+def memory_forget_all(request):
+    form = ForgetAllForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        counts = browser_services.memories_forget_all(owner=request.user)
+        messages.success(
+            request,
+            f"Forgot everything: {counts['memories']} memories, {counts['episodes']} episodes "
+            f"and {counts['triples']} facts.",
+        )
+        return redirect("memory:list")
+    return render(request, "memory/confirm_forget_all.html", {"form": form})
