@@ -73,18 +73,12 @@ def database_from_url(url: str) -> dict:
         "PASSWORD": parsed.password or "",
         "HOST": query.pop("host", parsed.hostname or ""),
         "PORT": str(query.pop("port", parsed.port or "")),
-        "CONN_MAX_AGE": 0,
-        # A pool instead of persistent connections: under ASGI every thread hop would
-        # otherwise open a new connection, a few milliseconds each on the hot path.
-        "OPTIONS": {
-            "connect_timeout": 5,
-            "pool": {
-                "min_size": 2,
-                "max_size": env_int("THALAMUS_DB_POOL_SIZE", 20),
-                "timeout": 10,
-            },
-            **query,
-        },
+        # Persistent connections: under ASGI every thread hop would otherwise open a new one,
+        # several milliseconds each on the chat's hot path. (A psycopg pool leaks a checked-out
+        # connection for every executor thread that goes away, which exhausts it.)
+        "CONN_MAX_AGE": env_int("THALAMUS_DB_CONN_MAX_AGE", 300, minimum=0),
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": {"connect_timeout": 5, **query},
         "TEST": {"NAME": os.environ.get("THALAMUS_TEST_DATABASE") or f"test_{name}"},
     }
 

@@ -12,7 +12,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from apps.chat import broadcasts, services
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, open_reply
-from apps.cognition.answer import AnswerFailed, answer_reply
+from apps.cognition.answer import AnswerFailed, answer_reply, memory_for_turn
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +63,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._retry(_int(data.get("message_id")))
 
     async def _send_message(self, content: str) -> None:
-        try:
-            user_message, reply = await database_sync_to_async(services.message_send)(
-                conversation=self.conversation, content=content
+        # Recall what the memory knows while the message is being saved: both need only the
+        # text, and the embedding call is the slowest step before the answer can start.
+        memory = asyncio.ensure_future(
+            database_sync_to_async(memory_for_turn, thread_sensitive=False)(
+                user=self.scope["user"], conversation=self.conversation, text=content.strip()
             )
+        )
+        try:
+            user_message, reply = await database_sync_to_async(
+                services.message_send, thread_sensitive=False
+            )(conversation=self.conversation, content=content)
         except services.ChatError as exc:
+            memory.cancel()
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
         group = broadcasts.conversation_group(self.conversation.pk)
@@ -77,7 +85,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             + broadcasts.render_composer(self.conversation, reply)
             + broadcasts.render_error(""),
         )
-        start_reply(self.conversation, reply.pk)
+        start_reply(self.conversation, reply.pk, memory)
 
     async def _retry(self, message_id: int | None) -> None:
         message = await Message.objects.filter(
@@ -113,14 +121,18 @@ def _int(value) -> int | None:
         return None
 
 
-def start_reply(conversation: Conversation, reply_id: int) -> asyncio.Task:
-    task = asyncio.create_task(stream_reply(conversation, reply_id))
+def start_reply(
+    conversation: Conversation, reply_id: int, memory: asyncio.Future | None = None
+) -> asyncio.Task:
+    task = asyncio.create_task(stream_reply(conversation, reply_id, memory))
     RUNNING[reply_id] = task
     task.add_done_callback(lambda _: RUNNING.pop(reply_id, None))
     return task
 
 
-async def stream_reply(conversation: Conversation, reply_id: int) -> None:
+async def stream_reply(
+    conversation: Conversation, reply_id: int, memory: asyncio.Future | None = None
+) -> None:
     """Generate a reply, pushing its growing text to every page showing the conversation."""
     group = broadcasts.conversation_group(conversation.pk)
     text = ""
@@ -128,7 +140,7 @@ async def stream_reply(conversation: Conversation, reply_id: int) -> None:
     try:
         # aclosing: a Stop that lands while pushing still closes the generator, which then
         # saves the partial answer as cancelled.
-        async with aclosing(answer_reply(reply_id=reply_id)) as deltas:
+        async with aclosing(answer_reply(reply_id=reply_id, memory=memory)) as deltas:
             async for delta in deltas:
                 text += delta
                 now = time.monotonic()

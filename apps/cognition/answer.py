@@ -5,12 +5,13 @@ The answer call never writes memory; background reflection does that after the r
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import openai
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
@@ -46,28 +47,34 @@ class PreparedTurn:
     trace: dict = field(default_factory=dict)
 
 
-def _memory_context(*, user, conversation, text: str) -> tuple[str, dict]:
-    try:
-        from apps.memory.selectors import memory_context_for_turn
-    except ImportError:
-        return "", {}
+@dataclass
+class MemoryForTurn:
+    block: str
+    trace: dict
+    ms: float
+
+
+def memory_for_turn(*, user, conversation, text: str) -> MemoryForTurn:
+    """What the memory knows for this turn; callers may run it while the message is saved."""
+    from apps.memory.selectors import memory_context_for_turn
+
+    started = time.perf_counter()
     context = memory_context_for_turn(user=user, conversation=conversation, text=text)
-    return context.prompt_block, context.trace
+    return MemoryForTurn(
+        context.prompt_block, context.trace, (time.perf_counter() - started) * 1000
+    )
 
 
-def prepare_turn(*, reply: Message) -> PreparedTurn:
+def prepare_turn(*, reply: Message, memory: MemoryForTurn | None = None) -> PreparedTurn:
     started = time.perf_counter()
     config = runtime_config()
     conversation = reply.conversation
     user = conversation.owner
     history = history_before(message=reply, limit=config.short_term_window)
     user_text = history[-1].content if history else ""
-
-    memory_started = time.perf_counter()
-    memory_block, memory_trace = _memory_context(
-        user=user, conversation=conversation, text=user_text
-    )
-    memory_ms = (time.perf_counter() - memory_started) * 1000
+    if memory is None:
+        memory = memory_for_turn(user=user, conversation=conversation, text=user_text)
+    memory_block, memory_trace, memory_ms = memory.block, memory.trace, memory.ms
 
     system = render_prompt(
         "answer",
@@ -121,17 +128,28 @@ def _failure_sentence(exc: Exception, *, base_url: str, streamed: bool) -> str:
     return "The language model sent something Thalamus could not read."
 
 
-async def answer_reply(*, reply_id: int) -> AsyncIterator[str]:
+def _start_turn(*, reply_id: int, memory: MemoryForTurn | None) -> PreparedTurn:
+    reply = Message.objects.select_related("conversation__owner").get(pk=reply_id)
+    turn = prepare_turn(reply=reply, memory=memory)
+    chat_services.message_start_streaming(message=reply, model=turn.model, trace=turn.trace)
+    return turn
+
+
+async def answer_reply(
+    *, reply_id: int, memory: asyncio.Future | None = None
+) -> AsyncIterator[str]:
     """Stream the answer for a saved, pending reply, yielding text deltas.
 
+    `memory` may be a future of `memory_for_turn`, started while the message was being saved.
     The outcome is saved whatever happens: complete, failed (then AnswerFailed is raised) or
     cancelled (when the consuming task is cancelled; the partial answer is kept).
     """
     started = time.perf_counter()
-    reply = await Message.objects.select_related("conversation__owner").aget(pk=reply_id)
-    turn = await sync_to_async(prepare_turn)(reply=reply)
-    await sync_to_async(chat_services.message_start_streaming)(
-        message=reply, model=turn.model, trace=turn.trace
+    memory_result = await memory if memory is not None else None
+    # One thread hop for everything before the LLM call; not thread-sensitive, so concurrent
+    # turns do not queue behind each other on one thread.
+    turn = await database_sync_to_async(_start_turn, thread_sensitive=False)(
+        reply_id=reply_id, memory=memory_result
     )
     parts: list[str] = []
     ttft_ms = None
@@ -179,8 +197,8 @@ async def answer_reply(*, reply_id: int) -> AsyncIterator[str]:
         turn.trace["timings_ms"]["llm"] = round((now - llm_started) * 1000, 2)
         turn.trace["timings_ms"]["total"] = round((now - started) * 1000, 2)
         content = "".join(parts)
-        await sync_to_async(chat_services.message_finish)(
-            message=reply,
+        await database_sync_to_async(chat_services.message_finish, thread_sensitive=False)(
+            message=turn.reply,
             status=outcome,
             content=content,
             error=error,
