@@ -122,6 +122,10 @@ def message_finish(
             from apps.chat import tasks
 
             transaction.on_commit(lambda: tasks.title_conversation.delay(message.conversation_id))
+        # Memories form in the background, from sync code and only once the reply is saved.
+        from apps.cognition import tasks as cognition_tasks
+
+        cognition_tasks.reflect.delay_on_commit(message.pk)
     return message
 
 

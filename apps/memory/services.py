@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -86,25 +87,7 @@ def memory_node_create(
         if current is not None and _same_text(current.description, description):
             return current
         if current is not None:
-            MemoryNode.objects.create(
-                owner=current.owner,
-                description=current.description,
-                kind=current.kind,
-                topic=current.topic,
-                fact_key=current.fact_key,
-                state=current.state,
-                confidence_score=current.confidence_score,
-                importance=current.importance,
-                origin_context=current.origin_context,
-                source_message_id=current.source_message_id,
-                embedding=current.embedding,
-                embedding_status=current.embedding_status,
-                embedding_model=current.embedding_model,
-                created_at=current.created_at,
-                last_accessed_at=current.last_accessed_at,
-                valid_to=now,
-                superseded_by=current,
-            )
+            _copy_into_history(current=current, now=now)
             node = current
             node.description = description
             node.kind = kind
@@ -133,6 +116,29 @@ def memory_node_create(
         if vector is None:
             _embed_later()
     return node
+
+
+def _copy_into_history(*, current: MemoryNode, now: datetime) -> MemoryNode:
+    """A superseded copy of a node's present value, before the node (same id) changes."""
+    return MemoryNode.objects.create(
+        owner=current.owner,
+        description=current.description,
+        kind=current.kind,
+        topic=current.topic,
+        fact_key=current.fact_key,
+        state=current.state,
+        confidence_score=current.confidence_score,
+        importance=current.importance,
+        origin_context=current.origin_context,
+        source_message_id=current.source_message_id,
+        embedding=current.embedding,
+        embedding_status=current.embedding_status,
+        embedding_model=current.embedding_model,
+        created_at=current.created_at,
+        last_accessed_at=current.last_accessed_at,
+        valid_to=now,
+        superseded_by=current,
+    )
 
 
 def _same_text(a: str, b: str) -> bool:
@@ -371,3 +377,370 @@ def retrieval_plan_save(*, conversation: Conversation, steps: list[dict]) -> Ret
         defaults={"steps": [step.model_dump(mode="json") for step in plan.steps]},
     )
     return stored
+
+
+# --- the CLAM cycle: revise, doubt, consolidate, forget ---------------------------------------
+
+# Tuning that has no RuntimeConfig field yet: how alike two memories must be (cosine similarity
+# of their embeddings) to be linked, or to count as one memory said twice.
+LINK_SIMILARITY = 0.6
+DUPLICATE_SIMILARITY = 0.92
+LINK_NEIGHBOURS = 5
+
+
+def memory_nodes_near(
+    *,
+    owner_id: int,
+    vector: list[float],
+    limit: int,
+    state: str | None = None,
+    exclude_ids: list[int] | tuple[int, ...] = (),
+) -> list[tuple[MemoryNode, float]]:
+    """The owner's current nodes closest to a vector, with their cosine similarity."""
+    from pgvector.django import CosineDistance
+
+    nodes = MemoryNode.objects.filter(owner_id=owner_id, valid_to=None).exclude(embedding=None)
+    if state:
+        nodes = nodes.filter(state=state)
+    if exclude_ids:
+        nodes = nodes.exclude(id__in=list(exclude_ids))
+    nodes = nodes.annotate(distance=CosineDistance("embedding", vector)).order_by("distance")
+    with transaction.atomic(), connection.cursor() as cursor:
+        # See DESIGN.md: a per-user filter otherwise starves the HNSW scan.
+        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        found = list(nodes[:limit])
+    return [(node, 1.0 - float(node.distance)) for node in found]
+
+
+def memory_node_revise(
+    *,
+    node: MemoryNode,
+    description: str,
+    importance: float | None = None,
+    origin_context: str = "",
+    source_message: Message | None = None,
+) -> MemoryNode:
+    """Give a node a new value, keeping the old one as a superseded row (as fact keys do)."""
+    if node.fact_key:
+        return memory_node_create(
+            owner=node.owner,
+            description=description,
+            kind=node.kind,
+            topic=node.topic,
+            fact_key=node.fact_key,
+            importance=node.importance if importance is None else importance,
+            origin_context=origin_context or node.origin_context,
+            source_message=source_message,
+        )
+    description = description.strip()
+    text = f"{node.topic}: {description}" if node.topic else description
+    vector, marker = _try_embed(text)
+    with transaction.atomic():
+        current = MemoryNode.objects.select_for_update().get(pk=node.pk)
+        if _same_text(current.description, description):
+            return current
+        _copy_into_history(current=current, now=timezone.now())
+        current.description = description
+        if importance is not None:
+            current.importance = importance
+        current.origin_context = origin_context or current.origin_context
+        current.source_message = source_message or current.source_message
+        current.embedding = vector
+        current.embedding_model = marker
+        current.embedding_status = (
+            EmbeddingStatus.READY if vector is not None else EmbeddingStatus.PENDING
+        )
+        current.save()
+        if vector is None:
+            _embed_later()
+    return current
+
+
+def critique_record(
+    *,
+    node_id: int,
+    message: Message | None,
+    verdict: str,
+    debate: str,
+    model: str = "",
+    contradicts: list[int] | None = None,
+    supports: list[int] | None = None,
+):
+    """Store the critic's verdict and move the node's confidence by one, atomically.
+
+    Returns None when the node is gone (decayed, superseded) or this turn already judged it, so
+    a redelivered task never counts a verdict twice. The increment is an F() expression: two
+    critics judging one node at once both count.
+    """
+    from django.db import IntegrityError
+    from django.db.models import F
+
+    from apps.core.models import Event
+    from apps.core.services import event_record
+    from apps.memory.models import Critique
+
+    delta = 1 if verdict == Critique.Verdict.WITHSTANDS else -1
+    try:
+        with transaction.atomic():
+            changed = MemoryNode.objects.filter(pk=node_id, valid_to=None).update(
+                confidence_score=F("confidence_score") + delta
+            )
+            if not changed:
+                return None
+            node = MemoryNode.objects.select_related("owner").get(pk=node_id)
+            critique = Critique.objects.create(
+                node=node,
+                owner=node.owner,
+                message=message,
+                verdict=verdict,
+                debate=debate.strip(),
+                delta=delta,
+                model=model,
+                contradicts=sorted(set(contradicts or [])),
+                supports=sorted(set(supports or [])),
+            )
+            event_record(
+                kind=Event.Kind.CRITIQUE,
+                summary=f"{verdict}: {node.description[:200]} (confidence {node.confidence_score})",
+                owner=node.owner,
+                payload={
+                    "node_id": node_id,
+                    "critique_id": critique.pk,
+                    "verdict": verdict,
+                    "delta": delta,
+                    "confidence": node.confidence_score,
+                    "message_id": message.pk if message else None,
+                },
+            )
+    except IntegrityError:
+        return None
+    return critique
+
+
+_PROMOTION_PAIRS_SQL = """
+WITH candidates AS MATERIALIZED (
+    SELECT id, owner_id, embedding, created_at FROM memory_memorynode
+     WHERE state = 'volatile' AND valid_to IS NULL AND confidence_score >= %(threshold)s
+     ORDER BY id
+     LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED
+)
+SELECT c.id, c.owner_id, near.id, near.similarity, near.created_at < c.created_at
+  FROM candidates AS c
+  LEFT JOIN LATERAL (
+      SELECT n.id, n.created_at, 1 - (n.embedding <=> c.embedding) AS similarity
+        FROM memory_memorynode AS n
+       WHERE c.embedding IS NOT NULL AND n.embedding IS NOT NULL
+         AND n.owner_id IS NOT DISTINCT FROM c.owner_id
+         AND n.state = 'promoted' AND n.valid_to IS NULL
+       ORDER BY n.embedding <=> c.embedding
+       LIMIT %(neighbours)s
+  ) AS near ON near.similarity >= %(link_similarity)s
+ ORDER BY c.id, near.similarity DESC NULLS LAST
+"""
+
+
+@dataclass
+class PromotionResult:
+    promoted: list[int] = field(default_factory=list)
+    merged: dict[int, int] = field(default_factory=dict)
+    superseded: dict[int, int] = field(default_factory=dict)
+    links: list[tuple[int, int, str, float]] = field(default_factory=list)
+
+
+def memories_promote_and_link(*, threshold: int, batch_size: int) -> PromotionResult:
+    """One pass of consolidation over at most `batch_size` confident volatile nodes.
+
+    Each candidate is compared with the owner's long-term nodes: a near-duplicate merges into
+    the older node; otherwise it is linked (similar, or supports / contradicts as its critic
+    found) and promoted, and a long-term fact it contradicts is superseded, not deleted.
+    Candidates are locked (SKIP LOCKED) so two passes never consolidate one node twice.
+    """
+    from apps.memory.models import Critique
+
+    result = PromotionResult()
+    now = timezone.now()
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute(
+                _PROMOTION_PAIRS_SQL,
+                {
+                    "threshold": threshold,
+                    "batch": batch_size,
+                    "neighbours": LINK_NEIGHBOURS,
+                    "link_similarity": LINK_SIMILARITY,
+                },
+            )
+            rows = cursor.fetchall()
+        if not rows:
+            return result
+        owners: dict[int, int | None] = {}
+        neighbours: dict[int, list[tuple[int, float, bool]]] = {}
+        for candidate, owner_id, near, similarity, near_is_older in rows:
+            owners[candidate] = owner_id
+            neighbours.setdefault(candidate, [])
+            if near is not None:
+                neighbours[candidate].append((near, float(similarity), bool(near_is_older)))
+        judged: dict[int, tuple[set[int], set[int]]] = {}
+        for node_id, contradicts, supports in Critique.objects.filter(
+            node_id__in=list(owners)
+        ).values_list("node_id", "contradicts", "supports"):
+            against, towards = judged.setdefault(node_id, (set(), set()))
+            against.update(contradicts)
+            towards.update(supports)
+
+        for candidate, near in neighbours.items():
+            against, towards = judged.get(candidate, (set(), set()))
+            duplicate = next(
+                (n for n, score, _ in near if score >= DUPLICATE_SIMILARITY and n not in against),
+                None,
+            )
+            if duplicate is not None:
+                result.merged[candidate] = duplicate
+                continue
+            result.promoted.append(candidate)
+            for n, score, near_is_older in near:
+                if n in against:
+                    result.links.append((candidate, n, MemoryLink.Kind.CONTRADICTS, score))
+                    if near_is_older and n not in result.superseded:
+                        result.superseded[n] = candidate
+                elif n in towards:
+                    result.links.append((candidate, n, MemoryLink.Kind.SUPPORTS, score))
+                else:
+                    result.links.append((candidate, n, MemoryLink.Kind.SIMILAR, score))
+
+        _supersede(result.merged, now)
+        if result.merged:
+            # The long-term node was just told again what it already knew.
+            MemoryNode.objects.filter(id__in=set(result.merged.values())).update(
+                confidence_score=models.F("confidence_score") + 1, last_accessed_at=now
+            )
+        _supersede(result.superseded, now)
+        MemoryNode.objects.filter(
+            id__in=result.promoted, state=MemoryNode.State.VOLATILE, valid_to=None
+        ).update(state=MemoryNode.State.PROMOTED)
+        MemoryLink.objects.bulk_create(
+            [
+                MemoryLink(source_id=s, target_id=t, kind=k, score=score, created_at=now)
+                for s, t, k, score in result.links
+            ],
+            update_conflicts=True,
+            unique_fields=["source", "target", "kind"],
+            update_fields=["score"],
+        )
+        _record_promotion_events(result, owners)
+    return result
+
+
+def _supersede(replaced_by: dict[int, int], now: datetime) -> None:
+    if not replaced_by:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE memory_memorynode AS t
+               SET valid_to = %s, superseded_by_id = v.by
+              FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, by)
+             WHERE t.id = v.id AND t.valid_to IS NULL
+            """,
+            [now, list(replaced_by), list(replaced_by.values())],
+        )
+
+
+def _record_promotion_events(result: PromotionResult, owners: dict[int, int | None]) -> None:
+    from django.contrib.auth import get_user_model
+
+    from apps.core.models import Event
+    from apps.core.services import event_record
+
+    users = get_user_model().objects.in_bulk({o for o in owners.values() if o is not None})
+    for owner_id in sorted(set(owners.values()), key=lambda o: o or 0):
+        owner = users.get(owner_id)
+        promoted = [n for n in result.promoted if owners[n] == owner_id]
+        merged = {n: t for n, t in result.merged.items() if owners[n] == owner_id}
+        superseded = {old: new for old, new in result.superseded.items() if owners[new] == owner_id}
+        links = [link for link in result.links if owners[link[0]] == owner_id]
+        if promoted or merged:
+            event_record(
+                kind=Event.Kind.PROMOTION,
+                summary=(
+                    f"promoted {len(promoted)} memories to long-term, "
+                    f"merged {len(merged)} near-duplicates, superseded {len(superseded)}"
+                ),
+                owner=owner,
+                payload={
+                    "promoted": promoted,
+                    "merged": {str(n): t for n, t in merged.items()},
+                    "superseded": {str(old): new for old, new in superseded.items()},
+                },
+            )
+        if links:
+            counts = {kind: sum(1 for link in links if link[2] == kind) for kind in MemoryLink.Kind}
+            event_record(
+                kind=Event.Kind.LINK,
+                summary="linked memories: "
+                + ", ".join(f"{count} {kind}" for kind, count in counts.items() if count),
+                owner=owner,
+                payload={
+                    "links": [
+                        {"source": s, "target": t, "kind": str(k), "score": round(score, 4)}
+                        for s, t, k, score in links
+                    ]
+                },
+            )
+
+
+_DECAY_SQL = """
+WITH gone AS (
+    DELETE FROM memory_memorynode
+     WHERE state = 'volatile' AND valid_to IS NULL
+       AND confidence_score < %(minimum_score)s
+       AND COALESCE(last_accessed_at, created_at) < now() - make_interval(hours => %(hours)s)
+ RETURNING id, owner_id
+),
+links AS (
+    DELETE FROM memory_memorylink
+     WHERE source_id IN (SELECT id FROM gone) OR target_id IN (SELECT id FROM gone)
+),
+critiques AS (
+    DELETE FROM memory_critique WHERE node_id IN (SELECT id FROM gone)
+),
+history AS (
+    UPDATE memory_memorynode SET superseded_by_id = NULL
+     WHERE superseded_by_id IN (SELECT id FROM gone)
+)
+SELECT owner_id, count(*) FROM gone GROUP BY owner_id
+"""
+
+
+def memories_decay(*, decay_hours: int, minimum_score: int) -> dict[int | None, int]:
+    """Forget stale, unconfirmed volatile nodes in one statement; deletions per owner.
+
+    The conditions live in the DELETE's own WHERE: a node that another transaction touches
+    (last access, a critic's +1, a promotion) while this runs is re-checked by PostgreSQL
+    after that transaction commits, and survives. The cascades Django would do in Python
+    run in the same statement.
+    """
+    from django.contrib.auth import get_user_model
+
+    from apps.core.models import Event
+    from apps.core.services import event_record
+
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(_DECAY_SQL, {"minimum_score": minimum_score, "hours": int(decay_hours)})
+            counts = {owner_id: count for owner_id, count in cursor.fetchall()}
+        users = get_user_model().objects.in_bulk([o for o in counts if o is not None])
+        for owner_id, count in counts.items():
+            event_record(
+                kind=Event.Kind.DECAY,
+                summary=f"forgot {count} stale, unconfirmed memories",
+                owner=users.get(owner_id),
+                payload={
+                    "deleted": count,
+                    "decay_hours": decay_hours,
+                    "minimum_score": minimum_score,
+                },
+            )
+    return counts

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from apps.core.selectors import runtime_config
 from apps.memory import services
 from apps.memory.embedding import EmbeddingConfigError, EmbeddingError
 
@@ -23,3 +24,33 @@ def embed_pending() -> int:
 @shared_task(name="memory.mark_accessed", acks_late=True, ignore_result=True)
 def mark_accessed(node_ids: list[int]) -> int:
     return services.memory_nodes_mark_accessed(node_ids=node_ids)
+
+
+@shared_task(
+    name="memory.promote_and_link",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=240,
+    time_limit=300,
+)
+def promote_and_link() -> int:
+    config = runtime_config()
+    result = services.memories_promote_and_link(
+        threshold=config.promotion_threshold, batch_size=config.batch_size
+    )
+    return len(result.promoted) + len(result.merged)
+
+
+@shared_task(
+    name="memory.decay",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=240,
+    time_limit=300,
+)
+def decay() -> int:
+    config = runtime_config()
+    counts = services.memories_decay(
+        decay_hours=config.decay_hours, minimum_score=config.minimum_score
+    )
+    return sum(counts.values())
