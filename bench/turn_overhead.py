@@ -90,14 +90,37 @@ def _report(label: str, timings: list) -> list[str]:
     return lines
 
 
+def _server_side(label: str) -> None:
+    """Medians of the timings the server itself recorded in each reply's trace."""
+    import statistics
+
+    from apps.chat.models import Message
+
+    traces = list(
+        Message.objects.filter(role="assistant", status="complete").values_list("trace", "ttft_ms")
+    )
+    Message.objects.all().delete()
+    steps = {}
+    for trace, ttft in traces:
+        for step, ms in trace.get("timings_ms", {}).items():
+            steps.setdefault(step, []).append(ms)
+        steps.setdefault("server ttft", []).append(ttft)
+    medians = ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in steps.items() if v)
+    print(f"{label}: server-side medians (ms): {medians}", flush=True)
+
+
 async def _run(port: int, users: list[tuple[str, int]], turns: int, concurrent: int) -> None:
+    from asgiref.sync import sync_to_async
+
     single = await _user_turns(port, *users[0], turns=turns)
     _report("1 user", single[5:])  # the first turns warm the connection pools
+    await sync_to_async(_server_side)("1 user")
     per_user = max(1, turns // concurrent)
     results = await asyncio.gather(
         *(_user_turns(port, *users[1 + i], turns=per_user) for i in range(concurrent))
     )
     _report(f"{concurrent} concurrent users", [t for user in results for t in user[1:]])
+    await sync_to_async(_server_side)(f"{concurrent} concurrent users")
 
 
 def main() -> None:
@@ -109,7 +132,9 @@ def main() -> None:
     with StubServer(port=0) as stub, tempfile.TemporaryDirectory(prefix="thalamus-turn-") as tmp:
         stub.set_defaults(ttft=STUB_TTFT, tps=STUB_TPS)
         for _ in range(args.turns * 3):
-            stub.script({"content": reply, "ttft": STUB_TTFT, "tps": STUB_TPS, "match": "hello"})
+            stub.script(
+                {"content": reply, "ttft": STUB_TTFT, "tps": STUB_TPS, "match": "You are Thalamus"}
+            )
         data_dir = Path(tmp) / "data"
         port = free_port()
         process = start_up(data_dir, port, Path(tmp) / "up.log", THALAMUS_LLM_BASE_URL=stub.url)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
 from apps.chat.routing import websocket_urlpatterns as chat_websockets
+from apps.dashboard.routing import websocket_urlpatterns as dashboard_websockets
 
-websocket_urlpatterns = [*chat_websockets]
+websocket_urlpatterns = [*chat_websockets, *dashboard_websockets]

@@ -136,6 +136,7 @@ INSTALLED_APPS = [
     "apps.cognition",
     "apps.api",
     "apps.memory",
+    "apps.dashboard",
 ]
 
 MIDDLEWARE = [

@@ -10,6 +10,7 @@ urlpatterns = [
     path("", chat_views.home, name="home"),
     path("c/", include("apps.chat.urls")),
     path("memory/", include("apps.memory.urls")),
+    path("dashboard/", include("apps.dashboard.urls")),
     path("healthz", core_views.healthz, name="healthz"),
     path("accounts/", include("apps.accounts.urls")),
     path("v1/", include("apps.api.urls")),
