@@ -10,24 +10,29 @@ def test_the_shipped_prompts_pass_the_system_check():
     assert check_prompt_templates() == []
 
 
-def test_an_unknown_placeholder_fails_the_check(tmp_path, settings):
+def _copy_shipped_prompts(tmp_path, settings):
     (tmp_path / "prompts").mkdir()
-    (tmp_path / "prompts" / "answer.txt").write_text("{{date}} {{user_name}} {{memory}} {{mood}}")
-    (tmp_path / "prompts" / "title.txt").write_text("{{exchange}}")
+    for name in prompts.PROMPT_PLACEHOLDERS:
+        shipped = prompts.prompt_path(name).read_text(encoding="utf-8")
+        (tmp_path / "prompts" / f"{name}.txt").write_text(shipped, encoding="utf-8")
     settings.BASE_DIR = tmp_path
+
+
+def test_an_unknown_placeholder_fails_the_check(tmp_path, settings):
+    _copy_shipped_prompts(tmp_path, settings)
+    (tmp_path / "prompts" / "answer.txt").write_text("{{date}} {{user_name}} {{memory}} {{mood}}")
     errors = check_prompt_templates()
     assert [e.id for e in errors] == ["cognition.E002"]
     assert "{{mood}}" in errors[0].msg
 
 
 def test_a_missing_placeholder_fails_the_check(tmp_path, settings):
-    (tmp_path / "prompts").mkdir()
+    _copy_shipped_prompts(tmp_path, settings)
     (tmp_path / "prompts" / "answer.txt").write_text("{{date}} {{user_name}}")
-    (tmp_path / "prompts" / "title.txt").write_text("{{exchange}}")
-    settings.BASE_DIR = tmp_path
     assert "lacks {{memory}}" in check_prompt_templates()[0].msg
 
 
+@pytest.mark.django_db  # an admin's override in the database wins over the file
 def test_render_fills_every_placeholder():
     text = prompts.render_prompt("title", exchange="user: hi")
     assert "user: hi" in text and "{{" not in text
