@@ -11,7 +11,7 @@ from django.utils import timezone
 from apps.core.models import Event
 from apps.core.selectors import runtime_config
 from apps.core.services import mind_group
-from apps.memory.models import Episode, MemoryLink, MemoryNode, Triple
+from apps.memory.models import Critique, Episode, MemoryLink, MemoryNode, Triple
 
 GRAPH_LIMIT = 2000
 GRAPH_LIMIT_MAX = 32000
@@ -73,7 +73,13 @@ def mind_events(*, scope: MindScope, after_id: int = 0, limit: int = STREAM_LIMI
     events = scope.owned(Event.objects.all())
     if after_id:
         events = events.filter(pk__gt=after_id)
-    return list(events.order_by("-id")[:limit])
+    events = list(events.order_by("-id")[:limit])
+    # A critique event names its Critique; the debate itself is the "full text" to show.
+    critique_ids = [e.payload.get("critique_id") for e in events if e.payload.get("critique_id")]
+    debates = dict(Critique.objects.filter(pk__in=critique_ids).values_list("pk", "debate"))
+    for event in events:
+        event.debate = debates.get(event.payload.get("critique_id"), "")
+    return events
 
 
 def _opacity(node: dict, now, decay_seconds: float, minimum_score: int) -> float:

@@ -10,7 +10,7 @@ from django.utils.html import format_html
 from pgvector.django import CosineDistance
 
 from apps.memory import browser_services
-from apps.memory.models import Episode, MemoryLink, MemoryNode, Predicate, Triple
+from apps.memory.models import Critique, Episode, MemoryLink, MemoryNode, Predicate, Triple
 
 SIMILAR_LIMIT = 20
 
@@ -124,6 +124,18 @@ class LinkInline(admin.TabularInline):
     verbose_name_plural = "links to other memories"
 
 
+class CritiqueInline(admin.StackedInline):
+    model = Critique
+    extra = 0
+    can_delete = False
+    fields = ["created_at", "verdict", "delta", "model", "debate", "message"]
+    readonly_fields = fields
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(MemoryNode)
 class MemoryNodeAdmin(admin.ModelAdmin):
     list_display = [
@@ -153,7 +165,7 @@ class MemoryNodeAdmin(admin.ModelAdmin):
     raw_id_fields = ["source_message", "superseded_by"]
     date_hierarchy = "created_at"
     show_full_result_count = False
-    inlines = [LinkInline]
+    inlines = [LinkInline, CritiqueInline]
     actions = ["similar_to_this", "promote", "forget", "reembed", "criticise_now"]
     fieldsets = [
         (None, {"fields": ["owner", "description", "kind", "topic", "fact_key"]}),
@@ -295,10 +307,11 @@ class MemoryNodeAdmin(admin.ModelAdmin):
         count = browser_services.memory_nodes_criticise(
             node_ids=list(queryset.values_list("pk", flat=True))
         )
-        if count is None:
-            self.message_user(request, "The critic is not installed yet.", messages.WARNING)
-        else:
-            self.message_user(request, f"The critic will look at {count} memories.")
+        self.message_user(
+            request,
+            f"The critic will look again at the {count} turn(s) that formed them "
+            "(memories without a source message are skipped).",
+        )
 
 
 @admin.register(Episode)
@@ -372,3 +385,19 @@ class MemoryLinkAdmin(admin.ModelAdmin):
     search_fields = ["source__description", "target__description"]
     raw_id_fields = ["source", "target"]
     show_full_result_count = False
+
+
+@admin.register(Critique)
+class CritiqueAdmin(admin.ModelAdmin):
+    list_display = ["created_at", "verdict", "delta", "node", "owner", "model"]
+    list_filter = ["verdict", OwnerFilter, "created_at"]
+    list_select_related = ["node", "owner"]
+    search_fields = ["debate", "node__description"]
+    raw_id_fields = ["node", "message"]
+    readonly_fields = ["source_link"]
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+
+    @admin.display(description="turn it judged")
+    def source_link(self, obj):
+        return _provenance(obj.message)

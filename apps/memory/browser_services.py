@@ -158,15 +158,24 @@ def memory_nodes_reembed(*, node_ids: list[int]) -> int:
     return count
 
 
-def memory_nodes_criticise(*, node_ids: list[int]) -> int | None:
-    """Queue the critic for these memories now; None while no critic task exists."""
-    try:
-        from apps.cognition.tasks import criticise_node
-    except ImportError:
-        return None
-    for node_id in node_ids:
-        criticise_node.delay_on_commit(node_id)
-    return len(node_ids)
+def memory_nodes_criticise(*, node_ids: list[int]) -> int:
+    """Ask the critic again about the turns that formed these memories; returns how many turns.
+
+    The critic judges per turn (and once per node and turn), so memories without a source
+    message, or already judged for that turn, are left as they are.
+    """
+    from apps.cognition.tasks import criticise
+
+    reply_ids = sorted(
+        set(
+            MemoryNode.objects.filter(id__in=node_ids, source_message__isnull=False).values_list(
+                "source_message_id", flat=True
+            )
+        )
+    )
+    for reply_id in reply_ids:
+        criticise.delay_on_commit(reply_id)
+    return len(reply_ids)
 
 
 @transaction.atomic

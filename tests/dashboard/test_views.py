@@ -64,3 +64,13 @@ def test_the_dashboard_page_costs_a_bounded_number_of_queries(
     client.force_login(user)
     with django_assert_max_num_queries(12):
         client.get(reverse("dashboard:mine"))
+
+
+def test_a_critique_in_the_stream_opens_onto_its_whole_debate(client, user):
+    node = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    services.critique_record(
+        node_id=node.pk, message=None, verdict="fails", debate="She said wasps, not bees."
+    )
+    client.force_login(user)
+    body = client.get(reverse("dashboard:mine")).content.decode()
+    assert "She said wasps, not bees." in body and "verdict-fails" in body

@@ -26,12 +26,16 @@ def many_memories(user, other_user):
             services.triple_upsert(owner=owner, subject="user", predicate="likes", object=f"t{n}")
     for a, b in zip(nodes, nodes[1:], strict=False):
         services.memory_link_upsert(source=a, target=b, kind="similar", score=0.5)
+    for node in nodes[:20]:
+        services.critique_record(
+            node_id=node.pk, message=None, verdict="withstands", debate=f"Debate on {node.pk}"
+        )
     return nodes
 
 
 @pytest.mark.parametrize(
     "model",
-    ["memorynode", "triple", "episode", "memorylink", "predicate"],
+    ["memorynode", "triple", "episode", "memorylink", "predicate", "critique"],
 )
 def test_each_memory_changelist_costs_a_bounded_number_of_queries(
     admin_client, many_memories, model, django_assert_max_num_queries
@@ -82,6 +86,8 @@ def test_a_memory_added_in_the_admin_goes_through_the_services_and_is_announced(
             "origin_context": "",
             "links_out-TOTAL_FORMS": 0,
             "links_out-INITIAL_FORMS": 0,
+            "critiques-TOTAL_FORMS": 0,
+            "critiques-INITIAL_FORMS": 0,
         },
     )
     assert response.status_code == 302, response.context["adminform"].form.errors
@@ -130,3 +136,31 @@ def test_a_triple_change_form_links_to_its_provenance(admin_client, user):
     response = admin_client.get(reverse("admin:memory_triple_change", args=[triple.pk]))
     assert response.status_code == 200
     assert Triple.objects.count() == 1
+
+
+def test_a_node_page_shows_its_links_and_critiques_inline(admin_client, many_memories):
+    node = many_memories[1]
+    response = admin_client.get(reverse("admin:memory_memorynode_change", args=[node.pk]))
+    body = response.content.decode()
+    assert f"Debate on {node.pk}" in body
+    assert "links to other memories" in body.lower()
+
+
+def test_running_the_critic_now_queues_the_turns_that_formed_the_memories(
+    admin_client, user, django_capture_on_commit_callbacks
+):
+    from apps.chat.models import Conversation, Message
+
+    conversation = Conversation.objects.create(owner=user)
+    reply = Message.objects.create(conversation=conversation, role="assistant", content="ok")
+    node = services.memory_node_create(
+        owner=user, description="Alice keeps bees", source_message=reply, embed=False
+    )
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = admin_client.post(
+            reverse("admin:memory_memorynode_changelist"),
+            {"action": "criticise_now", "_selected_action": [node.pk]},
+            follow=True,
+        )
+    assert any("1 turn(s)" in str(m) for m in response.context["messages"])
+    assert callbacks  # the critic task is enqueued once the action commits
