@@ -1,0 +1,130 @@
+"""The live dashboard in Chromium: pushed over the websocket, never polled."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from apps.memory import services
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _in_a_thread(function):
+    """Run ORM work outside Playwright's event loop (on-commit pushes use async_to_sync)."""
+    failures = []
+
+    def run():
+        try:
+            function()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(10)
+    assert not failures, failures
+
+
+def _admin_client(django_user_model) -> Client:
+    admin = django_user_model.objects.create_superuser("root", "root@example.com", "pw-root-9")
+    client = Client()
+    client.force_login(admin)
+    return client
+
+
+def _admin_adds_memory(client: Client, owner, description: str) -> None:
+    response = client.post(
+        reverse("admin:memory_memorynode_add"),
+        {
+            "owner": owner.pk,
+            "description": description,
+            "kind": "fact",
+            "state": "volatile",
+            "confidence_score": 1,
+            "importance": 0.5,
+            "links_out-TOTAL_FORMS": 0,
+            "links_out-INITIAL_FORMS": 0,
+            "critiques-TOTAL_FORMS": 0,
+            "critiques-INITIAL_FORMS": 0,
+        },
+    )
+    assert response.status_code == 302
+
+
+def _open_dashboard(page, asgi_server, path="/dashboard/"):
+    page.goto(f"{asgi_server}{path}")
+    page.locator("#live-status.on").wait_for()
+    page.locator("#graph canvas").wait_for()
+
+
+def test_the_dashboard_never_polls_and_shows_a_memory_added_in_the_admin_within_a_second(
+    page, asgi_server, log_in, user, llm_stub, django_user_model
+):
+    admin = _admin_client(django_user_model)
+    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    errors = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    log_in("alice")
+    _open_dashboard(page, asgi_server)
+    page.locator("#graph-status[data-nodes='1']").wait_for()
+
+    requests = []
+    page.on("request", lambda request: requests.append(request.url))
+    page.wait_for_timeout(3000)
+    assert requests == [], f"the dashboard polled: {requests}"
+
+    _in_a_thread(lambda: _admin_adds_memory(admin, user, "Alice sells honey at the market"))
+    committed = time.monotonic()  # the admin's response comes after its transaction committed
+    page.locator("#mind-stream .stream-summary", has_text="Alice sells honey").wait_for(
+        timeout=1000
+    )
+    page.locator("#graph-status[data-nodes='2']").wait_for(timeout=1000)
+    assert page.locator("#counter-volatile").inner_text() == "2"
+    assert time.monotonic() - committed < 1.0
+    assert requests == [] and errors == []
+
+
+def test_a_user_gets_404_for_another_users_dashboard_and_memory(
+    page, asgi_server, log_in, user, other_user
+):
+    theirs = services.memory_node_create(owner=other_user, description="Mallory", embed=False)
+    log_in("alice")
+    for path in (
+        f"/dashboard/u/{other_user.pk}/",
+        "/dashboard/global/",
+        f"/memory/{theirs.pk}/edit",
+        f"/dashboard/node/{theirs.pk}/",
+    ):
+        response = page.goto(f"{asgi_server}{path}")
+        assert response.status == 404, path
+
+
+def test_staff_switch_to_another_users_mind_and_filter_the_stream(
+    page, asgi_server, log_in, user, django_user_model
+):
+    from apps.core.services import event_record
+
+    django_user_model.objects.create_user(
+        "curator", password="correct-horse-battery-9", is_staff=True
+    )
+    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    _in_a_thread(lambda: event_record(kind="perception", summary="noticed bees", owner=user))
+    _in_a_thread(lambda: event_record(kind="error", summary="reflection failed", owner=user))
+    log_in("curator")
+    _open_dashboard(page, asgi_server)
+    page.select_option("#dash-who", str(user.pk))
+    page.wait_for_url(f"**/dashboard/u/{user.pk}/")
+    page.locator("#live-status.on").wait_for()
+    page.locator("#graph-status[data-nodes='1']").wait_for()
+    assert page.locator("h1").inner_text() == "Mind of alice"
+
+    page.select_option("#stream-filter", "error")
+    assert page.locator("#mind-stream > li:visible").count() == 1
+    page.locator("#mind-stream > li:visible summary").click()
+    assert page.locator("#mind-stream > li:visible .stream-payload").is_visible()
