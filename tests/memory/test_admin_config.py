@@ -108,3 +108,31 @@ def test_a_beat_schedule_can_be_run_now_from_the_admin(admin_client):
         follow=True,
     )
     assert any("successfully run" in str(m) for m in response.context["messages"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_uses_the_admins_new_model_and_prompt_from_its_next_task(
+    admin_client, celery_worker, llm_stub, user
+):
+    from apps.chat.models import Conversation, Message
+    from apps.chat.tasks import title_conversation
+
+    llm_stub.script({"content": "Beekeeping"})
+    admin_client.post(
+        reverse("admin:core_runtimeconfig_add"),
+        _config_form(llm_base_url=llm_stub.url, chat_model="admin-picked:1b"),
+    )
+    admin_client.post(
+        reverse("admin:core_promptoverride_add"),
+        {"name": "title", "text": "ADMIN TITLE PROMPT\n{{exchange}}"},
+    )
+    conversation = Conversation.objects.create(owner=user)
+    Message.objects.create(conversation=conversation, role="user", content="I keep bees")
+
+    title_conversation.delay(conversation.pk).get(timeout=20)
+
+    sent = [r["body"] for r in llm_stub.requests if r["path"].endswith("/chat/completions")][-1]
+    assert sent["model"] == "admin-picked:1b"
+    assert sent["messages"][0]["content"].startswith("ADMIN TITLE PROMPT")
+    conversation.refresh_from_db()
+    assert conversation.title == "Beekeeping"
