@@ -213,7 +213,7 @@ def _remember(
     restated = False
     if target is None and vector is not None:
         near = memory_services.memory_nodes_near(owner_id=owner.pk, vector=vector, limit=1)
-        if near and near[0][1] >= memory_services.DUPLICATE_SIMILARITY:
+        if near and near[0][1] >= runtime_config().duplicate_similarity:
             target, restated = near[0][0], True
     if target is not None and (
         item.action == "leave" or restated or _same_text(target.description, item.description)

@@ -79,6 +79,9 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                     "decay_hours",
                     "episode_idle_minutes",
                     "batch_size",
+                    "link_similarity",
+                    "duplicate_similarity",
+                    "link_neighbours",
                 ]
             },
         ),

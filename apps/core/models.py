@@ -56,6 +56,21 @@ class RuntimeConfig(models.Model):
     batch_size = models.PositiveIntegerField(
         default=200, validators=[MinValueValidator(1), MaxValueValidator(10_000)]
     )
+    link_similarity = models.FloatField(
+        default=0.6,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Cosine similarity at which two memories are linked.",
+    )
+    duplicate_similarity = models.FloatField(
+        default=0.92,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Cosine similarity at which two memories count as one said twice and merge.",
+    )
+    link_neighbours = models.PositiveIntegerField(
+        default=5,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="How many similar long-term memories a promoted memory is compared with.",
+    )
     reflection_enabled = models.BooleanField(default=True)
     critic_enabled = models.BooleanField(default=True)
     debate_enabled = models.BooleanField(default=False)
@@ -81,6 +96,10 @@ class RuntimeConfig(models.Model):
         )
         if sum(weights) <= 0:
             raise ValidationError("At least one retrieval weight must be above zero.")
+        if self.link_similarity > self.duplicate_similarity:
+            raise ValidationError(
+                {"duplicate_similarity": "Merging must need at least the linking similarity."}
+            )
         if self.minimum_score >= self.promotion_threshold:
             raise ValidationError(
                 {"minimum_score": "The minimum score must be below the promotion threshold."}

@@ -381,13 +381,6 @@ def retrieval_plan_save(*, conversation: Conversation, steps: list[dict]) -> Ret
 
 # --- the CLAM cycle: revise, doubt, consolidate, forget ---------------------------------------
 
-# Tuning that has no RuntimeConfig field yet: how alike two memories must be (cosine similarity
-# of their embeddings) to be linked, or to count as one memory said twice.
-LINK_SIMILARITY = 0.6
-DUPLICATE_SIMILARITY = 0.92
-LINK_NEIGHBOURS = 5
-
-
 def memory_nodes_near(
     *,
     owner_id: int,
@@ -548,7 +541,14 @@ class PromotionResult:
     links: list[tuple[int, int, str, float]] = field(default_factory=list)
 
 
-def memories_promote_and_link(*, threshold: int, batch_size: int) -> PromotionResult:
+def memories_promote_and_link(
+    *,
+    threshold: int,
+    batch_size: int,
+    link_similarity: float,
+    duplicate_similarity: float,
+    neighbours: int,
+) -> PromotionResult:
     """One pass of consolidation over at most `batch_size` confident volatile nodes.
 
     Each candidate is compared with the owner's long-term nodes: a near-duplicate merges into
@@ -568,8 +568,8 @@ def memories_promote_and_link(*, threshold: int, batch_size: int) -> PromotionRe
                 {
                     "threshold": threshold,
                     "batch": batch_size,
-                    "neighbours": LINK_NEIGHBOURS,
-                    "link_similarity": LINK_SIMILARITY,
+                    "neighbours": neighbours,
+                    "link_similarity": link_similarity,
                 },
             )
             rows = cursor.fetchall()
@@ -593,7 +593,7 @@ def memories_promote_and_link(*, threshold: int, batch_size: int) -> PromotionRe
         for candidate, near in neighbours.items():
             against, towards = judged.get(candidate, (set(), set()))
             duplicate = next(
-                (n for n, score, _ in near if score >= DUPLICATE_SIMILARITY and n not in against),
+                (n for n, score, _ in near if score >= duplicate_similarity and n not in against),
                 None,
             )
             if duplicate is not None:

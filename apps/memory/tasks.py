@@ -36,7 +36,11 @@ def mark_accessed(node_ids: list[int]) -> int:
 def promote_and_link() -> int:
     config = runtime_config()
     result = services.memories_promote_and_link(
-        threshold=config.promotion_threshold, batch_size=config.batch_size
+        threshold=config.promotion_threshold,
+        batch_size=config.batch_size,
+        link_similarity=config.link_similarity,
+        duplicate_similarity=config.duplicate_similarity,
+        neighbours=config.link_neighbours,
     )
     return len(result.promoted) + len(result.merged)
 
