@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from apps.core.models import Event
@@ -92,28 +92,39 @@ def _opacity(node: dict, now, decay_seconds: float, minimum_score: int) -> float
 
 
 def mind_graph(*, scope: MindScope, limit: int = GRAPH_LIMIT) -> dict:
-    """The most recent `limit` current memories of the scope and the links among them.
+    """Up to `limit` current memories of the scope (newest, and hubs) and links among them.
 
     Returned as plain data keyed by id, so a consumer can diff two snapshots cheaply.
     """
     config = runtime_config()
     now = timezone.now()
     decay_seconds = max(3600.0, config.decay_hours * 3600.0)
-    rows = list(
-        scope.owned(MemoryNode.objects.filter(valid_to=None))
-        .order_by("-created_at", "-id")
-        .values(
-            "id",
-            "description",
-            "kind",
-            "state",
-            "confidence_score",
-            "created_at",
-            "last_accessed_at",
-        )[: limit + 1]
-    )
+    current = scope.owned(MemoryNode.objects.filter(valid_to=None))
+    fields = [
+        "id",
+        "description",
+        "kind",
+        "state",
+        "confidence_score",
+        "created_at",
+        "last_accessed_at",
+    ]
+    rows = list(current.order_by("-created_at", "-id").values(*fields)[: limit + 1])
     truncated = len(rows) > limit
     rows = rows[:limit]
+    if truncated:
+        # Beyond the cap, a quarter of the places go to the hubs of the graph, so its
+        # clusters stay visible however old they are; the newest memories fill the rest.
+        hubs = list(
+            current.annotate(
+                degree=Count("links_out", distinct=True) + Count("links_in", distinct=True)
+            )
+            .filter(degree__gt=0)
+            .order_by("-degree", "-id")
+            .values(*fields)[: limit // 4]
+        )
+        hub_ids = {row["id"] for row in hubs}
+        rows = hubs + [row for row in rows if row["id"] not in hub_ids][: limit - len(hubs)]
     nodes = {
         row["id"]: {
             "id": row["id"],

@@ -7,19 +7,22 @@
 
   var STREAM_MAX = 300;
   var FADE_MS = 1200;
+  var PULSE_MAX = 150;  // rings are drawn every frame: only the newest short-term memories pulse
   var COLORS = {
     volatile: { background: '#f2b84b', border: '#b7791f' },
     promoted: { background: '#3fb27f', border: '#1d7a46' }
   };
   var EDGE_COLORS = { similar: '#9aa2ae', supports: '#3fb27f', contradicts: '#e5534b' };
 
-  var nodes, edges, network, fading = {};
+  var nodes, edges, network, fading = {}, pulsing = [];
 
-  function nodeView(node) {
+  var LABELS_MAX = 500;  // measuring thousands of labels every frame would freeze the page
+
+  function nodeView(node, withLabel) {
     var confidence = Math.max(0, node.confidence);
     return {
       id: node.id,
-      label: node.label,
+      label: withLabel ? node.label : undefined,
       state: node.state,
       color: COLORS[node.state] || COLORS.volatile,
       opacity: node.opacity,
@@ -82,8 +85,11 @@
     delta.nodes.forEach(function (node) {
       if (fading[node.id]) { window.clearInterval(fading[node.id]); delete fading[node.id]; }
     });
-    nodes.update(delta.nodes.map(nodeView));
+    var withLabels = nodes.length + delta.nodes.length <= LABELS_MAX;
+    nodes.update(delta.nodes.map(function (node) { return nodeView(node, withLabels); }));
     edges.update(delta.edges.map(edgeView));
+    pulsing = nodes.getIds({ filter: function (n) { return n.state === 'volatile'; } })
+      .sort(function (a, b) { return b - a; }).slice(0, PULSE_MAX);
     truncated = delta.truncated;
     limit = delta.limit;
     showStatus();
@@ -92,7 +98,7 @@
   /* Volatile (short-term) memories pulse: a ring drawn around them on the canvas. */
   function drawPulses(ctx) {
     var phase = (performance.now() % 1600) / 1600;
-    var ids = nodes.getIds({ filter: function (n) { return n.state === 'volatile' && !fading[n.id]; } });
+    var ids = pulsing.filter(function (id) { return !fading[id]; });
     if (!ids.length) return;
     var positions = network.getPositions(ids);
     ctx.save();
@@ -119,11 +125,13 @@
       layout: { improvedLayout: false },
       nodes: { shape: 'dot', borderWidth: 1 },
       edges: { smooth: false, selectionWidth: 2 },
-      interaction: { hover: true, hideEdgesOnDrag: true, tooltipDelay: 300 },
+      interaction: { hover: false, hideEdgesOnDrag: true, hideEdgesOnZoom: true },
       physics: {
-        solver: 'forceAtlas2Based',
-        forceAtlas2Based: { gravitationalConstant: -40, springLength: 60, avoidOverlap: 0.2 },
-        stabilization: { iterations: 120, updateInterval: 40 },
+        solver: 'barnesHut',
+        barnesHut: { gravitationalConstant: -2500, springLength: 70, damping: 0.3, theta: 0.9 },
+        // No blocking stabilisation: the layout settles on screen, frame by frame, so the
+        // page stays usable while thousands of nodes find their places.
+        stabilization: { enabled: false },
         maxVelocity: 40,
         minVelocity: 1
       }
@@ -135,9 +143,20 @@
       var url = root.getAttribute('data-node-url').replace(/\/0\/$/, '/' + params.nodes[0] + '/');
       htmx.ajax('GET', url, { target: '#node-detail', swap: 'innerHTML' });
     });
+    var settling = true;
+    network.on('startStabilizing', function () { settling = true; });
+    network.on('stabilized', function () { settling = false; });
+    // A big graph could jiggle for a long time; its shape is clear after a few seconds.
+    network.on('startStabilizing', function () {
+      window.clearTimeout(network.settleTimer);
+      network.settleTimer = window.setTimeout(function () {
+        if (nodes.length > 500) network.stopSimulation();
+      }, 5000);
+    });
     window.setInterval(function () {
-      if (!document.hidden && network) network.redraw();
-    }, 80);
+      // While physics runs, vis redraws every frame anyway.
+      if (!document.hidden && !settling && pulsing.length) network.redraw();
+    }, 100);
     applyDelta();
   }
 

@@ -128,3 +128,32 @@ def test_staff_switch_to_another_users_mind_and_filter_the_stream(
     assert page.locator("#mind-stream > li:visible").count() == 1
     page.locator("#mind-stream > li:visible summary").click()
     assert page.locator("#mind-stream > li:visible .stream-payload").is_visible()
+
+
+def test_the_graph_stays_responsive_with_two_thousand_nodes(page, asgi_server, log_in, user):
+    from apps.memory.models import MemoryLink, MemoryNode
+
+    nodes = MemoryNode.objects.bulk_create(
+        MemoryNode(owner=user, description=f"memory number {n}", confidence_score=n % 5)
+        for n in range(2100)
+    )
+    MemoryLink.objects.bulk_create(
+        MemoryLink(source=a, target=b, kind="similar", score=0.6)
+        for a, b in zip(nodes[::2], nodes[1::2], strict=True)
+    )
+    log_in("alice")
+    started = time.monotonic()
+    _open_dashboard(page, asgi_server)
+    page.locator("#graph-status[data-nodes='2000']").wait_for(timeout=15_000)
+    loaded = time.monotonic() - started
+    assert page.locator("#graph-expand").is_visible()
+
+    clicked = time.monotonic()
+    page.select_option("#stream-filter", "error")
+    page.locator("#counter-volatile").click()
+    frozen = time.monotonic() - clicked
+    assert frozen < 1.0, f"the page froze for {frozen:.1f} s while drawing the graph"
+    assert loaded < 10
+
+    page.click("#graph-expand button")
+    page.locator("#graph-status[data-nodes='2100']").wait_for(timeout=15_000)
