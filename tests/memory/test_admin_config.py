@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
+import time
 
 import pytest
 from django.urls import reverse
-from django_celery_beat.models import IntervalSchedule, PeriodicTask
+from django_celery_beat.models import PeriodicTask
 
 from apps.cognition.prompts import file_prompt_text, prompt_text
 from apps.core.models import PromptOverride, RuntimeConfig
@@ -97,17 +97,45 @@ def test_an_override_applies_from_the_next_call_and_reverting_restores_the_file(
     assert prompt_text("title") == file_prompt_text("title")
 
 
-def test_a_beat_schedule_can_be_run_now_from_the_admin(admin_client):
-    every = IntervalSchedule.objects.create(every=5, period=IntervalSchedule.MINUTES)
-    task = PeriodicTask.objects.create(
-        name="embed pending", task="memory.embed_pending", interval=every, args=json.dumps([])
+def test_every_runtime_setting_is_editable_in_the_admin():
+    from django.contrib import admin
+
+    model_admin = admin.site._registry[RuntimeConfig]
+    in_admin = {name for _, options in model_admin.fieldsets for name in options["fields"]}
+    editable = {f.name for f in RuntimeConfig._meta.fields if f.editable and f.name != "id"}
+    assert editable - in_admin == set()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_maintenance_schedule_runs_now_from_the_admin_in_a_real_worker(
+    admin_client, celery_worker, user
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.memory import services
+    from apps.memory.models import MemoryNode
+
+    stale = services.memory_node_create(
+        owner=user, description="a doubtful memory", confidence_score=-1, embed=False
     )
+    long_ago = timezone.now() - timedelta(days=30)
+    MemoryNode.objects.filter(pk=stale.pk).update(created_at=long_ago, last_accessed_at=long_ago)
+    schedule = PeriodicTask.objects.get(task="memory.decay")  # a default schedule
+
     response = admin_client.post(
         reverse("admin:django_celery_beat_periodictask_changelist"),
-        {"action": "run_tasks", "_selected_action": [task.pk]},
+        {"action": "run_tasks", "_selected_action": [schedule.pk]},
         follow=True,
     )
+
     assert any("successfully run" in str(m) for m in response.context["messages"])
+    for _ in range(100):
+        if not MemoryNode.objects.filter(pk=stale.pk).exists():
+            break
+        time.sleep(0.1)
+    assert not MemoryNode.objects.filter(pk=stale.pk).exists()
 
 
 @pytest.mark.django_db(transaction=True)
