@@ -30,6 +30,7 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _EVIDENCE_RE = re.compile(r"D:?(\d+):0*(\d+)")
 _SESSION_KEY_RE = re.compile(r"session_(\d+)")
 EMBED_BATCH = 256
+TURN_SECONDS = 30
 
 
 @dataclass
@@ -102,8 +103,8 @@ def load_locomo(path: Path) -> Dataset:
                     caption=turn.get("blip_caption", ""),
                     date=date,
                 )
-                # A second per turn keeps the order of the conversation in created_at.
-                said_at = date + timedelta(seconds=position)
+                # LoCoMo dates sessions, not turns: half a minute a turn, in order.
+                said_at = date + timedelta(seconds=TURN_SECONDS * position)
                 turns.append(Turn(turn["dia_id"], description, said_at))
         known = {turn.dia_id for turn in turns}
         questions = []

@@ -26,6 +26,19 @@ logger = logging.getLogger(__name__)
 # branch spells the owner filter so that no B-tree can serve it, which leaves the planner the
 # HNSW index (or a sequential scan) instead of sorting a big owner's rows.
 EXACT_SCAN_MAX_ROWS = 3000
+# The HNSW path over-fetches this many times the candidates in relaxed order, then re-ranks them
+# by exact distance.
+HNSW_OVERFETCH = 2
+HNSW_EF_SEARCH = 200
+HNSW_MAX_SCAN_TUPLES = 20000
+# Document frequencies for the text score are counted up to this many rows per term.
+TEXT_STATS_MAX_ROWS = 5000
+# Words in more than about half of the memories (idf < ln 2) still add to the text score but do not
+# pull memories in by themselves: a name or a date in every row would match them all.
+MATCH_MIN_IDF = 0.69
+# Memories made this close together share context (turns of one exchange).
+NEIGHBOUR_SECONDS = 60
+CONTEXT_WEIGHT = 0.5
 RECENCY_HALF_LIFE_DAYS = 30
 EMBED_TIMEOUT_SECONDS = 10.0
 MAX_QUERY_WORDS = 24
@@ -41,6 +54,7 @@ _STOPWORD_TEXT = """
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
+_SUFFIXES = ("ing", "edly", "ed", "es", "s", "ly")
 
 
 @dataclass
@@ -50,6 +64,8 @@ class Weights:
     recency: float
     importance: float
     confidence: float
+    # How much a memory scores for its best neighbour; 0 ranks every memory on its own.
+    context: float = 0.0
 
     @classmethod
     def from_config(cls) -> Weights:
@@ -60,6 +76,7 @@ class Weights:
             recency=config.weight_recency,
             importance=config.weight_importance,
             confidence=config.weight_confidence,
+            context=CONTEXT_WEIGHT,
         )
 
 
@@ -73,6 +90,8 @@ class MemoryHit:
     created_at: datetime
     score: float
     components: dict[str, float]
+    # The best own score among the memories made next to it, which its score also carries.
+    context: float = 0.0
 
     def as_trace(self) -> dict:
         return {
@@ -82,6 +101,7 @@ class MemoryHit:
             "global": self.is_global,
             "score": round(self.score, 4),
             "components": {name: round(value, 4) for name, value in self.components.items()},
+            "context": round(self.context, 4),
         }
 
 
@@ -103,24 +123,43 @@ class EpisodeHit:
         }
 
 
-def text_query(text: str) -> str | None:
-    """A to_tsquery string that matches any meaningful word of `text` (OR, not AND)."""
-    words = []
+def _prefix(word: str) -> str:
+    """A crude stem, matched as a prefix: "painted", "paints" and "painting" all find "paint"."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def text_terms(text: str) -> list[str]:
+    """The meaningful words of `text` as to_tsquery prefix terms ("paint:*"), first ones first."""
+    terms = []
     for word in _WORD_RE.findall(text.lower()):
         word = word.strip("_")
-        if len(word) > 1 and word not in STOPWORDS and word not in words:
-            words.append(word)
-    if not words:
-        return None
-    return " | ".join(words[:MAX_QUERY_WORDS])
+        if len(word) > 1 and word not in STOPWORDS:
+            term = f"{_prefix(word)}:*"
+            if term not in terms:
+                terms.append(term)
+    return terms[:MAX_QUERY_WORDS]
 
 
+def text_query(text: str) -> str | None:
+    """A to_tsquery string that matches any meaningful word of `text` (OR, not AND)."""
+    return " | ".join(text_terms(text)) or None
+
+
+# Candidates come from three places: an exact vector scan (small owners) or the HNSW index (big
+# ones), and a full-text match. The text score is an IDF-weighted count of the query's words
+# (BM25 without term frequency, which one-line memories hardly have); vector and text scores are
+# min-max normalised over the candidates before they are weighted, so neither scale dominates.
+# A memory then also scores for the best of its neighbours — memories made within
+# NEIGHBOUR_SECONDS of it —, because what answers a question is often said next to its keywords.
 _MEMORY_SEARCH_SQL = """
 WITH visible AS MATERIALIZED (
     SELECT count(*) AS rows FROM (
         SELECT 1 FROM memory_memorynode
          WHERE (owner_id = %(owner)s::int OR owner_id IS NULL) AND valid_to IS NULL
-         LIMIT %(exact_max)s + 1
+         LIMIT %(stats_max)s
     ) AS capped
 ),
 exact AS MATERIALIZED (
@@ -136,42 +175,93 @@ approximate AS MATERIALIZED (
      WHERE %(has_vector)s AND (SELECT rows FROM visible) > %(exact_max)s
        AND COALESCE(owner_id, %(owner)s::int) = %(owner)s::int AND valid_to IS NULL {kinds}
      ORDER BY embedding <=> %(vector)s::vector
-     LIMIT %(candidates)s
+     LIMIT %(overfetch)s
+),
+terms AS MATERIALIZED (
+    SELECT term, to_tsquery('simple', term) AS query,
+           ln(1 + (GREATEST(rows, df) - df + 0.5) / (df + 0.5)) AS idf
+      FROM unnest(%(terms)s::text[]) AS term
+     CROSS JOIN visible
+     CROSS JOIN LATERAL (
+        SELECT count(*) AS df FROM (
+            SELECT 1 FROM memory_memorynode
+             WHERE (owner_id = %(owner)s::int OR owner_id IS NULL) AND valid_to IS NULL
+               AND tsv @@ to_tsquery('simple', term)
+             LIMIT %(stats_max)s
+        ) AS capped
+     ) AS counted
+     WHERE df > 0
+),
+selective AS MATERIALIZED (
+    SELECT to_tsquery('simple', string_agg(term, ' | ')) AS query
+      FROM terms
+     WHERE idf >= %(min_idf)s OR NOT EXISTS (SELECT FROM terms WHERE idf >= %(min_idf)s)
 ),
 matched AS MATERIALIZED (
-    SELECT id FROM (
-        SELECT id, ts_rank_cd(tsv, to_tsquery('simple', %(tsquery)s), 32) AS rank
+    SELECT id, text FROM (
+        SELECT id, (SELECT sum(idf) FROM terms WHERE tsv @@ terms.query) AS text
           FROM memory_memorynode
-         WHERE owner_id = %(owner)s::int AND tsv @@ to_tsquery('simple', %(tsquery)s)
+         WHERE owner_id = %(owner)s::int AND tsv @@ (SELECT query FROM selective)
            AND valid_to IS NULL {kinds}
         UNION ALL
-        SELECT id, ts_rank_cd(tsv, to_tsquery('simple', %(tsquery)s), 32) AS rank
+        SELECT id, (SELECT sum(idf) FROM terms WHERE tsv @@ terms.query) AS text
           FROM memory_memorynode
-         WHERE owner_id IS NULL AND tsv @@ to_tsquery('simple', %(tsquery)s)
+         WHERE owner_id IS NULL AND tsv @@ (SELECT query FROM selective)
            AND valid_to IS NULL {kinds}
     ) AS ranked
-     ORDER BY rank DESC
+     ORDER BY text DESC, id DESC
      LIMIT %(candidates)s
 ),
-candidates AS (
-    SELECT id FROM exact UNION SELECT id FROM approximate UNION SELECT id FROM matched
+nearest AS (
+    SELECT id FROM exact
+    UNION
+    SELECT id FROM (
+        SELECT id FROM approximate
+         ORDER BY (SELECT embedding <=> %(vector)s::vector FROM memory_memorynode AS n
+                    WHERE n.id = approximate.id)
+         LIMIT %(candidates)s
+    ) AS reranked
 ),
-components AS (
+components AS MATERIALIZED (
     SELECT n.id, n.kind, n.topic, n.description, n.owner_id IS NULL AS is_global, n.created_at,
            GREATEST(COALESCE(1 - (n.embedding <=> %(vector)s::vector), 0), 0) AS vector,
-           COALESCE(ts_rank_cd(n.tsv, to_tsquery('simple', %(tsquery)s), 32), 0) AS text,
+           COALESCE(matched.text, 0) AS text,
            power(0.5, EXTRACT(EPOCH FROM now() - GREATEST(n.created_at, n.last_accessed_at))
                       / 86400.0 / %(half_life)s) AS recency,
            n.importance,
            GREATEST(n.confidence_score, 0)::float / (GREATEST(n.confidence_score, 0) + 2)
                AS confidence
-      FROM candidates JOIN memory_memorynode AS n USING (id)
+      FROM (SELECT id FROM nearest UNION SELECT id FROM matched) AS candidates
+      JOIN memory_memorynode AS n USING (id)
+      LEFT JOIN matched USING (id)
+),
+normalised AS (
+    SELECT *,
+           COALESCE((vector - min(vector) OVER ())
+                    / NULLIF(max(vector) OVER () - min(vector) OVER (), 0), vector)
+               AS vector_share,
+           COALESCE(text / NULLIF(max(text) OVER (), 0), 0) AS text_share
+      FROM components
+),
+own AS (
+    SELECT *,
+           (%(w_vector)s * vector_share + %(w_text)s * text_share + %(w_recency)s * recency
+            + %(w_importance)s * importance + %(w_confidence)s * confidence) / %(w_total)s
+               AS own_score
+      FROM normalised
+),
+in_context AS (
+    SELECT *,
+           COALESCE(max(own_score) OVER (
+               PARTITION BY is_global ORDER BY created_at
+               RANGE BETWEEN %(neighbour)s::interval PRECEDING AND %(neighbour)s::interval FOLLOWING
+               EXCLUDE CURRENT ROW), 0) AS context
+      FROM own
 )
 SELECT id, kind, topic, description, is_global, created_at,
-       vector, text, recency, importance, confidence,
-       (%(w_vector)s * vector + %(w_text)s * text + %(w_recency)s * recency
-        + %(w_importance)s * importance + %(w_confidence)s * confidence) / %(w_total)s AS score
-  FROM components
+       vector, text_share, recency, importance, confidence, context,
+       (own_score + %(w_context)s * context) / (1 + %(w_context)s) AS score
+  FROM in_context
  ORDER BY score DESC, id DESC
  LIMIT %(limit)s
 """
@@ -191,21 +281,28 @@ def memory_search_query(
     # Without a vector the vector weight leaves the total, so scores keep their 0..1 scale.
     w_vector = weights.vector if vector is not None else 0.0
     w_total = w_vector + weights.text + weights.recency + weights.importance + weights.confidence
+    terms = text_terms(text)
+    candidates = max(limit * 4, 40)
     params = {
         "owner": int(user_id),
         "exact_max": EXACT_SCAN_MAX_ROWS,
+        "stats_max": TEXT_STATS_MAX_ROWS,
         "has_vector": vector is not None,
         "vector": vector_literal(vector) if vector is not None else None,
-        "tsquery": text_query(text),
-        "candidates": max(limit * 4, 40),
+        "terms": terms,
+        "min_idf": MATCH_MIN_IDF,
+        "candidates": candidates,
+        "overfetch": candidates * HNSW_OVERFETCH,
         "kinds": kinds,
         "half_life": RECENCY_HALF_LIFE_DAYS,
+        "neighbour": f"{NEIGHBOUR_SECONDS} seconds",
         "w_vector": w_vector,
         "w_text": weights.text,
         "w_recency": weights.recency,
         "w_importance": weights.importance,
         "w_confidence": weights.confidence,
         "w_total": w_total or 1.0,
+        "w_context": weights.context,
         "limit": limit,
     }
     sql = _MEMORY_SEARCH_SQL.format(kinds="AND kind = ANY(%(kinds)s)" if kinds else "")
@@ -231,8 +328,12 @@ def memory_search(
     with transaction.atomic(), connection.cursor() as cursor:
         # A filtered HNSW scan otherwise stops after ef_search neighbours, most of them other
         # users' rows, and returns fewer than `limit` (see DESIGN.md, measured traps).
-        cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        cursor.execute(f"SET LOCAL hnsw.ef_search = {max(params['candidates'], 100)}")
+        cursor.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+            " set_config('hnsw.ef_search', %s, true),"
+            " set_config('hnsw.max_scan_tuples', %s, true)",
+            [str(HNSW_EF_SEARCH), str(HNSW_MAX_SCAN_TUPLES)],
+        )
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [
@@ -250,7 +351,8 @@ def memory_search(
                 "importance": float(row[9]),
                 "confidence": float(row[10]),
             },
-            score=float(row[11]),
+            context=float(row[11]),
+            score=float(row[12]),
         )
         for row in rows
     ]
