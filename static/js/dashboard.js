@@ -60,6 +60,7 @@
   }
 
   var truncated = false;
+  var fitted = false;
   var limit = 0;
 
   function showStatus() {
@@ -68,7 +69,8 @@
     var count = nodes.length - Object.keys(fading).length;
     status.dataset.nodes = String(count);
     status.dataset.edges = String(edges.length);
-    status.textContent = count + ' memories, ' + edges.length + ' links' +
+    status.textContent = count + (count === 1 ? ' memory, ' : ' memories, ') +
+      edges.length + (edges.length === 1 ? ' link' : ' links') +
       (truncated ? ' (the newest ' + limit + ')' : '');
     var expand = document.getElementById('graph-expand');
     if (expand) expand.hidden = !truncated;
@@ -80,6 +82,10 @@
     if (!raw || !nodes) return;
     holder.removeAttribute('data-delta');
     var delta = JSON.parse(raw);
+    var status = document.getElementById('graph-status');
+    if (delta.nodes.length || delta.edges.length || delta.removed_nodes.length) {
+      status.dataset.settled = 'false';  // until physics reports 'stabilized'
+    }
     delta.removed_edges.forEach(function (id) { edges.remove(id); });
     delta.removed_nodes.forEach(fadeOut);
     delta.nodes.forEach(function (node) {
@@ -93,6 +99,13 @@
     truncated = delta.truncated;
     limit = delta.limit;
     showStatus();
+    if (!fitted && nodes.length) {
+      // Without a blocking stabilisation nothing fits the first view: do it once, when the
+      // layout has settled (or been stopped).
+      fitted = true;
+      network.fit();
+      network.once('stabilized', function () { network.fit(); });
+    }
   }
 
   /* Volatile (short-term) memories pulse: a ring drawn around them on the canvas. */
@@ -144,19 +157,32 @@
       htmx.ajax('GET', url, { target: '#node-detail', swap: 'innerHTML' });
     });
     var settling = true;
-    network.on('startStabilizing', function () { settling = true; });
-    network.on('stabilized', function () { settling = false; });
-    // A big graph could jiggle for a long time; its shape is clear after a few seconds.
+    var status = document.getElementById('graph-status');
     network.on('startStabilizing', function () {
+      settling = true;
+      status.dataset.settled = 'false';
+      // A big graph's physics costs the page most of each frame; its shape is clear after
+      // a few seconds, so stop there rather than let it jiggle towards perfect.
       window.clearTimeout(network.settleTimer);
       network.settleTimer = window.setTimeout(function () {
         if (nodes.length > 500) network.stopSimulation();
-      }, 5000);
+      }, 3000);
     });
-    window.setInterval(function () {
-      // While physics runs, vis redraws every frame anyway.
-      if (!document.hidden && !settling && pulsing.length) network.redraw();
-    }, 100);
+    network.on('stabilized', function () {
+      settling = false;
+      status.dataset.settled = 'true';
+    });
+    // The pulse needs redraws; a big graph's redraw is costly, so the next one waits eight
+    // times as long as the last took: the animation never takes more than ~1/9 of the page.
+    (function pulse() {
+      var wait = 100;
+      if (!document.hidden && !settling && pulsing.length) {
+        var started = performance.now();
+        network.redraw();
+        wait = Math.max(100, 8 * (performance.now() - started));
+      }
+      window.setTimeout(pulse, wait);
+    })();
     applyDelta();
   }
 
