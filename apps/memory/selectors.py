@@ -55,6 +55,7 @@ _STOPWORD_TEXT = """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _SUFFIXES = ("ing", "edly", "ed", "es", "s", "ly")
+_ENDINGS = ("", "s", "es", "ed", "ing", "er", "ers", "e", "ies")
 
 
 @dataclass
@@ -123,21 +124,40 @@ class EpisodeHit:
         }
 
 
-def _prefix(word: str) -> str:
-    """A crude stem, matched as a prefix: "painted", "paints" and "painting" all find "paint"."""
+def _stem(word: str) -> str:
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
             return word[: -len(suffix)]
     return word
 
 
+def word_forms(word: str) -> list[str]:
+    """The word and its likely inflections: "painting" also finds "paint", "paints", "painted".
+
+    Exact lexemes, not a prefix search (`paint:*`): a prefix makes the GIN index collect every
+    posting of the prefix before it can intersect them with the owner's, ten times slower.
+    """
+    stem = _stem(word)
+    bases = {stem}
+    if word.endswith("e") and len(word) >= 4:
+        bases.add(word[:-1])  # making → mak
+    if stem.endswith("i"):
+        bases.add(stem[:-1] + "y")  # hobbies → hobby
+    if len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiousl":
+        bases.add(stem[:-1])  # running → run
+    forms = {word}
+    for base in bases:
+        forms.update(base + ending for ending in _ENDINGS)
+    return sorted(forms)
+
+
 def text_terms(text: str) -> list[str]:
-    """The meaningful words of `text` as to_tsquery prefix terms ("paint:*"), first ones first."""
+    """One to_tsquery group per meaningful word of `text`, matching any of its forms."""
     terms = []
     for word in _WORD_RE.findall(text.lower()):
         word = word.strip("_")
         if len(word) > 1 and word not in STOPWORDS:
-            term = f"{_prefix(word)}:*"
+            term = "(" + " | ".join(word_forms(word)) + ")"
             if term not in terms:
                 terms.append(term)
     return terms[:MAX_QUERY_WORDS]
@@ -159,7 +179,7 @@ WITH visible AS MATERIALIZED (
     SELECT count(*) AS rows FROM (
         SELECT 1 FROM memory_memorynode
          WHERE (owner_id = %(owner)s::int OR owner_id IS NULL) AND valid_to IS NULL
-         LIMIT %(stats_max)s
+         LIMIT %(visible_max)s
     ) AS capped
 ),
 exact AS MATERIALIZED (
@@ -287,6 +307,7 @@ def memory_search_query(
         "owner": int(user_id),
         "exact_max": EXACT_SCAN_MAX_ROWS,
         "stats_max": TEXT_STATS_MAX_ROWS,
+        "visible_max": max(TEXT_STATS_MAX_ROWS, EXACT_SCAN_MAX_ROWS + 1),
         "has_vector": vector is not None,
         "vector": vector_literal(vector) if vector is not None else None,
         "terms": terms,

@@ -190,3 +190,30 @@ def test_filtered_vector_recall_at_10_is_at_least_095_on_both_paths(django_user_
     _take_the_big_table_path(monkeypatch)
     assert "memnode_embedding_hnsw" in _plan(owners[0], queries[0][1])
     assert recall() >= 0.95
+
+
+def test_a_big_owner_goes_through_the_hnsw_index_with_recall_and_k_back(django_user_model):
+    """4000 rows per owner: above the exact-scan limit, so the real path is the HNSW index."""
+    with connection.cursor() as cursor:
+        # Building the index once is much faster than growing it row by row.
+        cursor.execute("DROP INDEX memnode_embedding_hnsw")
+        owners = _bulk_memories(django_user_model, users=2, per_user=4000, globals_=20)
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # DDL waits for no deferred FK check
+        cursor.execute(
+            "CREATE INDEX memnode_embedding_hnsw ON memory_memorynode "
+            "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+        )
+        # At this table size a sequential scan would win; at the size it stands for, it doesn't.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    rng = random.Random(11)
+    queries = [(rng.choice(owners), _random_unit_vector(rng)) for _ in range(30)]
+    assert selectors.EXACT_SCAN_MAX_ROWS < 4000
+    assert "memnode_embedding_hnsw" in _plan(owners[0], queries[0][1])
+
+    found = []
+    for owner, vector in queries:
+        hits = memory_search(user_id=owner, text="", vector=vector, limit=10, weights=VECTOR_ONLY)
+        assert len(hits) == 10
+        assert _owners([hit.id for hit in hits]) <= {owner, None}
+        found.append(len(set(_exact_top(owner, vector, 10)) & {hit.id for hit in hits}) / 10)
+    assert statistics.mean(found) >= 0.95
