@@ -94,7 +94,9 @@ def asgi_server(django_db_setup, django_db_blocker):
         process.wait(10)
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps an event loop running in this thread while it is
+# open, and async tests that run after it in the same process need that loop gone.
+@pytest.fixture(scope="module")
 def chromium():
     from playwright.sync_api import sync_playwright
 

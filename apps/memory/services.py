@@ -381,6 +381,7 @@ def retrieval_plan_save(*, conversation: Conversation, steps: list[dict]) -> Ret
 
 # --- the CLAM cycle: revise, doubt, consolidate, forget ---------------------------------------
 
+
 def memory_nodes_near(
     *,
     owner_id: int,
