@@ -17,6 +17,15 @@ from tests._environment import STUB
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def _fresh_runtime_config():
+    """The cache outlives the flushed database between tests; never let a config leak."""
+    from apps.core.selectors import forget_runtime_config
+
+    forget_runtime_config()
+    yield
+
+
 @pytest.fixture
 def llm_stub():
     """The LLM stub of this test process, emptied of scripts, faults and logged requests."""

@@ -14,6 +14,9 @@ def runtime_config_save(*, config: RuntimeConfig) -> RuntimeConfig:
         if existing is not None:
             config.pk = existing.pk
     config.save()
+    # Now, so this transaction reads its own edit; again on commit, in case another process
+    # cached the old row in between.
+    forget_runtime_config()
     transaction.on_commit(forget_runtime_config)
     return config
 
