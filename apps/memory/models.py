@@ -122,6 +122,12 @@ class MemoryNode(models.Model):
                 name="memnode_embed_pending",
                 condition=Q(embedding_status="pending"),
             ),
+            # Promotion compares each candidate with its owner's current long-term memories.
+            models.Index(
+                fields=["owner"],
+                name="memnode_owner_longterm",
+                condition=Q(state="promoted", valid_to__isnull=True),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(

@@ -522,12 +522,21 @@ WITH candidates AS MATERIALIZED (
 SELECT c.id, c.owner_id, near.id, near.similarity, near.created_at < c.created_at
   FROM candidates AS c
   LEFT JOIN LATERAL (
+      -- Exact search over the owner's long-term nodes, found through a partial index on owner
+      -- (the HNSW index filters poorly at one owner's selectivity). Owned and global candidates
+      -- take separate branches so each matches the owner with a plain, indexable `=`.
       SELECT n.id, n.created_at, 1 - (n.embedding <=> c.embedding) AS similarity
         FROM memory_memorynode AS n
        WHERE c.embedding IS NOT NULL AND n.embedding IS NOT NULL
-         AND n.owner_id IS NOT DISTINCT FROM c.owner_id
+         AND c.owner_id IS NOT NULL AND n.owner_id = c.owner_id
          AND n.state = 'promoted' AND n.valid_to IS NULL
-       ORDER BY n.embedding <=> c.embedding
+      UNION ALL
+      SELECT n.id, n.created_at, 1 - (n.embedding <=> c.embedding) AS similarity
+        FROM memory_memorynode AS n
+       WHERE c.embedding IS NOT NULL AND n.embedding IS NOT NULL
+         AND c.owner_id IS NULL AND n.owner_id IS NULL
+         AND n.state = 'promoted' AND n.valid_to IS NULL
+       ORDER BY similarity DESC
        LIMIT %(neighbours)s
   ) AS near ON near.similarity >= %(link_similarity)s
  ORDER BY c.id, near.similarity DESC NULLS LAST
