@@ -27,6 +27,17 @@ def _fresh_runtime_config():
 
 
 @pytest.fixture
+def default_schedules(db):
+    """The beat schedules the migration creates; transactional tests flush them, so recreate."""
+    import importlib
+
+    from django.apps import apps
+
+    migration = importlib.import_module("apps.core.migrations.0005_default_schedules")
+    migration.create_schedules(apps, None)
+
+
+@pytest.fixture
 def llm_stub():
     """The LLM stub of this test process, emptied of scripts, faults and logged requests."""
     STUB.reset()

@@ -241,5 +241,6 @@ def _remember(
         importance=item.importance,
         origin_context=item.origin,
         source_message=reply,
+        vector=vector,
     )
     outcome["created"].append(node.pk)

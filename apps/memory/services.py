@@ -63,8 +63,11 @@ def memory_node_create(
     origin_context: str = "",
     source_message: Message | None = None,
     embed: bool = True,
+    vector: list[float] | None = None,
 ) -> MemoryNode:
     """Store a memory; a fact whose key already has a current value evolves that value.
+
+    `vector`, when the caller already embedded "topic: description", saves embedding it again.
 
     The current row keeps its id (links and traces still point at it); its previous value is
     copied into a superseded row. Without a vector (embedder down, or `embed=False`) the node is
@@ -72,7 +75,10 @@ def memory_node_create(
     """
     description = description.strip()
     embedding_text = f"{topic}: {description}" if topic else description
-    vector, marker = _try_embed(embedding_text) if embed else (None, "")
+    if vector is not None:
+        marker = get_embedder().marker
+    else:
+        vector, marker = _try_embed(embedding_text) if embed else (None, "")
     now = timezone.now()
     status = EmbeddingStatus.READY if vector is not None else EmbeddingStatus.PENDING
     embedding_fields = {"embedding": vector, "embedding_model": marker, "embedding_status": status}

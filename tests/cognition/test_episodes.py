@@ -60,11 +60,9 @@ def test_a_long_conversation_is_due_every_short_term_window(user, turn, config):
 
 
 @pytest.mark.django_db
-def test_default_schedules_exist_and_recreating_them_keeps_an_admins_edit():
+def test_default_schedules_exist_and_recreating_them_keeps_an_admins_edit(default_schedules):
     from django.apps import apps
 
-    # Transactional tests flush what the migration created; create it again the same way.
-    schedules.create_schedules(apps, None)
     promote = PeriodicTask.objects.get(task="memory.promote_and_link")
     assert {t.task for t in PeriodicTask.objects.all()} >= {
         "memory.promote_and_link",

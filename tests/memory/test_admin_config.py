@@ -108,7 +108,7 @@ def test_every_runtime_setting_is_editable_in_the_admin():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_maintenance_schedule_runs_now_from_the_admin_in_a_real_worker(
-    admin_client, celery_worker, user
+    admin_client, celery_worker, user, default_schedules
 ):
     from datetime import timedelta
 
