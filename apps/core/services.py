@@ -28,18 +28,31 @@ def mind_group(owner_id: int | None) -> str:
 
 def event_record(*, kind: str, summary: str, owner=None, payload: dict | None = None) -> Event:
     """Log a step of the mind and, once committed, tell every open dashboard of its owner."""
-    event = Event.objects.create(
-        kind=kind, summary=summary[:500], owner=owner, payload=payload or {}
-    )
+    return events_record(
+        [Event(kind=kind, summary=summary[:500], owner=owner, payload=payload or {})]
+    )[0]
+
+
+def events_record(events: list[Event]) -> list[Event]:
+    """Log many steps in one INSERT (set-based work such as decay touches many owners)."""
+    for event in events:
+        event.summary = event.summary[:500]
+    created = Event.objects.bulk_create(events)
+
+    async def announce_all() -> None:
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        for event in created:
+            await layer.group_send(
+                mind_group(event.owner_id),
+                {"type": "mind.event", "event_id": event.pk, "kind": event.kind},
+            )
 
     def announce() -> None:
         from asgiref.sync import async_to_sync
-        from channels.layers import get_channel_layer
 
-        async_to_sync(get_channel_layer().group_send)(
-            mind_group(event.owner_id),
-            {"type": "mind.event", "event_id": event.pk, "kind": event.kind},
-        )
+        async_to_sync(announce_all)()
 
     transaction.on_commit(announce)
-    return event
+    return created

@@ -738,25 +738,27 @@ def memories_decay(*, decay_hours: int, minimum_score: int) -> dict[int | None, 
     after that transaction commits, and survives. The cascades Django would do in Python
     run in the same statement.
     """
-    from django.contrib.auth import get_user_model
 
     from apps.core.models import Event
-    from apps.core.services import event_record
+    from apps.core.services import events_record
 
     with transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(_DECAY_SQL, {"minimum_score": minimum_score, "hours": int(decay_hours)})
             counts = {owner_id: count for owner_id, count in cursor.fetchall()}
-        users = get_user_model().objects.in_bulk([o for o in counts if o is not None])
-        for owner_id, count in counts.items():
-            event_record(
-                kind=Event.Kind.DECAY,
-                summary=f"forgot {count} stale, unconfirmed memories",
-                owner=users.get(owner_id),
-                payload={
-                    "deleted": count,
-                    "decay_hours": decay_hours,
-                    "minimum_score": minimum_score,
-                },
-            )
+        events_record(
+            [
+                Event(
+                    kind=Event.Kind.DECAY,
+                    summary=f"forgot {count} stale, unconfirmed memories",
+                    owner_id=owner_id,
+                    payload={
+                        "deleted": count,
+                        "decay_hours": decay_hours,
+                        "minimum_score": minimum_score,
+                    },
+                )
+                for owner_id, count in counts.items()
+            ]
+        )
     return counts
