@@ -192,8 +192,11 @@ def test_filtered_vector_recall_at_10_is_at_least_095_on_both_paths(django_user_
     assert recall() >= 0.95
 
 
-def test_a_big_owner_goes_through_the_hnsw_index_with_recall_and_k_back(django_user_model):
-    """4000 rows per owner: above the exact-scan limit, so the real path is the HNSW index."""
+def test_a_big_owner_goes_through_the_hnsw_index_with_recall_and_k_back(
+    django_user_model, monkeypatch
+):
+    """4000 rows per owner above a 3000-row exact-scan limit: the HNSW index path."""
+    monkeypatch.setattr(selectors, "EXACT_SCAN_MAX_ROWS", 3000)
     with connection.cursor() as cursor:
         # Building the index once is much faster than growing it row by row.
         cursor.execute("DROP INDEX memnode_embedding_hnsw")
