@@ -23,7 +23,7 @@ from apps.api.schemas import ChatCompletionRequest
 from apps.api.services import ConversationBusy, api_turn_start
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user
-from apps.chat.services import ChatError
+from apps.chat.services import ChatError, ChatRateLimited
 from apps.cognition.answer import AnswerFailed, answer_reply, estimate_tokens
 
 MODEL_ID = "thalamus"
@@ -32,7 +32,16 @@ CONVERSATION_HEADER = "X-Thalamus-Conversation"
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, *, type: str, code: str, param=None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str,
+        code: str,
+        param=None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.type, self.code, self.param = (
             status,
@@ -41,6 +50,7 @@ class ApiError(Exception):
             code,
             param,
         )
+        self.headers = headers
 
     def body(self) -> dict:
         return {
@@ -53,7 +63,7 @@ class ApiError(Exception):
         }
 
     def response(self) -> JsonResponse:
-        return JsonResponse(self.body(), status=self.status)
+        return JsonResponse(self.body(), status=self.status, headers=self.headers)
 
 
 def _bad_request(message: str, *, param: str | None = None) -> ApiError:
@@ -121,6 +131,14 @@ def _start_turn(request, key: ApiKey, body: ChatCompletionRequest) -> Message:
     except ConversationBusy as exc:
         raise ApiError(
             409, str(exc), type="invalid_request_error", code="conversation_busy"
+        ) from exc
+    except ChatRateLimited as exc:
+        raise ApiError(
+            429,
+            str(exc),
+            type="rate_limit_error",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(exc.retry_after)},
         ) from exc
     except ChatError as exc:
         raise _bad_request(str(exc), param="messages") from exc

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib.postgres.search import SearchQuery
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
@@ -34,6 +36,19 @@ def open_reply(*, conversation: Conversation) -> Message | None:
         .order_by("-created_at")
         .first()
     )
+
+
+def turns_since(*, user_id: int, since: datetime) -> QuerySet[Message]:
+    """The messages the user sent since `since`, over all their conversations, newest first."""
+    # Sending a message bumps its conversation's updated_at, so only conversations updated since
+    # then can hold one: conv_owner_recent finds those few and msg_conv_time their new messages,
+    # however many conversations the user has.
+    return Message.objects.filter(
+        conversation__owner_id=user_id,
+        conversation__updated_at__gte=since,
+        role=Message.Role.USER,
+        created_at__gte=since,
+    ).order_by("-created_at")
 
 
 def history_before(*, message: Message, limit: int) -> list[Message]:

@@ -1,15 +1,29 @@
 from __future__ import annotations
 
+import math
+from datetime import timedelta
+
 from django.db import transaction
 from django.utils import timezone
 
 from apps.chat.models import Conversation, Message
+from apps.chat.selectors import turns_since
+from apps.core.selectors import runtime_config
 
 TITLE_FALLBACK_CHARS = 60
+TURN_RATE_WINDOW = timedelta(minutes=1)
 
 
 class ChatError(ValueError):
     """A request the chat refuses, with a sentence for the user."""
+
+
+class ChatRateLimited(ChatError):
+    """Too many turns in the last minute; another is allowed in `retry_after` seconds."""
+
+    def __init__(self, message: str, *, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def conversation_create(*, user, title: str = "") -> Conversation:
@@ -40,12 +54,20 @@ def message_send(*, conversation: Conversation, content: str) -> tuple[Message, 
     content = content.strip()
     if not content:
         raise ChatError("Type a message first.")
+    config = runtime_config()
+    if len(content) > config.max_message_chars:
+        raise ChatError(
+            f"Your message is {len(content):,} characters long; "
+            f"the limit is {config.max_message_chars:,}."
+        )
     Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
     busy = conversation.messages.filter(
         role=Message.Role.ASSISTANT, status__in=[Message.Status.PENDING, Message.Status.STREAMING]
     ).exists()
     if busy:
         raise ChatError("Wait for the current answer to finish, or stop it.")
+    if config.turns_per_minute:
+        _refuse_if_too_fast(user_id=conversation.owner_id, limit=config.turns_per_minute)
     user_message = Message.objects.create(
         conversation=conversation, role=Message.Role.USER, content=content
     )
@@ -57,6 +79,22 @@ def message_send(*, conversation: Conversation, content: str) -> tuple[Message, 
     )
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
     return user_message, reply
+
+
+def _refuse_if_too_fast(*, user_id: int, limit: int) -> None:
+    now = timezone.now()
+    # The limit-th newest turn of the last minute, if any: until it is a minute old, one more
+    # turn would be one too many.
+    recent = turns_since(user_id=user_id, since=now - TURN_RATE_WINDOW)
+    limiting = list(recent.values_list("created_at", flat=True)[limit - 1 : limit])
+    if not limiting:
+        return
+    retry_after = max(1, math.ceil((limiting[0] + TURN_RATE_WINDOW - now).total_seconds()))
+    raise ChatRateLimited(
+        f"You are sending messages too fast: at most {limit} per minute. "
+        f"Try again in {retry_after} second{'' if retry_after == 1 else 's'}.",
+        retry_after=retry_after,
+    )
 
 
 @transaction.atomic

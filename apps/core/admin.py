@@ -85,6 +85,7 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                 ]
             },
         ),
+        ("Limits", {"fields": ["max_message_chars", "turns_per_minute"]}),
         ("Toggles", {"fields": ["reflection_enabled", "critic_enabled", "debate_enabled"]}),
     ]
 

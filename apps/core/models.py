@@ -71,6 +71,17 @@ class RuntimeConfig(models.Model):
         validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="How many similar long-term memories a promoted memory is compared with.",
     )
+    max_message_chars = models.PositiveIntegerField(
+        default=32_000,
+        validators=[MinValueValidator(1), MaxValueValidator(1_000_000)],
+        help_text="The longest message a user may send, in characters.",
+    )
+    turns_per_minute = models.PositiveIntegerField(
+        default=20,
+        validators=[MaxValueValidator(1000)],
+        help_text="How many messages one user may send per minute, over all their "
+        "conversations. 0: no limit.",
+    )
     reflection_enabled = models.BooleanField(default=True)
     critic_enabled = models.BooleanField(default=True)
     debate_enabled = models.BooleanField(default=False)

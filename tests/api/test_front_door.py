@@ -12,6 +12,8 @@ from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.chat.models import Conversation, Message
 from apps.chat.services import conversation_create, message_send
+from apps.core.models import RuntimeConfig
+from apps.core.services import runtime_config_save
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -242,6 +244,38 @@ def test_a_busy_conversation_is_a_409(client_for, user, llm_stub):
         _ask(client_for(user), "second", extra_headers={HEADER: str(conversation.pk)})
     assert conversation.messages.count() == 2
     assert _chat_requests(llm_stub) == []
+
+
+def test_a_message_over_the_size_limit_is_a_400_and_nothing_is_kept(client_for, user, llm_stub):
+    with pytest.raises(openai.BadRequestError) as caught:
+        _ask(client_for(user), "z" * 32_001)
+    assert caught.value.body == {
+        "message": "Your message is 32,001 characters long; the limit is 32,000.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "invalid_request",
+    }
+    assert not Conversation.objects.exists() and not Message.objects.exists()
+    assert _chat_requests(llm_stub) == []
+
+
+def test_too_many_turns_a_minute_are_a_429_with_retry_after(client_for, user, llm_stub):
+    runtime_config_save(config=RuntimeConfig(turns_per_minute=1))
+    llm_stub.script({"content": "first answer"})
+    client = client_for(user)
+    _ask(client, "first")
+    with pytest.raises(openai.RateLimitError) as caught:
+        _ask(client, "second")
+    assert caught.value.status_code == 429
+    assert caught.value.body["type"] == "rate_limit_error"
+    assert caught.value.body["code"] == "rate_limit_exceeded"
+    assert caught.value.body["param"] is None
+    assert caught.value.body["message"].startswith(
+        "You are sending messages too fast: at most 1 per minute. Try again in "
+    )
+    assert 1 <= int(caught.value.response.headers["Retry-After"]) <= 60
+    assert list(Message.objects.filter(role="user").values_list("content", flat=True)) == ["first"]
+    assert Conversation.objects.count() == 1
 
 
 def test_a_streamed_reply_arrives_token_by_token_not_all_at_the_end(client_for, user, llm_stub):

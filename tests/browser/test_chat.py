@@ -3,6 +3,8 @@ from __future__ import annotations
 import pytest
 
 from apps.chat.models import Conversation, Message
+from apps.core.models import RuntimeConfig
+from apps.core.services import runtime_config_save
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -76,6 +78,28 @@ def test_a_failed_answer_shows_one_sentence_and_retry_works(
     page.wait_for_selector(".msg-assistant.complete")
     assert "Back again." in page.locator(".msg-assistant .md-out").inner_text()
     assert Message.objects.filter(role="user").count() == 1
+
+
+def test_a_user_sending_too_fast_is_told_when_to_try_again(
+    page, asgi_server, log_in, user, llm_stub
+):
+    runtime_config_save(config=RuntimeConfig(turns_per_minute=1))
+    llm_stub.script({"content": "First answer."})
+    log_in("alice")
+    _open_new_conversation(page, asgi_server)
+    box = page.locator("#composer textarea")
+    assert box.get_attribute("maxlength") == "32000"
+    page.fill("#composer textarea", "first")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".msg-assistant.complete")
+    page.wait_for_selector("#composer textarea:not([disabled])")
+    assert box.get_attribute("maxlength") == "32000", "the pushed composer lost the limit"
+    page.fill("#composer textarea", "second")
+    page.keyboard.press("Enter")
+    notice = page.locator("#chat-notice", has_text="You are sending messages too fast")
+    notice.wait_for()
+    assert "at most 1 per minute. Try again in " in notice.inner_text()
+    assert list(Message.objects.filter(role="user").values_list("content", flat=True)) == ["first"]
 
 
 def test_an_xss_payload_in_a_reply_never_executes(page, asgi_server, log_in, user, llm_stub):
