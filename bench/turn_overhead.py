@@ -40,7 +40,14 @@ def _setup_users(data_dir: Path, count: int) -> list[tuple[str, int]]:
     from django.contrib.sessions.backends.db import SessionStore
 
     from apps.chat.models import Conversation
+    from apps.core.models import RuntimeConfig
+    from apps.core.selectors import forget_runtime_config
 
+    # Measures the turn, not the per-user rate limit (which would stop 200 turns a minute).
+    config = RuntimeConfig.objects.order_by("pk").first() or RuntimeConfig()
+    config.turns_per_minute = 0
+    config.save()
+    forget_runtime_config()
     User = get_user_model()
     result = []
     for index in range(count):
@@ -104,6 +111,8 @@ def _server_side(label: str) -> None:
     for trace, ttft in traces:
         for step, ms in trace.get("timings_ms", {}).items():
             steps.setdefault(step, []).append(ms)
+        for step, ms in trace.get("memory", {}).get("timings_ms", {}).items():
+            steps.setdefault(f"memory.{step}", []).append(ms)
         steps.setdefault("server ttft", []).append(ttft)
     medians = ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in steps.items() if v)
     print(f"{label}: server-side medians (ms): {medians}", flush=True)
@@ -115,6 +124,8 @@ async def _run(port: int, users: list[tuple[str, int]], turns: int, concurrent: 
     single = await _user_turns(port, *users[0], turns=turns)
     _report("1 user", single[5:])  # the first turns warm the connection pools
     await sync_to_async(_server_side)("1 user")
+    if not concurrent:
+        return
     per_user = max(1, turns // concurrent)
     results = await asyncio.gather(
         *(_user_turns(port, *users[1 + i], turns=per_user) for i in range(concurrent))

@@ -47,8 +47,12 @@ def render_error(text: str) -> str:
     return f'<div id="chat-notice" class="chat-notice error" role="alert">{escape(text)}</div>'
 
 
-async def push(group: str, html: str) -> None:
-    await get_channel_layer().group_send(group, {"type": "chat.fragment", "html": html})
+async def push(group: str, html: str, *, sender=None) -> None:
+    """Send a fragment to every page in the group; `sender` (a consumer) gets it directly."""
+    event = {"type": "chat.fragment", "html": html}
+    if sender is not None and await sender.send_direct(html):
+        event["skip"] = sender.channel_name
+    await get_channel_layer().group_send(group, event)
 
 
 def conversation_changed(*, conversation: Conversation) -> None:

@@ -4,6 +4,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable
 from contextlib import aclosing
 
 from channels.db import database_sync_to_async
@@ -12,7 +13,14 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from apps.chat import broadcasts, services
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, open_reply
-from apps.cognition.answer import AnswerFailed, answer_reply, memory_for_turn
+from apps.cognition.answer import (
+    AnswerFailed,
+    PreparedTurn,
+    answer_reply,
+    build_turn,
+    memory_for_turn,
+    turn_history,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +30,8 @@ FLUSH_SECONDS = 0.03
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    closed = False
+
     async def connect(self):
         user = self.scope["user"]
         if not user.is_authenticated:
@@ -43,6 +53,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.accept()
 
     async def disconnect(self, code):
+        self.closed = True
         for group in getattr(self, "groups_joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -71,21 +82,21 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
         )
         try:
-            user_message, reply = await database_sync_to_async(
-                services.message_send, thread_sensitive=False
+            user_message, reply, history = await database_sync_to_async(
+                _save_message, thread_sensitive=False
             )(conversation=self.conversation, content=content)
         except services.ChatError as exc:
             memory.cancel()
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
-        group = broadcasts.conversation_group(self.conversation.pk)
+        start_reply(self.conversation, reply.pk, _turn(reply, history, memory), sender=self)
         await broadcasts.push(
-            group,
+            broadcasts.conversation_group(self.conversation.pk),
             broadcasts.render_new_messages([user_message, reply])
             + broadcasts.render_composer(self.conversation, reply)
             + broadcasts.render_error(""),
+            sender=self,
         )
-        start_reply(self.conversation, reply.pk, memory)
 
     async def _retry(self, message_id: int | None) -> None:
         message = await Message.objects.filter(
@@ -102,10 +113,24 @@ class ChatConsumer(AsyncWebsocketConsumer):
             broadcasts.conversation_group(self.conversation.pk),
             broadcasts.render_message(message)
             + broadcasts.render_composer(self.conversation, message),
+            sender=self,
         )
-        start_reply(self.conversation, message.pk)
+        start_reply(self.conversation, message.pk, sender=self)
+
+    async def send_direct(self, html: str) -> bool:
+        """Send a fragment straight to this socket; False once it is closed."""
+        if self.closed:
+            return False
+        try:
+            await self.send(text_data=html)
+        except Exception:  # noqa: BLE001 — a socket that went away; the group still gets it.
+            self.closed = True
+            return False
+        return True
 
     async def chat_fragment(self, event):
+        if event.get("skip") == self.channel_name:
+            return  # the sender already sent it straight to this socket
         await self.send(text_data=event["html"])
 
     async def chat_cancel(self, event):
@@ -121,32 +146,56 @@ def _int(value) -> int | None:
         return None
 
 
+def _save_message(*, conversation: Conversation, content: str):
+    """Save the message and its pending reply, and read the history the reply answers."""
+    user_message, reply = services.message_send(conversation=conversation, content=content)
+    return user_message, reply, turn_history(reply=reply)
+
+
+async def _turn(reply: Message, history: list[Message], memory: asyncio.Future) -> PreparedTurn:
+    return build_turn(reply=reply, history=history, memory=await memory)
+
+
 def start_reply(
-    conversation: Conversation, reply_id: int, memory: asyncio.Future | None = None
+    conversation: Conversation,
+    reply_id: int,
+    turn: Awaitable[PreparedTurn] | None = None,
+    *,
+    sender: ChatConsumer | None = None,
 ) -> asyncio.Task:
-    task = asyncio.create_task(stream_reply(conversation, reply_id, memory))
+    task = asyncio.create_task(stream_reply(conversation, reply_id, turn, sender=sender))
     RUNNING[reply_id] = task
     task.add_done_callback(lambda _: RUNNING.pop(reply_id, None))
     return task
 
 
 async def stream_reply(
-    conversation: Conversation, reply_id: int, memory: asyncio.Future | None = None
+    conversation: Conversation,
+    reply_id: int,
+    turn: Awaitable[PreparedTurn] | None = None,
+    *,
+    sender: ChatConsumer | None = None,
 ) -> None:
-    """Generate a reply, pushing its growing text to every page showing the conversation."""
+    """Generate a reply, pushing its growing text to every page showing the conversation.
+
+    The page that asked gets each fragment straight from `sender`, without the channel layer's
+    round trip; every other page showing the conversation gets it through the group.
+    """
     group = broadcasts.conversation_group(conversation.pk)
     text = ""
     last_flush = 0.0
     try:
         # aclosing: a Stop that lands while pushing still closes the generator, which then
         # saves the partial answer as cancelled.
-        async with aclosing(answer_reply(reply_id=reply_id, memory=memory)) as deltas:
+        async with aclosing(answer_reply(reply_id=reply_id, turn=turn)) as deltas:
             async for delta in deltas:
                 text += delta
                 now = time.monotonic()
                 if now - last_flush >= FLUSH_SECONDS:
                     last_flush = now
-                    await broadcasts.push(group, broadcasts.render_source(reply_id, text))
+                    await broadcasts.push(
+                        group, broadcasts.render_source(reply_id, text), sender=sender
+                    )
     except AnswerFailed:
         pass
     except asyncio.CancelledError:
@@ -154,10 +203,12 @@ async def stream_reply(
     except Exception:
         logger.exception("reply %s failed unexpectedly", reply_id)
     finally:
-        await asyncio.shield(_push_final(conversation, reply_id))
+        await asyncio.shield(_push_final(conversation, reply_id, sender))
 
 
-async def _push_final(conversation: Conversation, reply_id: int) -> None:
+async def _push_final(
+    conversation: Conversation, reply_id: int, sender: ChatConsumer | None = None
+) -> None:
     reply = await Message.objects.filter(pk=reply_id).afirst()
     if reply is None:
         return
@@ -173,4 +224,5 @@ async def _push_final(conversation: Conversation, reply_id: int) -> None:
     await broadcasts.push(
         broadcasts.conversation_group(conversation.pk),
         broadcasts.render_message(reply) + broadcasts.render_composer(conversation, still_open),
+        sender=sender,
     )

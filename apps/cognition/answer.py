@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 
 import openai
@@ -20,6 +20,7 @@ from apps.chat.models import Message
 from apps.chat.selectors import history_before
 from apps.cognition.prompts import render_prompt
 from apps.core.llm import async_llm_client, llm_client
+from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
 NOTHING_REMEMBERED = "(nothing yet)"
@@ -49,9 +50,13 @@ class PreparedTurn:
 
 @dataclass
 class MemoryForTurn:
+    """What a turn needs besides its history: the memory block and the system prompt around it."""
+
     block: str
     trace: dict
     ms: float
+    system: str
+    config: RuntimeConfig
 
 
 def memory_for_turn(*, user, conversation, text: str) -> MemoryForTurn:
@@ -59,30 +64,30 @@ def memory_for_turn(*, user, conversation, text: str) -> MemoryForTurn:
     from apps.memory.selectors import memory_context_for_turn
 
     started = time.perf_counter()
-    context = memory_context_for_turn(user=user, conversation=conversation, text=text)
-    return MemoryForTurn(
-        context.prompt_block, context.trace, (time.perf_counter() - started) * 1000
-    )
-
-
-def prepare_turn(*, reply: Message, memory: MemoryForTurn | None = None) -> PreparedTurn:
-    started = time.perf_counter()
     config = runtime_config()
-    conversation = reply.conversation
-    user = conversation.owner
-    history = history_before(message=reply, limit=config.short_term_window)
-    user_text = history[-1].content if history else ""
-    if memory is None:
-        memory = memory_for_turn(user=user, conversation=conversation, text=user_text)
-    memory_block, memory_trace, memory_ms = memory.block, memory.trace, memory.ms
-
+    context = memory_context_for_turn(
+        user=user, conversation=conversation, text=text, config=config
+    )
     system = render_prompt(
         "answer",
         date=timezone.localdate().isoformat(),
         user_name=user.get_full_name() or user.get_username(),
-        memory=memory_block or NOTHING_REMEMBERED,
+        memory=context.prompt_block or NOTHING_REMEMBERED,
     )
-    budget = config.token_budget - estimate_tokens(system)
+    return MemoryForTurn(
+        context.prompt_block,
+        context.trace,
+        (time.perf_counter() - started) * 1000,
+        system,
+        config,
+    )
+
+
+def build_turn(*, reply: Message, history: list[Message], memory: MemoryForTurn) -> PreparedTurn:
+    """The request for the LLM from parts already read; no database access."""
+    started = time.perf_counter()
+    config = memory.config
+    budget = config.token_budget - estimate_tokens(memory.system)
     kept: list[Message] = []
     for message in reversed(history):
         cost = estimate_tokens(message.content)
@@ -91,16 +96,16 @@ def prepare_turn(*, reply: Message, memory: MemoryForTurn | None = None) -> Prep
         kept.append(message)
         budget -= cost
     kept.reverse()
-    messages = [{"role": "system", "content": system}] + [
+    messages = [{"role": "system", "content": memory.system}] + [
         {"role": m.role, "content": m.content} for m in kept
     ]
     trace = {
-        "memory": memory_trace,
+        "memory": memory.trace,
         "history_messages": len(kept),
         "history_dropped": len(history) - len(kept),
         "prompt_tokens_estimate": sum(estimate_tokens(m["content"]) for m in messages),
         "timings_ms": {
-            "memory": round(memory_ms, 2),
+            "memory": round(memory.ms, 2),
             "context": round((time.perf_counter() - started) * 1000, 2),
         },
     }
@@ -112,6 +117,22 @@ def prepare_turn(*, reply: Message, memory: MemoryForTurn | None = None) -> Prep
         messages=messages,
         trace=trace,
     )
+
+
+def turn_history(*, reply: Message) -> list[Message]:
+    return history_before(message=reply, limit=runtime_config().short_term_window)
+
+
+def prepare_turn(*, reply: Message, memory: MemoryForTurn | None = None) -> PreparedTurn:
+    history = turn_history(reply=reply)
+    if memory is None:
+        conversation = reply.conversation
+        memory = memory_for_turn(
+            user=conversation.owner,
+            conversation=conversation,
+            text=history[-1].content if history else "",
+        )
+    return build_turn(reply=reply, history=history, memory=memory)
 
 
 def _failure_sentence(exc: Exception, *, base_url: str, streamed: bool) -> str:
@@ -128,28 +149,42 @@ def _failure_sentence(exc: Exception, *, base_url: str, streamed: bool) -> str:
     return "The language model sent something Thalamus could not read."
 
 
-def _start_turn(*, reply_id: int, memory: MemoryForTurn | None) -> PreparedTurn:
+def _prepare_reply(reply_id: int) -> PreparedTurn:
     reply = Message.objects.select_related("conversation__owner").get(pk=reply_id)
-    turn = prepare_turn(reply=reply, memory=memory)
-    chat_services.message_start_streaming(message=reply, model=turn.model, trace=turn.trace)
-    return turn
+    return prepare_turn(reply=reply)
+
+
+def _finish(*, turn: PreparedTurn, **outcome) -> Message:
+    from apps.memory.selectors import mark_memories_used
+
+    message = chat_services.message_finish(message=turn.reply, trace=turn.trace, **outcome)
+    mark_memories_used(turn.trace.get("memory", {}))
+    return message
 
 
 async def answer_reply(
-    *, reply_id: int, memory: asyncio.Future | None = None
+    *, reply_id: int, turn: Awaitable[PreparedTurn] | None = None
 ) -> AsyncIterator[str]:
     """Stream the answer for a saved, pending reply, yielding text deltas.
 
-    `memory` may be a future of `memory_for_turn`, started while the message was being saved.
-    The outcome is saved whatever happens: complete, failed (then AnswerFailed is raised) or
-    cancelled (when the consuming task is cancelled; the partial answer is kept).
+    `turn` may be the prepared request, built while the message was being saved (the consumer
+    does that); without it the reply and its history are read here. The outcome is saved
+    whatever happens: complete, failed (then AnswerFailed is raised) or cancelled (when the
+    consuming task is cancelled; the partial answer is kept).
     """
     started = time.perf_counter()
-    memory_result = await memory if memory is not None else None
-    # One thread hop for everything before the LLM call; not thread-sensitive, so concurrent
-    # turns do not queue behind each other on one thread.
-    turn = await database_sync_to_async(_start_turn, thread_sensitive=False)(
-        reply_id=reply_id, memory=memory_result
+    if turn is None:
+        # Not thread-sensitive, so concurrent turns do not queue behind each other on one thread.
+        turn = database_sync_to_async(_prepare_reply, thread_sensitive=False)(reply_id)
+    turn = await turn
+    # Marking the reply as streaming is not needed for the request: it runs while the LLM
+    # thinks about its first token, and is awaited before the outcome is saved.
+    streaming = asyncio.ensure_future(
+        database_sync_to_async(chat_services.message_start_streaming, thread_sensitive=False)(
+            message=turn.reply,
+            model=turn.model,
+            trace={**turn.trace, "timings_ms": dict(turn.trace["timings_ms"])},
+        )
     )
     parts: list[str] = []
     ttft_ms = None
@@ -197,8 +232,10 @@ async def answer_reply(
         turn.trace["timings_ms"]["llm"] = round((now - llm_started) * 1000, 2)
         turn.trace["timings_ms"]["total"] = round((now - started) * 1000, 2)
         content = "".join(parts)
-        await database_sync_to_async(chat_services.message_finish, thread_sensitive=False)(
-            message=turn.reply,
+        # The streaming mark must land first, or it would overwrite the outcome.
+        await asyncio.gather(streaming, return_exceptions=True)
+        await database_sync_to_async(_finish, thread_sensitive=False)(
+            turn=turn,
             status=outcome,
             content=content,
             error=error,
@@ -206,7 +243,6 @@ async def answer_reply(
             completion_tokens=usage.completion_tokens if usage else None,
             ttft_ms=ttft_ms,
             latency_ms=(now - started) * 1000,
-            trace=turn.trace,
         )
     if outcome == Message.Status.FAILED:
         raise AnswerFailed(error)

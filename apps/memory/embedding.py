@@ -17,6 +17,7 @@ import openai
 from django.conf import settings
 
 from apps.core.llm import llm_client
+from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
 BATCH_SIZE = 64
@@ -47,8 +48,10 @@ class OpenAIEmbedder:
     # their native size are only told when a reply comes back at the wrong length.
     _servers_needing_dimensions: set[str] = set()
 
-    def __init__(self, *, timeout: float = 30.0, dim: int | None = None) -> None:
-        config = runtime_config()
+    def __init__(
+        self, *, timeout: float = 30.0, dim: int | None = None, config: RuntimeConfig | None = None
+    ) -> None:
+        config = config or runtime_config()
         self.dim = dim or settings.THALAMUS_EMBED_DIM
         self.model = config.embed_model or settings.THALAMUS_EMBED_MODEL
         self.base_url = config.llm_base_url or settings.THALAMUS_LLM_BASE_URL
@@ -160,10 +163,10 @@ def embedder_name() -> str:
     return name
 
 
-def get_embedder(*, timeout: float = 30.0) -> Embedder:
+def get_embedder(*, timeout: float = 30.0, config: RuntimeConfig | None = None) -> Embedder:
     if embedder_name() == "local":
         return LocalEmbedder()
-    return OpenAIEmbedder(timeout=timeout)
+    return OpenAIEmbedder(timeout=timeout, config=config)
 
 
 def vector_literal(vector: list[float]) -> str:

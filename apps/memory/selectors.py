@@ -4,6 +4,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -12,8 +13,9 @@ from django.db.models import Q, QuerySet
 from pydantic import ValidationError
 
 from apps.chat.models import Conversation
+from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
-from apps.memory.embedding import EmbeddingError, get_embedder, vector_literal
+from apps.memory.embedding import Embedder, EmbeddingError, get_embedder, vector_literal
 from apps.memory.models import MemoryNode, RetrievalPlan, Triple
 from apps.memory.renderer import render_knowledge
 from apps.memory.router import Route, route_turn
@@ -70,8 +72,8 @@ class Weights:
     context: float = 0.0
 
     @classmethod
-    def from_config(cls) -> Weights:
-        config = runtime_config()
+    def from_config(cls, config: RuntimeConfig | None = None) -> Weights:
+        config = config or runtime_config()
         return cls(
             vector=config.weight_vector,
             text=config.weight_text,
@@ -398,10 +400,15 @@ SELECT id, summary, lesson, ended_at, vector, text, recency,
 
 
 def episode_search(
-    *, user_id: int, text: str, vector: list[float] | None, limit: int
+    *,
+    user_id: int,
+    text: str,
+    vector: list[float] | None,
+    limit: int,
+    weights: Weights | None = None,
 ) -> list[EpisodeHit]:
     """The user's episodes closest to the text; a user has few, so an exact scan is cheap."""
-    weights = Weights.from_config()
+    weights = weights or Weights.from_config()
     w_vector = weights.vector if vector is not None else 0.0
     params = {
         "owner": int(user_id),
@@ -478,29 +485,35 @@ class MemoryContext:
     trace: dict = field(default_factory=dict)
 
 
-def _embed_queries(texts: list[str], trace: dict) -> dict[str, list[float]]:
+def _embed_queries(embedder: Embedder, texts: list[str]) -> tuple[dict[str, list[float]], str]:
+    """Vectors by text, and an error sentence instead when the embedder failed."""
+    if not texts:
+        return {}, ""
     try:
-        vectors = get_embedder(timeout=EMBED_TIMEOUT_SECONDS).embed(texts)
+        vectors = embedder.embed(texts)
     except EmbeddingError as exc:
-        trace["embedding_error"] = str(exc)[:300]
-        return {}
+        return {}, str(exc)[:300]
     except Exception as exc:  # noqa: BLE001 — a turn must go on without vectors, whatever broke.
         logger.exception("embedding the turn's queries failed")
-        trace["embedding_error"] = f"{type(exc).__name__}: {exc}"[:300]
-        return {}
-    return dict(zip(texts, vectors, strict=True))
+        return {}, f"{type(exc).__name__}: {exc}"[:300]
+    return dict(zip(texts, vectors, strict=True)), ""
 
 
-def memory_context_for_turn(*, user, conversation, text: str) -> MemoryContext:
+# The turn's embedding request (an HTTP call, or a model that releases the GIL) runs here while
+# the calling thread reads the plan and the graph from the database.
+_EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thalamus-embed")
+
+
+def memory_context_for_turn(
+    *, user, conversation, text: str, config: RuntimeConfig | None = None
+) -> MemoryContext:
     """Everything memory adds to the system prompt of one turn, with a trace of why.
 
     Synchronous (ORM and one HTTP embedding call): from a consumer call it through
     `sync_to_async` / `database_sync_to_async`. Never raises on an LLM or embedding failure: the
-    turn then gets full-text retrieval, and the trace says so. The memories it returns are
-    marked accessed by a task, in one UPDATE, after the caller's transaction commits.
+    turn then gets full-text retrieval, and the trace says so. The caller marks the memories
+    it used as accessed (`mark_memories_used`) once the answer no longer waits on it.
     """
-    from apps.memory.tasks import mark_accessed
-
     started = time.perf_counter()
     timings: dict[str, float] = {}
     trace: dict = {}
@@ -510,16 +523,31 @@ def memory_context_for_turn(*, user, conversation, text: str) -> MemoryContext:
         timings[step] = round((now - since) * 1000, 2)
         return now
 
-    config = runtime_config()
+    config = config or runtime_config()
     limit = config.max_memory_results
+    embedder = get_embedder(timeout=EMBED_TIMEOUT_SECONDS, config=config)
+    # The user's own message is always searched: embed it before the plan is even read.
+    own_query = default_plan_steps(text, limit)[0].search_text
+    own_vector = _EMBED_POOL.submit(_embed_queries, embedder, [own_query])
     mark = time.perf_counter()
     steps, plan_source = retrieval_plan_steps(conversation=conversation, text=text, limit=limit)
+    planned = [q for q in dict.fromkeys(step.search_text for step in steps) if q != own_query]
+    planned_vectors = _EMBED_POOL.submit(_embed_queries, embedder, planned) if planned else None
     mark = lap("plan", mark)
 
-    queries = list(dict.fromkeys(step.search_text for step in steps))
-    vectors = _embed_queries(queries, trace)
+    triples = list(knowledge_triples_for(user_id=user.pk))
+    mark = lap("triples", mark)
+
+    vectors, error = own_vector.result()
+    if planned_vectors is not None:
+        more, more_error = planned_vectors.result()
+        vectors.update(more)
+        error = error or more_error
+    if error:
+        trace["embedding_error"] = error
     mark = lap("embed", mark)
 
+    weights = Weights.from_config(config)
     hits: dict[int, MemoryHit] = {}
     for step in steps:
         for hit in memory_search(
@@ -528,27 +556,24 @@ def memory_context_for_turn(*, user, conversation, text: str) -> MemoryContext:
             vector=vectors.get(step.search_text),
             limit=step.limit,
             kinds=step.types,
+            weights=weights,
         ):
             if hit.id not in hits or hits[hit.id].score < hit.score:
                 hits[hit.id] = hit
     memories = sorted(hits.values(), key=lambda hit: hit.score, reverse=True)[:limit]
     mark = lap("memories", mark)
 
-    triples = list(knowledge_triples_for(user_id=user.pk))
-    mark = lap("triples", mark)
-
     route = route_turn(text=text, best_memory_score=memories[0].score if memories else None)
     episodes: list[EpisodeHit] = []
     if route.name == Route.RECOLLECTION:
         episodes = episode_search(
-            user_id=user.pk, text=text, vector=vectors.get(steps[0].search_text), limit=3
+            user_id=user.pk,
+            text=text,
+            vector=vectors.get(own_query),
+            limit=3,
+            weights=weights,
         )
         mark = lap("episodes", mark)
-
-    if memories:
-        # Off the hot path: rewriting rows that carry a vector costs more than the retrieval.
-        mark_accessed.delay_on_commit([hit.id for hit in memories])
-    mark = lap("mark_accessed", mark)
 
     language = config.renderer_language
     prompt_block, kept_memories, kept_episodes = assemble_prompt_block(
@@ -589,6 +614,15 @@ def memory_context_for_turn(*, user, conversation, text: str) -> MemoryContext:
         }
     )
     return MemoryContext(prompt_block=prompt_block, trace=trace)
+
+
+def mark_memories_used(trace: dict) -> None:
+    """Mark the memories a turn put into its prompt as accessed: one task, one UPDATE."""
+    from apps.memory.tasks import mark_accessed
+
+    ids = [item["id"] for item in trace.get("memories", []) if "id" in item]
+    if ids:
+        mark_accessed.delay_on_commit(ids)
 
 
 _HEADINGS = {

@@ -9,7 +9,11 @@ from pydantic import ValidationError
 from apps.chat.models import Conversation
 from apps.memory import services
 from apps.memory.models import MemoryNode, RetrievalPlan
-from apps.memory.selectors import memory_context_for_turn, retrieval_plan_steps
+from apps.memory.selectors import (
+    mark_memories_used,
+    memory_context_for_turn,
+    retrieval_plan_steps,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -70,7 +74,9 @@ def test_retrieved_memories_are_marked_accessed_by_the_worker(
     mine = services.memory_node_create(owner=user, description="Argo fears thunder")
     services.memory_node_create(owner=other_user, description="Rex fears thunder")
 
-    memory_context_for_turn(user=user, conversation=conversation, text="thunder")
+    context = memory_context_for_turn(user=user, conversation=conversation, text="thunder")
+    assert MemoryNode.objects.filter(last_accessed_at__isnull=False).count() == 0
+    mark_memories_used(context.trace)
 
     deadline = time.monotonic() + 20
     accessed = MemoryNode.objects.filter(last_accessed_at__isnull=False)
