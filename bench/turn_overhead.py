@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -116,6 +117,13 @@ def _server_side(label: str) -> None:
         steps.setdefault("server ttft", []).append(ttft)
     medians = ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in steps.items() if v)
     print(f"{label}: server-side medians (ms): {medians}", flush=True)
+    last = traces[-1][0].get("memory", {}) if traces else {}
+    print(
+        f"{label}: last turn's memory: {len(last.get('memories', []))} memories, "
+        f"{len(last.get('triples', []))} triples, plan {last.get('plan', {}).get('source')} "
+        f"with {len(last.get('plan', {}).get('steps', []))} steps, route {last.get('route')}",
+        flush=True,
+    )
 
 
 async def _run(port: int, users: list[tuple[str, int]], turns: int, concurrent: int) -> None:
@@ -134,27 +142,42 @@ async def _run(port: int, users: list[tuple[str, int]], turns: int, concurrent: 
     await sync_to_async(_server_side)(f"{concurrent} concurrent users")
 
 
+def _serve_stub(replies: int, url_pipe, stop) -> None:
+    """The stub in a process of its own, so the clients' event loop never holds up its replies."""
+    reply = " ".join(["word"] * REPLY_TOKENS)
+    with StubServer(port=0) as stub:
+        stub.set_defaults(ttft=STUB_TTFT, tps=STUB_TPS)
+        for _ in range(replies):
+            stub.script(
+                {"content": reply, "ttft": STUB_TTFT, "tps": STUB_TPS, "match": "You are Thalamus"}
+            )
+        url_pipe.send(stub.url)
+        stop.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=205)
     parser.add_argument("--users", type=int, default=20)
     args = parser.parse_args()
-    reply = " ".join(["word"] * REPLY_TOKENS)
-    with StubServer(port=0) as stub, tempfile.TemporaryDirectory(prefix="thalamus-turn-") as tmp:
-        stub.set_defaults(ttft=STUB_TTFT, tps=STUB_TPS)
-        for _ in range(args.turns * 3):
-            stub.script(
-                {"content": reply, "ttft": STUB_TTFT, "tps": STUB_TPS, "match": "You are Thalamus"}
-            )
+    context = multiprocessing.get_context("spawn")
+    stop = context.Event()
+    receive_url, send_url = context.Pipe(duplex=False)
+    stub = context.Process(target=_serve_stub, args=(args.turns * 3, send_url, stop), daemon=True)
+    stub.start()
+    stub_url = receive_url.recv()
+    with tempfile.TemporaryDirectory(prefix="thalamus-turn-") as tmp:
         data_dir = Path(tmp) / "data"
         port = free_port()
-        process = start_up(data_dir, port, Path(tmp) / "up.log", THALAMUS_LLM_BASE_URL=stub.url)
+        process = start_up(data_dir, port, Path(tmp) / "up.log", THALAMUS_LLM_BASE_URL=stub_url)
         try:
             wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
             users = _setup_users(data_dir, args.users + 1)
             asyncio.run(_run(port, users, args.turns, args.users))
         finally:
             stop_up(process)
+            stop.set()
+            stub.join(10)
             print(f"(up log: {len(Path(tmp, 'up.log').read_text().splitlines())} lines)")
     sys.exit(0)
 

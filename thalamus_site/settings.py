@@ -58,6 +58,14 @@ def env_url(name: str, default: str, schemes: set[str]) -> str:
     return value
 
 
+# pgvector's filtered HNSW scans (apps.memory.selectors) keep scanning past other owners' rows
+# instead of stopping after ef_search candidates. Set per connection, so a search needs no
+# transaction and SET LOCAL round trips of its own.
+HNSW_SESSION_OPTIONS = (
+    "-c hnsw.iterative_scan=relaxed_order -c hnsw.ef_search=200 -c hnsw.max_scan_tuples=20000"
+)
+
+
 def database_from_url(url: str) -> dict:
     parsed = urlparse(url)
     if parsed.scheme not in {"postgres", "postgresql"}:
@@ -77,8 +85,14 @@ def database_from_url(url: str) -> dict:
         # several milliseconds each on the chat's hot path. (A psycopg pool leaks a checked-out
         # connection for every executor thread that goes away, which exhausts it.)
         "CONN_MAX_AGE": env_int("THALAMUS_DB_CONN_MAX_AGE", 300, minimum=0),
-        "CONN_HEALTH_CHECKS": True,
-        "OPTIONS": {"connect_timeout": 5, **query},
+        # No ping before each thread hop's first query (one round trip per hop on the hot path);
+        # a connection that broke fails one query and is then replaced.
+        "CONN_HEALTH_CHECKS": False,
+        "OPTIONS": {
+            "connect_timeout": 5,
+            **query,
+            "options": " ".join(filter(None, [query.get("options", ""), HNSW_SESSION_OPTIONS])),
+        },
         "TEST": {"NAME": os.environ.get("THALAMUS_TEST_DATABASE") or f"test_{name}"},
     }
 

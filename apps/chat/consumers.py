@@ -21,6 +21,7 @@ from apps.cognition.answer import (
     memory_for_turn,
     turn_history,
 )
+from apps.core.selectors import runtime_config
 
 logger = logging.getLogger(__name__)
 
@@ -148,8 +149,11 @@ def _int(value) -> int | None:
 
 def _save_message(*, conversation: Conversation, content: str):
     """Save the message and its pending reply, and read the history the reply answers."""
-    user_message, reply = services.message_send(conversation=conversation, content=content)
-    return user_message, reply, turn_history(reply=reply)
+    config = runtime_config()
+    user_message, reply = services.message_send(
+        conversation=conversation, content=content, config=config
+    )
+    return user_message, reply, turn_history(reply=reply, config=config)
 
 
 async def _turn(reply: Message, history: list[Message], memory: asyncio.Future) -> PreparedTurn:
@@ -206,21 +210,32 @@ async def stream_reply(
         await asyncio.shield(_push_final(conversation, reply_id, sender))
 
 
-async def _push_final(
-    conversation: Conversation, reply_id: int, sender: ChatConsumer | None = None
-) -> None:
-    reply = await Message.objects.filter(pk=reply_id).afirst()
+def _final_state(
+    conversation: Conversation, reply_id: int
+) -> tuple[Message | None, Message | None]:
+    """The reply as saved, and whichever reply of the conversation is still open."""
+    reply = Message.objects.filter(pk=reply_id).first()
     if reply is None:
-        return
+        return None, None
     if reply.is_open:
         # An unexpected error left it open; never leave a reply spinning forever.
-        reply = await database_sync_to_async(services.message_finish)(
+        reply = services.message_finish(
             message=reply,
             status=Message.Status.FAILED,
             content=reply.content,
             error="Something went wrong while answering.",
         )
-    still_open = await database_sync_to_async(open_reply)(conversation=conversation)
+    return reply, open_reply(conversation=conversation)
+
+
+async def _push_final(
+    conversation: Conversation, reply_id: int, sender: ChatConsumer | None = None
+) -> None:
+    reply, still_open = await database_sync_to_async(_final_state, thread_sensitive=False)(
+        conversation, reply_id
+    )
+    if reply is None:
+        return
     await broadcasts.push(
         broadcasts.conversation_group(conversation.pk),
         broadcasts.render_message(reply) + broadcasts.render_composer(conversation, still_open),

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import turns_since
+from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
 TITLE_FALLBACK_CHARS = 60
@@ -49,18 +50,22 @@ def conversation_delete(*, conversation: Conversation) -> None:
 
 
 @transaction.atomic
-def message_send(*, conversation: Conversation, content: str) -> tuple[Message, Message]:
+def message_send(
+    *, conversation: Conversation, content: str, config: RuntimeConfig | None = None
+) -> tuple[Message, Message]:
     """Save the user's message and an empty reply to fill, before any LLM call."""
     content = content.strip()
     if not content:
         raise ChatError("Type a message first.")
-    config = runtime_config()
+    config = config or runtime_config()
     if len(content) > config.max_message_chars:
         raise ChatError(
             f"Your message is {len(content):,} characters long; "
             f"the limit is {config.max_message_chars:,}."
         )
-    Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+    # One statement takes the conversation's row lock (one send at a time per conversation) and
+    # moves it to the top of the list; a refusal below rolls it back.
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
     busy = conversation.messages.filter(
         role=Message.Role.ASSISTANT, status__in=[Message.Status.PENDING, Message.Status.STREAMING]
     ).exists()
@@ -77,7 +82,6 @@ def message_send(*, conversation: Conversation, content: str) -> tuple[Message, 
         status=Message.Status.PENDING,
         reply_to=user_message,
     )
-    Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
     return user_message, reply
 
 

@@ -19,7 +19,7 @@ from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
 from apps.cognition.prompts import render_prompt
-from apps.core.llm import async_llm_client, llm_client
+from apps.core.llm import async_llm_client, llm_client, stream_chat_chunks
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
@@ -119,8 +119,8 @@ def build_turn(*, reply: Message, history: list[Message], memory: MemoryForTurn)
     )
 
 
-def turn_history(*, reply: Message) -> list[Message]:
-    return history_before(message=reply, limit=runtime_config().short_term_window)
+def turn_history(*, reply: Message, config: RuntimeConfig | None = None) -> list[Message]:
+    return history_before(message=reply, limit=(config or runtime_config()).short_term_window)
 
 
 def prepare_turn(*, reply: Message, memory: MemoryForTurn | None = None) -> PreparedTurn:
@@ -133,6 +133,36 @@ def prepare_turn(*, reply: Message, memory: MemoryForTurn | None = None) -> Prep
             text=history[-1].content if history else "",
         )
     return build_turn(reply=reply, history=history, memory=memory)
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int | None
+    completion_tokens: int | None
+
+
+def _read_chunk(chunk: object) -> tuple[str, str | None, Usage | None]:
+    """Text delta, finish reason and usage of one streamed chunk; ValueError if it is not one."""
+    if not isinstance(chunk, dict):
+        raise ValueError(f"a streamed chunk is not a JSON object: {chunk!r:.200}")
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        usage = Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+    else:
+        usage = None
+    choices = chunk.get("choices") or []
+    if not isinstance(choices, list) or not choices:
+        return "", None, usage
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise ValueError(f"a streamed choice is not a JSON object: {choice!r:.200}")
+    delta = choice.get("delta") or {}
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return (content if isinstance(content, str) else ""), choice.get("finish_reason"), usage
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _failure_sentence(exc: Exception, *, base_url: str, streamed: bool) -> str:
@@ -195,27 +225,24 @@ async def answer_reply(
     llm_started = time.perf_counter()
     try:
         client = async_llm_client(base_url=turn.base_url, timeout=settings.THALAMUS_LLM_TIMEOUT)
-        stream = await client.chat.completions.create(
+        stream = await stream_chat_chunks(
+            client,
             model=turn.model,
             messages=turn.messages,
             temperature=turn.temperature,
-            stream=True,
             stream_options={"include_usage": True},
         )
         async with stream:
             async for chunk in stream:
-                if chunk.usage is not None:
-                    usage = chunk.usage
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                delta = choice.delta.content if choice.delta else None
+                delta, finish_reason, chunk_usage = _read_chunk(chunk)
+                if chunk_usage is not None:
+                    usage = chunk_usage
                 if delta:
                     if ttft_ms is None:
                         ttft_ms = (time.perf_counter() - started) * 1000
                     parts.append(delta)
                     yield delta
-                if choice.finish_reason:
+                if finish_reason:
                     finished = True
         if not finished:
             raise _StreamCutOff("the stream ended without a finish reason")

@@ -7,12 +7,14 @@ all-MiniLM-L6-v2 through sentence-transformers (`pip install -e '.[local]'`).
 
 from __future__ import annotations
 
+import base64
 import importlib
 import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import openai
 from django.conf import settings
 
@@ -83,17 +85,33 @@ class OpenAIEmbedder:
         return vectors
 
     def _request(self, client: openai.OpenAI, batch: list[str], with_dimensions: bool):
-        extra = {"dimensions": self.dim} if with_dimensions else {}
-        # Empty input makes some servers fail the whole batch.
-        inputs = [text if text.strip() else "-" for text in batch]
+        body = {"model": self.model, "input": [text if text.strip() else "-" for text in batch]}
+        # Empty input (replaced by "-" above) makes some servers fail the whole batch.
+        body["encoding_format"] = "base64"  # as the SDK asks by default; floats are read too
+        if with_dimensions:
+            body["dimensions"] = self.dim
         try:
-            response = client.embeddings.create(model=self.model, input=inputs, **extra)
+            # A plain POST: `embeddings.create` builds a typed model of every reply, which on the
+            # chat's hot path costs as much as the request itself.
+            response = client.post("/embeddings", body=body, cast_to=object)
         except openai.OpenAIError as exc:
             raise EmbeddingError(f"embedding request failed: {exc}") from exc
-        data = sorted(response.data, key=lambda item: item.index)
-        if len(data) != len(batch):
-            raise EmbeddingError(f"asked for {len(batch)} embeddings, got {len(data)}")
-        return [list(item.embedding) for item in data]
+        try:
+            data = sorted(response["data"], key=lambda item: item["index"])
+            vectors = [_vector(item["embedding"]) for item in data]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmbeddingError(f"unreadable embedding reply: {exc!r:.200}") from exc
+        if len(vectors) != len(batch):
+            raise EmbeddingError(f"asked for {len(batch)} embeddings, got {len(vectors)}")
+        return vectors
+
+
+def _vector(embedding: str | list[float]) -> list[float]:
+    if isinstance(embedding, str):
+        return np.frombuffer(base64.b64decode(embedding), dtype="<f4").tolist()
+    if not isinstance(embedding, list):
+        raise TypeError(f"an embedding is a {type(embedding).__name__}")
+    return [float(value) for value in embedding]
 
 
 @lru_cache(maxsize=8)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import Q, QuerySet
 from pydantic import ValidationError
 
@@ -32,8 +32,6 @@ EXACT_SCAN_MAX_ROWS = 20000
 # The HNSW path over-fetches this many times the candidates in relaxed order, then re-ranks them
 # by exact distance.
 HNSW_OVERFETCH = 2
-HNSW_EF_SEARCH = 200
-HNSW_MAX_SCAN_TUPLES = 20000
 # Document frequencies for the text score are counted up to this many rows per term.
 TEXT_STATS_MAX_ROWS = 5000
 # Words in more than about half of the memories (idf < ln 2) still add to the text score but do not
@@ -349,15 +347,10 @@ def memory_search(
     sql, params = memory_search_query(
         user_id=user_id, text=text, vector=vector, limit=limit, kinds=kinds, weights=weights
     )
-    with transaction.atomic(), connection.cursor() as cursor:
-        # A filtered HNSW scan otherwise stops after ef_search neighbours, most of them other
-        # users' rows, and returns fewer than `limit` (see DESIGN.md, measured traps).
-        cursor.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-            " set_config('hnsw.ef_search', %s, true),"
-            " set_config('hnsw.max_scan_tuples', %s, true)",
-            [str(HNSW_EF_SEARCH), str(HNSW_MAX_SCAN_TUPLES)],
-        )
+    # The connection runs HNSW scans iteratively (settings.HNSW_SESSION_OPTIONS): a filtered scan
+    # otherwise stops after ef_search neighbours, most of them other users' rows, and returns
+    # fewer than `limit` (see DESIGN.md, measured traps).
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     return [
