@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -16,7 +17,7 @@ from apps.chat.models import Conversation
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.embedding import Embedder, EmbeddingError, get_embedder, vector_literal
-from apps.memory.models import MemoryNode, RetrievalPlan, Triple
+from apps.memory.models import MemoryNode, Predicate, RetrievalPlan, Triple
 from apps.memory.renderer import render_knowledge
 from apps.memory.router import Route, route_turn
 from apps.memory.schemas import PlanStep, RetrievalPlanSchema
@@ -456,20 +457,78 @@ def retrieval_plan_steps(
 
     The user's own message is always searched too: the plan was made before it was written.
     """
+    stored = None
+    if conversation is not None:
+        stored = RetrievalPlan.objects.filter(conversation=conversation).values("steps").first()
+    return _plan_steps(
+        stored["steps"] if stored else None,
+        text=text,
+        limit=limit,
+        conversation_id=conversation.pk if conversation else None,
+    )
+
+
+def _plan_steps(
+    stored_steps, *, text: str, limit: int, conversation_id: int | None
+) -> tuple[list[PlanStep], str]:
     default = default_plan_steps(text, limit)
-    if conversation is None:
-        return default, "default"
-    stored = RetrievalPlan.objects.filter(conversation=conversation).values("steps").first()
-    if stored is None:
+    if stored_steps is None:
         return default, "default"
     try:
-        plan = RetrievalPlanSchema.model_validate({"steps": stored["steps"]})
+        plan = RetrievalPlanSchema.model_validate({"steps": stored_steps})
     except ValidationError:
-        logger.warning("corrupt retrieval plan of conversation %s ignored", conversation.pk)
+        logger.warning("corrupt retrieval plan of conversation %s ignored", conversation_id)
         return default, "corrupt-plan"
     if not plan.steps:
         return default, "default"
     return [*default, *plan.steps], "plan"
+
+
+# The conversation's plan and the user's graph (their triples, then the global ones, in the
+# renderer's order) in one round trip: the turn needs both before it can search.
+_PLAN_AND_KNOWLEDGE_SQL = """
+SELECT (SELECT steps FROM memory_retrievalplan WHERE conversation_id = %(conversation)s),
+       (SELECT COALESCE(json_agg(json_build_array(id, owner_id, subject, object, category,
+                                                  predicate_id, name, labels)
+                                 ORDER BY owner_id, category, name, confidence DESC, id),
+                        '[]'::json)
+          FROM (SELECT t.id, t.owner_id, t.subject, t.object, t.category, t.confidence,
+                       t.predicate_id, p.name, p.labels
+                  FROM memory_triple AS t
+                  JOIN memory_predicate AS p ON p.id = t.predicate_id
+                 WHERE (t.owner_id = %(owner)s OR t.owner_id IS NULL) AND t.valid_to IS NULL
+                 ORDER BY t.owner_id, t.category, p.name, t.confidence DESC, t.id
+                 LIMIT %(limit)s) AS known)
+"""
+
+
+def plan_and_knowledge(
+    *, user_id: int, conversation_id: int | None, limit: int = 200
+) -> tuple[object, list[Triple]]:
+    """The stored plan steps (None without a plan) and the triples the renderer shows."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _PLAN_AND_KNOWLEDGE_SQL,
+            {"conversation": conversation_id, "owner": int(user_id), "limit": limit},
+        )
+        steps, rows = cursor.fetchone()
+    # Django's psycopg setup hands json and jsonb over as text.
+    if isinstance(steps, str):
+        steps = json.loads(steps)
+    if isinstance(rows, str):
+        rows = json.loads(rows)
+    triples = [
+        Triple(
+            id=row[0],
+            owner_id=row[1],
+            subject=row[2],
+            object=row[3],
+            category=row[4],
+            predicate=Predicate(id=row[5], name=row[6], labels=row[7] or {}),
+        )
+        for row in rows
+    ]
+    return steps, triples
 
 
 @dataclass
@@ -523,13 +582,18 @@ def memory_context_for_turn(
     own_query = default_plan_steps(text, limit)[0].search_text
     own_vector = _EMBED_POOL.submit(_embed_queries, embedder, [own_query])
     mark = time.perf_counter()
-    steps, plan_source = retrieval_plan_steps(conversation=conversation, text=text, limit=limit)
+    stored_steps, triples = plan_and_knowledge(
+        user_id=user.pk, conversation_id=conversation.pk if conversation else None
+    )
+    steps, plan_source = _plan_steps(
+        stored_steps,
+        text=text,
+        limit=limit,
+        conversation_id=conversation.pk if conversation else None,
+    )
     planned = [q for q in dict.fromkeys(step.search_text for step in steps) if q != own_query]
     planned_vectors = _EMBED_POOL.submit(_embed_queries, embedder, planned) if planned else None
-    mark = lap("plan", mark)
-
-    triples = list(knowledge_triples_for(user_id=user.pk))
-    mark = lap("triples", mark)
+    mark = lap("plan_and_graph", mark)
 
     vectors, error = own_vector.result()
     if planned_vectors is not None:

@@ -5,7 +5,7 @@ import pytest
 from apps.memory import services
 from apps.memory.renderer import render_knowledge
 from apps.memory.seeds import load_seed_truths
-from apps.memory.selectors import knowledge_triples_for
+from apps.memory.selectors import knowledge_triples_for, plan_and_knowledge
 
 pytestmark = pytest.mark.django_db
 
@@ -64,3 +64,20 @@ def test_categories_follow_the_ontology_not_insertion_order(user):
 
 def test_an_empty_graph_renders_nothing(user):
     assert render_knowledge(triples=[], language="it", user=user) == ""
+
+
+def test_the_turns_one_statement_read_gives_the_same_graph(marcellos_graph, other_user):
+    expected = list(knowledge_triples_for(user_id=marcellos_graph.pk))
+
+    steps, triples = plan_and_knowledge(user_id=marcellos_graph.pk, conversation_id=None)
+
+    assert steps is None
+    assert [t.id for t in triples] == [t.id for t in expected]
+    assert [(t.predicate.name, t.object, t.owner_id) for t in triples] == [
+        (t.predicate.name, t.object, t.owner_id) for t in expected
+    ]
+    assert other_user.pk not in {t.owner_id for t in triples}
+    for language in EXPECTED:
+        assert render_knowledge(
+            triples=triples, language=language, user=marcellos_graph
+        ) == render_knowledge(triples=expected, language=language, user=marcellos_graph)
