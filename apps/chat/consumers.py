@@ -4,7 +4,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 
 from channels.db import database_sync_to_async
@@ -90,13 +90,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
             memory.cancel()
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
-        start_reply(self.conversation, reply.pk, _turn(reply, history, memory), sender=self)
-        await broadcasts.push(
-            broadcasts.conversation_group(self.conversation.pk),
-            broadcasts.render_new_messages([user_message, reply])
-            + broadcasts.render_composer(self.conversation, reply)
-            + broadcasts.render_error(""),
-            sender=self,
+        conversation = self.conversation
+
+        def opening() -> str:
+            return (
+                broadcasts.render_new_messages([user_message, reply])
+                + broadcasts.render_composer(conversation, reply)
+                + broadcasts.render_error("")
+            )
+
+        start_reply(
+            conversation, reply.pk, _turn(reply, history, memory), sender=self, opening=opening
         )
 
     async def _retry(self, message_id: int | None) -> None:
@@ -166,8 +170,11 @@ def start_reply(
     turn: Awaitable[PreparedTurn] | None = None,
     *,
     sender: ChatConsumer | None = None,
+    opening: Callable[[], str] | None = None,
 ) -> asyncio.Task:
-    task = asyncio.create_task(stream_reply(conversation, reply_id, turn, sender=sender))
+    task = asyncio.create_task(
+        stream_reply(conversation, reply_id, turn, sender=sender, opening=opening)
+    )
     RUNNING[reply_id] = task
     task.add_done_callback(lambda _: RUNNING.pop(reply_id, None))
     return task
@@ -179,24 +186,41 @@ async def stream_reply(
     turn: Awaitable[PreparedTurn] | None = None,
     *,
     sender: ChatConsumer | None = None,
+    opening: Callable[[], str] | None = None,
 ) -> None:
     """Generate a reply, pushing its growing text to every page showing the conversation.
 
     The page that asked gets each fragment straight from `sender`, without the channel layer's
-    round trip; every other page showing the conversation gets it through the group.
+    round trip; every other page showing the conversation gets it through the group. `opening`
+    renders what pages show before the first token (the new messages); it is rendered and pushed
+    while the LLM thinks, and always before any text of the answer.
     """
     group = broadcasts.conversation_group(conversation.pk)
+    opened: asyncio.Future | None = None
+
+    def open_pages() -> asyncio.Future:
+        nonlocal opened
+        if opened is None:
+            html = opening() if opening is not None else ""
+            opened = asyncio.ensure_future(
+                broadcasts.push(group, html, sender=sender) if html else asyncio.sleep(0)
+            )
+        return opened
+
     text = ""
     last_flush = 0.0
     try:
         # aclosing: a Stop that lands while pushing still closes the generator, which then
         # saves the partial answer as cancelled.
-        async with aclosing(answer_reply(reply_id=reply_id, turn=turn)) as deltas:
+        async with aclosing(
+            answer_reply(reply_id=reply_id, turn=turn, on_request=open_pages)
+        ) as deltas:
             async for delta in deltas:
                 text += delta
                 now = time.monotonic()
                 if now - last_flush >= FLUSH_SECONDS:
                     last_flush = now
+                    await open_pages()
                     await broadcasts.push(
                         group, broadcasts.render_source(reply_id, text), sender=sender
                     )
@@ -207,7 +231,7 @@ async def stream_reply(
     except Exception:
         logger.exception("reply %s failed unexpectedly", reply_id)
     finally:
-        await asyncio.shield(_push_final(conversation, reply_id, sender))
+        await asyncio.shield(_push_final(conversation, reply_id, sender, open_pages()))
 
 
 def _final_state(
@@ -229,8 +253,13 @@ def _final_state(
 
 
 async def _push_final(
-    conversation: Conversation, reply_id: int, sender: ChatConsumer | None = None
+    conversation: Conversation,
+    reply_id: int,
+    sender: ChatConsumer | None = None,
+    opened: asyncio.Future | None = None,
 ) -> None:
+    if opened is not None:
+        await asyncio.gather(opened, return_exceptions=True)
     reply, still_open = await database_sync_to_async(_final_state, thread_sensitive=False)(
         conversation, reply_id
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import openai
@@ -193,14 +193,18 @@ def _finish(*, turn: PreparedTurn, **outcome) -> Message:
 
 
 async def answer_reply(
-    *, reply_id: int, turn: Awaitable[PreparedTurn] | None = None
+    *,
+    reply_id: int,
+    turn: Awaitable[PreparedTurn] | None = None,
+    on_request: Callable[[], object] | None = None,
 ) -> AsyncIterator[str]:
     """Stream the answer for a saved, pending reply, yielding text deltas.
 
     `turn` may be the prepared request, built while the message was being saved (the consumer
     does that); without it the reply and its history are read here. The outcome is saved
     whatever happens: complete, failed (then AnswerFailed is raised) or cancelled (when the
-    consuming task is cancelled; the partial answer is kept).
+    consuming task is cancelled; the partial answer is kept). `on_request` is called as the
+    request to the LLM goes out: work that can wait for the model's first token goes there.
     """
     started = time.perf_counter()
     if turn is None:
@@ -225,6 +229,8 @@ async def answer_reply(
     llm_started = time.perf_counter()
     try:
         client = async_llm_client(base_url=turn.base_url, timeout=settings.THALAMUS_LLM_TIMEOUT)
+        if on_request is not None:
+            on_request()
         stream = await stream_chat_chunks(
             client,
             model=turn.model,
