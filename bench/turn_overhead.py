@@ -85,7 +85,8 @@ async def _user_turns(port: int, session_key: str, conversation_id: int, turns: 
     return timings
 
 
-def _report(label: str, timings: list) -> list[str]:
+def _report(label: str, timings: list, stub_ttfts: list[float] | None = None) -> list[str]:
+    """Figures against the stub's nominal TTFT and, paired turn by turn, its measured one."""
     streaming = REPLY_TOKENS / STUB_TPS
     added_ttft = [(first - sent - STUB_TTFT) * 1000 for sent, first, _ in timings]
     own_cost = [(done - sent - STUB_TTFT - streaming) * 1000 for sent, _, done in timings]
@@ -93,6 +94,25 @@ def _report(label: str, timings: list) -> list[str]:
         f"{label}: added time to first token: {summary(added_ttft)}",
         f"{label}: own cost per turn:        {summary(own_cost)}",
     ]
+    if stub_ttfts is not None:
+        lines += [
+            f"{label}: the stub's own TTFT (request in -> first token out): "
+            f"{summary([t * 1000 for t in stub_ttfts])}",
+            f"{label}: added TTFT beyond the stub's measured TTFT: "
+            + summary(
+                [
+                    (first - sent - t) * 1000
+                    for (sent, first, _), t in zip(timings, stub_ttfts, strict=True)
+                ]
+            ),
+            f"{label}: own cost beyond the stub's measured time: "
+            + summary(
+                [
+                    (done - sent - t - streaming) * 1000
+                    for (sent, _, done), t in zip(timings, stub_ttfts, strict=True)
+                ]
+            ),
+        ]
     for line in lines:
         print(line, flush=True)
     return lines
@@ -126,11 +146,19 @@ def _server_side(label: str) -> None:
     )
 
 
-async def _run(port: int, users: list[tuple[str, int]], turns: int, concurrent: int) -> None:
+async def _run(
+    port: int, users: list[tuple[str, int]], turns: int, concurrent: int, stub_control
+) -> None:
     from asgiref.sync import sync_to_async
 
     single = await _user_turns(port, *users[0], turns=turns)
-    _report("1 user", single[5:])  # the first turns warm the connection pools
+    stub_control.send("first-token-times")
+    stub_ttfts = stub_control.recv()
+    if len(stub_ttfts) != len(single):
+        print(f"(the stub streamed {len(stub_ttfts)} replies for {len(single)} turns)")
+        stub_ttfts = None
+    # The first turns warm the connection pools.
+    _report("1 user", single[5:], stub_ttfts[5:] if stub_ttfts else None)
     await sync_to_async(_server_side)("1 user")
     if not concurrent:
         return
@@ -142,7 +170,7 @@ async def _run(port: int, users: list[tuple[str, int]], turns: int, concurrent: 
     await sync_to_async(_server_side)(f"{concurrent} concurrent users")
 
 
-def _serve_stub(replies: int, url_pipe, stop) -> None:
+def _serve_stub(replies: int, control) -> None:
     """The stub in a process of its own, so the clients' event loop never holds up its replies."""
     reply = " ".join(["word"] * REPLY_TOKENS)
     with StubServer(port=0) as stub:
@@ -151,8 +179,9 @@ def _serve_stub(replies: int, url_pipe, stop) -> None:
             stub.script(
                 {"content": reply, "ttft": STUB_TTFT, "tps": STUB_TPS, "match": "You are Thalamus"}
             )
-        url_pipe.send(stub.url)
-        stop.wait()
+        control.send(stub.url)
+        while control.recv() == "first-token-times":
+            control.send(stub.first_token_seconds)
 
 
 def main() -> None:
@@ -161,11 +190,10 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=20)
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
-    stop = context.Event()
-    receive_url, send_url = context.Pipe(duplex=False)
-    stub = context.Process(target=_serve_stub, args=(args.turns * 3, send_url, stop), daemon=True)
+    control, stub_end = context.Pipe()
+    stub = context.Process(target=_serve_stub, args=(args.turns * 3, stub_end), daemon=True)
     stub.start()
-    stub_url = receive_url.recv()
+    stub_url = control.recv()
     with tempfile.TemporaryDirectory(prefix="thalamus-turn-") as tmp:
         data_dir = Path(tmp) / "data"
         port = free_port()
@@ -173,10 +201,10 @@ def main() -> None:
         try:
             wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
             users = _setup_users(data_dir, args.users + 1)
-            asyncio.run(_run(port, users, args.turns, args.users))
+            asyncio.run(_run(port, users, args.turns, args.users, control))
         finally:
             stop_up(process)
-            stop.set()
+            control.send("stop")
             stub.join(10)
             print(f"(up log: {len(Path(tmp, 'up.log').read_text().splitlines())} lines)")
     sys.exit(0)

@@ -372,6 +372,7 @@ class StubServer:
         self._cond = threading.Condition()
         self._queue: list[dict[str, Any]] = []
         self._requests: list[dict[str, Any]] = []
+        self._first_token_seconds: list[float] = []
         self._defaults: dict[str, Any] = {"ttft": 0.0, "tps": 0.0, "fault": None}
         self._stopping = threading.Event()
         self._httpd: _StubHTTPServer | None = None
@@ -468,6 +469,16 @@ class StubServer:
     def requests(self) -> list[dict[str, Any]]:
         with self._cond:
             return copy.deepcopy(self._requests)
+
+    @property
+    def first_token_seconds(self) -> list[float]:
+        """Per streamed chat reply: from its request arriving to its first text sent.
+
+        The stub's own time to first token (the scripted ttft plus its handling), which a
+        benchmark subtracts to find what the caller itself added.
+        """
+        with self._cond:
+            return list(self._first_token_seconds)
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
         with self._cond:
@@ -596,7 +607,7 @@ class _Handler(BaseHTTPRequestHandler):
     # plumbing --------------------------------------------------------------------
 
     def _dispatch(self, method: str) -> None:
-        started = time.monotonic()
+        started = self._started = time.monotonic()
         self._status = "-"
         self._note = ""
         self._headers_sent = False
@@ -903,6 +914,9 @@ class _Handler(BaseHTTPRequestHandler):
                 if delay > 0 and self._abort_if_stopping(delay):
                     return
             self._write_event(delta({"content": token}))
+            if index == 0:
+                with self.stub._cond:
+                    self.stub._first_token_seconds.append(time.monotonic() - self._started)
         if cut is not None:
             self._drop()
             return
