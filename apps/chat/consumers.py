@@ -207,13 +207,14 @@ async def stream_reply(
             )
         return opened
 
+    saved: list[Message] = []
     text = ""
     last_flush = 0.0
     try:
         # aclosing: a Stop that lands while pushing still closes the generator, which then
         # saves the partial answer as cancelled.
         async with aclosing(
-            answer_reply(reply_id=reply_id, turn=turn, on_request=open_pages)
+            answer_reply(reply_id=reply_id, turn=turn, on_request=open_pages, on_saved=saved.append)
         ) as deltas:
             async for delta in deltas:
                 text += delta
@@ -231,14 +232,16 @@ async def stream_reply(
     except Exception:
         logger.exception("reply %s failed unexpectedly", reply_id)
     finally:
-        await asyncio.shield(_push_final(conversation, reply_id, sender, open_pages()))
+        await asyncio.shield(
+            _push_final(conversation, reply_id, sender, open_pages(), saved[0] if saved else None)
+        )
 
 
 def _final_state(
-    conversation: Conversation, reply_id: int
+    conversation: Conversation, reply_id: int, saved: Message | None
 ) -> tuple[Message | None, Message | None]:
     """The reply as saved, and whichever reply of the conversation is still open."""
-    reply = Message.objects.filter(pk=reply_id).first()
+    reply = saved or Message.objects.filter(pk=reply_id).first()
     if reply is None:
         return None, None
     if reply.is_open:
@@ -257,11 +260,12 @@ async def _push_final(
     reply_id: int,
     sender: ChatConsumer | None = None,
     opened: asyncio.Future | None = None,
+    saved: Message | None = None,
 ) -> None:
     if opened is not None:
         await asyncio.gather(opened, return_exceptions=True)
     reply, still_open = await database_sync_to_async(_final_state, thread_sensitive=False)(
-        conversation, reply_id
+        conversation, reply_id, saved
     )
     if reply is None:
         return

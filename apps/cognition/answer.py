@@ -197,6 +197,7 @@ async def answer_reply(
     reply_id: int,
     turn: Awaitable[PreparedTurn] | None = None,
     on_request: Callable[[], object] | None = None,
+    on_saved: Callable[[Message], object] | None = None,
 ) -> AsyncIterator[str]:
     """Stream the answer for a saved, pending reply, yielding text deltas.
 
@@ -205,6 +206,7 @@ async def answer_reply(
     whatever happens: complete, failed (then AnswerFailed is raised) or cancelled (when the
     consuming task is cancelled; the partial answer is kept). `on_request` is called as the
     request to the LLM goes out: work that can wait for the model's first token goes there.
+    `on_saved` gets the reply as saved with its outcome.
     """
     started = time.perf_counter()
     if turn is None:
@@ -267,7 +269,7 @@ async def answer_reply(
         content = "".join(parts)
         # The streaming mark must land first, or it would overwrite the outcome.
         await asyncio.gather(streaming, return_exceptions=True)
-        await database_sync_to_async(_finish, thread_sensitive=False)(
+        saved = await database_sync_to_async(_finish, thread_sensitive=False)(
             turn=turn,
             status=outcome,
             content=content,
@@ -277,6 +279,8 @@ async def answer_reply(
             ttft_ms=ttft_ms,
             latency_ms=(now - started) * 1000,
         )
+        if on_saved is not None:
+            on_saved(saved)
     if outcome == Message.Status.FAILED:
         raise AnswerFailed(error)
 
