@@ -198,13 +198,16 @@ async def stream_reply(
     group = broadcasts.conversation_group(conversation.pk)
     opened: asyncio.Future | None = None
 
+    async def push_opening() -> None:
+        html = opening() if opening is not None else ""
+        if html:
+            await broadcasts.push(group, html, sender=sender)
+
     def open_pages() -> asyncio.Future:
+        # Scheduled, not run: the rendering happens once the request is on its way.
         nonlocal opened
         if opened is None:
-            html = opening() if opening is not None else ""
-            opened = asyncio.ensure_future(
-                broadcasts.push(group, html, sender=sender) if html else asyncio.sleep(0)
-            )
+            opened = asyncio.ensure_future(push_opening())
         return opened
 
     saved: list[Message] = []

@@ -3,11 +3,13 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 import psycopg
 from django.db import connection
@@ -44,6 +46,7 @@ NEIGHBOUR_SECONDS = 60
 CONTEXT_WEIGHT = 0.5
 RECENCY_HALF_LIFE_DAYS = 30
 EMBED_TIMEOUT_SECONDS = 10.0
+EPISODES_PER_TURN = 3
 MAX_QUERY_WORDS = 24
 # Words too common to say anything in a full-text match, in the five renderer languages.
 _STOPWORD_TEXT = """
@@ -561,9 +564,54 @@ def _embed_queries(embedder: Embedder, texts: list[str]) -> tuple[dict[str, list
     return dict(zip(texts, vectors, strict=True)), ""
 
 
-# The turn's embedding request (an HTTP call, or a model that releases the GIL) runs here while
-# the calling thread reads the plan and the graph from the database.
-_EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thalamus-embed")
+# A turn recalls from its own message here while the calling thread reads the plan and the
+# graph. Its threads keep a database connection each, like request threads, recycled by age.
+_EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thalamus-recall")
+
+
+@dataclass
+class _OwnRecall:
+    vector: list[float] | None
+    embedding_error: str
+    hits: list[MemoryHit]
+    # None when the search found something familiar: then the router never asks for them.
+    episodes: list[EpisodeHit] | None
+    timings: dict[str, float]
+
+
+def _recall_own(
+    *, embedder: Embedder, user_id: int, step: PlanStep, text: str, weights: Weights
+) -> _OwnRecall:
+    """Embed the message, search with it, and fetch episodes unless that is already familiar."""
+    timings: dict[str, float] = {}
+    try:
+        mark = time.perf_counter()
+        vectors, error = _embed_queries(embedder, [step.search_text])
+        vector = vectors.get(step.search_text)
+        timings["embed"] = round((time.perf_counter() - mark) * 1000, 2)
+        mark = time.perf_counter()
+        hits = memory_search(
+            user_id=user_id,
+            text=step.search_text,
+            vector=vector,
+            limit=step.limit,
+            kinds=step.types,
+            weights=weights,
+        )
+        timings["memories"] = round((time.perf_counter() - mark) * 1000, 2)
+        episodes = None
+        best = max((hit.score for hit in hits), default=None)
+        # Other steps can only raise the best score, so a familiar search stays familiar.
+        if route_turn(text=text, best_memory_score=best).name == Route.RECOLLECTION:
+            mark = time.perf_counter()
+            episodes = episode_search(
+                user_id=user_id, text=text, vector=vector, limit=EPISODES_PER_TURN, weights=weights
+            )
+            timings["episodes"] = round((time.perf_counter() - mark) * 1000, 2)
+        return _OwnRecall(vector, error, hits, episodes, timings)
+    finally:
+        if threading.current_thread().name.startswith("thalamus-recall"):
+            connection.close_if_unusable_or_obsolete()
 
 
 def memory_context_for_turn(
@@ -587,10 +635,17 @@ def memory_context_for_turn(
 
     config = config or runtime_config()
     limit = config.max_memory_results
+    weights = Weights.from_config(config)
     embedder = get_embedder(timeout=EMBED_TIMEOUT_SECONDS, config=config)
-    # The user's own message is always searched: embed it before the plan is even read.
-    own_query = default_plan_steps(text, limit)[0].search_text
-    own_vector = _EMBED_POOL.submit(_embed_queries, embedder, [own_query])
+    own_step = default_plan_steps(text, limit)[0]
+    recall_own = partial(
+        _recall_own, embedder=embedder, user_id=user.pk, step=own_step, text=text, weights=weights
+    )
+    # The user's own message is always searched: embed it, search with it and, if nothing it
+    # finds is familiar, fetch the episodes, all in a pool thread while this one reads the plan
+    # and the graph. Inside the caller's transaction everything runs here, on its connection,
+    # so the search sees what the transaction wrote.
+    own = None if connection.in_atomic_block else _EMBED_POOL.submit(recall_own)
     mark = time.perf_counter()
     stored_steps, triples = plan_and_knowledge(
         user_id=user.pk, conversation_id=conversation.pk if conversation else None
@@ -601,46 +656,50 @@ def memory_context_for_turn(
         limit=limit,
         conversation_id=conversation.pk if conversation else None,
     )
-    planned = [q for q in dict.fromkeys(step.search_text for step in steps) if q != own_query]
-    planned_vectors = _EMBED_POOL.submit(_embed_queries, embedder, planned) if planned else None
     mark = lap("plan_and_graph", mark)
 
-    vectors, error = own_vector.result()
-    if planned_vectors is not None:
-        more, more_error = planned_vectors.result()
-        vectors.update(more)
-        error = error or more_error
-    if error:
-        trace["embedding_error"] = error
-    mark = lap("embed", mark)
+    planned = [step for step in steps[1:] if step.search_text != own_step.search_text]
+    planned_hits: list[MemoryHit] = []
+    if planned:
+        planned_vectors, planned_error = _embed_queries(
+            embedder, list(dict.fromkeys(step.search_text for step in planned))
+        )
+        for step in planned:
+            planned_hits += memory_search(
+                user_id=user.pk,
+                text=step.search_text,
+                vector=planned_vectors.get(step.search_text),
+                limit=step.limit,
+                kinds=step.types,
+                weights=weights,
+            )
+        mark = lap("plan_steps", mark)
 
-    weights = Weights.from_config(config)
+    recalled = own.result() if own is not None else recall_own()
+    timings.update(recalled.timings)
+    mark = lap("own_recall_wait", mark)
+    if recalled.embedding_error or (planned and planned_error):
+        trace["embedding_error"] = recalled.embedding_error or planned_error
+
     hits: dict[int, MemoryHit] = {}
-    for step in steps:
-        for hit in memory_search(
-            user_id=user.pk,
-            text=step.search_text,
-            vector=vectors.get(step.search_text),
-            limit=step.limit,
-            kinds=step.types,
-            weights=weights,
-        ):
-            if hit.id not in hits or hits[hit.id].score < hit.score:
-                hits[hit.id] = hit
+    for hit in [*recalled.hits, *planned_hits]:
+        if hit.id not in hits or hits[hit.id].score < hit.score:
+            hits[hit.id] = hit
     memories = sorted(hits.values(), key=lambda hit: hit.score, reverse=True)[:limit]
-    mark = lap("memories", mark)
 
     route = route_turn(text=text, best_memory_score=memories[0].score if memories else None)
     episodes: list[EpisodeHit] = []
     if route.name == Route.RECOLLECTION:
-        episodes = episode_search(
-            user_id=user.pk,
-            text=text,
-            vector=vectors.get(own_query),
-            limit=3,
-            weights=weights,
-        )
-        mark = lap("episodes", mark)
+        episodes = recalled.episodes
+        if episodes is None:  # a recall cue past the first 1000 characters of the message
+            episodes = episode_search(
+                user_id=user.pk,
+                text=text,
+                vector=recalled.vector,
+                limit=EPISODES_PER_TURN,
+                weights=weights,
+            )
+            mark = lap("episodes", mark)
 
     language = config.renderer_language
     prompt_block, kept_memories, kept_episodes = assemble_prompt_block(
@@ -661,7 +720,7 @@ def memory_context_for_turn(
                 "source": plan_source,
                 "steps": [step.model_dump(mode="json") for step in steps],
             },
-            "vector_search": bool(vectors),
+            "vector_search": recalled.vector is not None,
             "memories": [hit.as_trace() for hit in kept_memories],
             "episodes": [hit.as_trace() for hit in kept_episodes],
             "dropped_for_budget": (len(memories) - len(kept_memories))
