@@ -67,6 +67,8 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                     "weight_recency",
                     "weight_importance",
                     "weight_confidence",
+                    "weight_context",
+                    "neighbour_seconds",
                 ]
             },
         ),

@@ -43,6 +43,16 @@ class RuntimeConfig(models.Model):
     weight_recency = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
     weight_importance = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
     weight_confidence = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
+    weight_context = models.FloatField(
+        default=0.5,
+        validators=[MinValueValidator(0.0), MaxValueValidator(10.0)],
+        help_text="How much a memory also scores for its best neighbour (0 ranks each alone).",
+    )
+    neighbour_seconds = models.PositiveIntegerField(
+        default=60,
+        validators=[MaxValueValidator(86_400)],
+        help_text="Memories made this close together count as neighbours (one exchange).",
+    )
     promotion_threshold = models.IntegerField(
         default=3, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )

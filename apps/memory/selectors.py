@@ -41,9 +41,6 @@ TEXT_STATS_MAX_ROWS = 5000
 # Words in more than about half of the memories (idf < ln 2) still add to the text score but do not
 # pull memories in by themselves: a name or a date in every row would match them all.
 MATCH_MIN_IDF = 0.69
-# Memories made this close together share context (turns of one exchange).
-NEIGHBOUR_SECONDS = 60
-CONTEXT_WEIGHT = 0.5
 RECENCY_HALF_LIFE_DAYS = 30
 EMBED_TIMEOUT_SECONDS = 10.0
 EPISODES_PER_TURN = 3
@@ -73,6 +70,8 @@ class Weights:
     confidence: float
     # How much a memory scores for its best neighbour; 0 ranks every memory on its own.
     context: float = 0.0
+    # Memories made this close together are neighbours (turns of one exchange).
+    neighbour_seconds: int = 60
 
     @classmethod
     def from_config(cls, config: RuntimeConfig | None = None) -> Weights:
@@ -83,7 +82,8 @@ class Weights:
             recency=config.weight_recency,
             importance=config.weight_importance,
             confidence=config.weight_confidence,
-            context=CONTEXT_WEIGHT,
+            context=config.weight_context,
+            neighbour_seconds=config.neighbour_seconds,
         )
 
 
@@ -178,8 +178,9 @@ def text_query(text: str) -> str | None:
 # ones), and a full-text match. The text score is an IDF-weighted count of the query's words
 # (BM25 without term frequency, which one-line memories hardly have); vector and text scores are
 # min-max normalised over the candidates before they are weighted, so neither scale dominates.
-# A memory then also scores for the best of its neighbours — memories made within
-# NEIGHBOUR_SECONDS of it —, because what answers a question is often said next to its keywords.
+# A memory then also scores for the best of its neighbours — memories made within the runtime
+# config's neighbour_seconds of it —, because what answers a question is often said next to its
+# keywords.
 _MEMORY_SEARCH_SQL = """
 WITH visible AS MATERIALIZED (
     SELECT count(*) AS rows FROM (
@@ -335,7 +336,7 @@ def memory_search_query(
         "overfetch": candidates * HNSW_OVERFETCH,
         "kinds": kinds,
         "half_life": RECENCY_HALF_LIFE_DAYS,
-        "neighbour": f"{NEIGHBOUR_SECONDS} seconds",
+        "neighbour": f"{weights.neighbour_seconds} seconds",
         "w_vector": w_vector,
         "w_text": weights.text,
         "w_recency": weights.recency,

@@ -220,3 +220,41 @@ def test_a_big_owner_goes_through_the_hnsw_index_with_recall_and_k_back(
         assert _owners([hit.id for hit in hits]) <= {owner, None}
         found.append(len(set(_exact_top(owner, vector, 10)) & {hit.id for hit in hits}) / 10)
     assert statistics.mean(found) >= 0.95
+
+
+def test_the_neighbour_weight_and_window_come_from_the_runtime_config(user):
+    from datetime import timedelta
+
+    from apps.core.models import RuntimeConfig
+    from apps.core.selectors import forget_runtime_config
+    from apps.memory.models import MemoryNode
+
+    match = services.memory_node_create(owner=user, description="Argo is afraid of thunder")
+    nearby = services.memory_node_create(owner=user, description="We stayed inside all evening")
+    MemoryNode.objects.filter(pk=nearby.pk).update(
+        created_at=match.created_at + timedelta(seconds=10)
+    )
+    rng = random.Random(7)
+    query = _random_unit_vector(rng)
+    with connection.cursor() as cursor:  # both are vector candidates; only one matches the words
+        cursor.execute(
+            "UPDATE memory_memorynode SET embedding = %s::vector WHERE id IN (%s, %s)",
+            [vector_literal(_random_unit_vector(rng)), match.pk, nearby.pk],
+        )
+
+    def nearby_hit():
+        forget_runtime_config()
+        hits = memory_search(user_id=user.pk, text="thunder", vector=query, limit=10)
+        return next(hit for hit in hits if hit.id == nearby.pk)
+
+    config = RuntimeConfig.objects.order_by("pk").first() or RuntimeConfig()
+    config.save()
+    with_neighbours = nearby_hit()
+    RuntimeConfig.objects.update(weight_context=0.0)
+    alone = nearby_hit()
+    RuntimeConfig.objects.update(weight_context=0.5, neighbour_seconds=5)
+    out_of_reach = nearby_hit()
+
+    assert with_neighbours.context > 0  # the thunder memory, 10 s away, lends it its score
+    assert with_neighbours.score > alone.score
+    assert out_of_reach.context == 0  # 10 s apart is beyond a 5 s window
