@@ -66,10 +66,7 @@ def message_send(
     # One statement takes the conversation's row lock (one send at a time per conversation) and
     # moves it to the top of the list; a refusal below rolls it back.
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
-    busy = conversation.messages.filter(
-        role=Message.Role.ASSISTANT, status__in=[Message.Status.PENDING, Message.Status.STREAMING]
-    ).exists()
-    if busy:
+    if _answer_streaming(conversation.pk):
         raise ChatError("Wait for the current answer to finish, or stop it.")
     if config.turns_per_minute:
         _refuse_if_too_fast(user_id=conversation.owner_id, limit=config.turns_per_minute)
@@ -83,6 +80,14 @@ def message_send(
         reply_to=user_message,
     )
     return user_message, reply
+
+
+def _answer_streaming(conversation_id: int) -> bool:
+    return Message.objects.filter(
+        conversation_id=conversation_id,
+        role=Message.Role.ASSISTANT,
+        status__in=[Message.Status.PENDING, Message.Status.STREAMING],
+    ).exists()
 
 
 def _refuse_if_too_fast(*, user_id: int, limit: int) -> None:
@@ -108,6 +113,10 @@ def message_retry(*, message: Message) -> Message:
         Message.Status.CANCELLED,
     }:
         raise ChatError("Only a failed or stopped answer can be retried.")
+    # One reply streams at a time in a conversation, as for a new message.
+    Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
+    if _answer_streaming(message.conversation_id):
+        raise ChatError("Wait for the current answer to finish, or stop it.")
     message.content = ""
     message.error = ""
     message.status = Message.Status.PENDING
