@@ -59,3 +59,16 @@ def summary(values_ms: list[float]) -> str:
         f"median {statistics.median(ordered):.1f} ms, p95 {p95:.1f} ms "
         f"(n={len(ordered)}, min {ordered[0]:.1f}, max {ordered[-1]:.1f})"
     )
+
+
+def cpu_times() -> list[int]:
+    """The machine's CPU time counters (user, nice, system, idle, iowait, irq, softirq, steal)."""
+    with open("/proc/stat") as stat:
+        return [int(value) for value in stat.readline().split()[1:9]]
+
+
+def steal_share(before: list[int], after: list[int]) -> float:
+    """The share of CPU time the hypervisor took between two readings: figures taken while it is
+    high measure the host's other tenants as much as our code."""
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    return spent[7] / max(1, sum(spent))

@@ -23,7 +23,15 @@ from pathlib import Path
 import websockets
 
 from apps.core.llm_stub import StubServer
-from bench._harness import free_port, start_up, stop_up, summary, wait_for_page
+from bench._harness import (
+    cpu_times,
+    free_port,
+    start_up,
+    steal_share,
+    stop_up,
+    summary,
+    wait_for_page,
+)
 
 STUB_TTFT = 0.05
 STUB_TPS = 400.0
@@ -151,7 +159,9 @@ async def _run(
 ) -> None:
     from asgiref.sync import sync_to_async
 
+    before = cpu_times()
     single = await _user_turns(port, *users[0], turns=turns)
+    print(f"1 user: CPU steal during the run {steal_share(before, cpu_times()):.0%}", flush=True)
     stub_control.send("first-token-times")
     stub_ttfts = stub_control.recv()
     if len(stub_ttfts) != len(single):
@@ -163,9 +173,12 @@ async def _run(
     if not concurrent:
         return
     per_user = max(1, turns // concurrent)
+    before = cpu_times()
     results = await asyncio.gather(
         *(_user_turns(port, *users[1 + i], turns=per_user) for i in range(concurrent))
     )
+    steal = steal_share(before, cpu_times())
+    print(f"{concurrent} concurrent users: CPU steal during the run {steal:.0%}", flush=True)
     _report(f"{concurrent} concurrent users", [t for user in results for t in user[1:]])
     await sync_to_async(_server_side)(f"{concurrent} concurrent users")
 
