@@ -70,6 +70,23 @@ def _wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = 
     raise TimeoutError(f"nothing served {url} within {timeout} s")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_session_outlives_the_test_database(django_db_setup, django_db_blocker):
+    """End every other connection to the test database before pytest-django drops it.
+
+    The uvicorn child, the Celery worker and the web process's recall threads keep persistent
+    connections; left open, they make the DROP fail and leave a test database behind.
+    """
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 @pytest.fixture(scope="session")
 def asgi_server(django_db_setup, django_db_blocker):
     """The real ASGI app under uvicorn, in a child process, on the test database.
