@@ -3,13 +3,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 
 import psycopg
 from django.db import connection
@@ -565,54 +563,31 @@ def _embed_queries(embedder: Embedder, texts: list[str]) -> tuple[dict[str, list
     return dict(zip(texts, vectors, strict=True)), ""
 
 
-# A turn recalls from its own message here while the calling thread reads the plan and the
-# graph. Its threads keep a database connection each, like request threads, recycled by age.
-_EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thalamus-recall")
+# While the calling thread reads the plan and the graph, a turn embeds its message on the first
+# pool (HTTP only) and searches with it on the second, which also runs the episode search when
+# the message might need it. The second pool's threads keep a database connection each, like
+# request threads, recycled by age. Searches wait on embeddings, never the other way round.
+_EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thalamus-embed")
+_SEARCH_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="thalamus-recall")
 
 
-@dataclass
-class _OwnRecall:
-    vector: list[float] | None
-    embedding_error: str
-    hits: list[MemoryHit]
-    # None when the search found something familiar: then the router never asks for them.
-    episodes: list[EpisodeHit] | None
-    timings: dict[str, float]
-
-
-def _recall_own(
-    *, embedder: Embedder, user_id: int, step: PlanStep, text: str, weights: Weights
-) -> _OwnRecall:
-    """Embed the message, search with it, and fetch episodes unless that is already familiar."""
-    timings: dict[str, float] = {}
+def _in_pool(function, /, **kwargs):
+    """Run a database read on a pool thread, then release its connection if it is too old."""
     try:
-        mark = time.perf_counter()
-        vectors, error = _embed_queries(embedder, [step.search_text])
-        vector = vectors.get(step.search_text)
-        timings["embed"] = round((time.perf_counter() - mark) * 1000, 2)
-        mark = time.perf_counter()
-        hits = memory_search(
-            user_id=user_id,
-            text=step.search_text,
-            vector=vector,
-            limit=step.limit,
-            kinds=step.types,
-            weights=weights,
-        )
-        timings["memories"] = round((time.perf_counter() - mark) * 1000, 2)
-        episodes = None
-        best = max((hit.score for hit in hits), default=None)
-        # Other steps can only raise the best score, so a familiar search stays familiar.
-        if route_turn(text=text, best_memory_score=best).name == Route.RECOLLECTION:
-            mark = time.perf_counter()
-            episodes = episode_search(
-                user_id=user_id, text=text, vector=vector, limit=EPISODES_PER_TURN, weights=weights
-            )
-            timings["episodes"] = round((time.perf_counter() - mark) * 1000, 2)
-        return _OwnRecall(vector, error, hits, episodes, timings)
+        return function(**kwargs)
     finally:
-        if threading.current_thread().name.startswith("thalamus-recall"):
-            connection.close_if_unusable_or_obsolete()
+        connection.close_if_unusable_or_obsolete()
+
+
+def _search_when_embedded(*, embedded: Future, step: PlanStep, **search) -> list[MemoryHit]:
+    vectors, _ = embedded.result()
+    return memory_search(
+        text=step.search_text,
+        vector=vectors.get(step.search_text),
+        limit=step.limit,
+        kinds=step.types,
+        **search,
+    )
 
 
 def memory_context_for_turn(
@@ -639,14 +614,22 @@ def memory_context_for_turn(
     weights = Weights.from_config(config)
     embedder = get_embedder(timeout=EMBED_TIMEOUT_SECONDS, config=config)
     own_step = default_plan_steps(text, limit)[0]
-    recall_own = partial(
-        _recall_own, embedder=embedder, user_id=user.pk, step=own_step, text=text, weights=weights
-    )
-    # The user's own message is always searched: embed it, search with it and, if nothing it
-    # finds is familiar, fetch the episodes, all in a pool thread while this one reads the plan
-    # and the graph. Inside the caller's transaction everything runs here, on its connection,
-    # so the search sees what the transaction wrote.
-    own = None if connection.in_atomic_block else _EMBED_POOL.submit(recall_own)
+    own_query = own_step.search_text
+    # The user's own message is always searched: it is embedded and searched on pool threads
+    # while this one reads the plan and the graph. Inside the caller's transaction everything
+    # runs here, on its connection, so the search sees what the transaction wrote.
+    parallel = not connection.in_atomic_block
+    embedded = _EMBED_POOL.submit(_embed_queries, embedder, [own_query])
+    own_search = None
+    if parallel:
+        own_search = _SEARCH_POOL.submit(
+            _in_pool,
+            _search_when_embedded,
+            embedded=embedded,
+            step=own_step,
+            user_id=user.pk,
+            weights=weights,
+        )
     mark = time.perf_counter()
     stored_steps, triples = plan_and_knowledge(
         user_id=user.pk, conversation_id=conversation.pk if conversation else None
@@ -659,14 +642,33 @@ def memory_context_for_turn(
     )
     mark = lap("plan_and_graph", mark)
 
-    planned = [step for step in steps[1:] if step.search_text != own_step.search_text]
-    planned_hits: list[MemoryHit] = []
+    vectors, error = embedded.result()
+    own_vector = vectors.get(own_query)
+    mark = lap("embed", mark)
+    # Episodes are searched beside the memories, but waited for only if the router asks for
+    # them: a familiar turn never waits on them.
+    early_episodes = None
+    if parallel:
+        early_episodes = _SEARCH_POOL.submit(
+            _in_pool,
+            episode_search,
+            user_id=user.pk,
+            text=text,
+            vector=own_vector,
+            limit=EPISODES_PER_TURN,
+            weights=weights,
+        )
+
+    planned = [step for step in steps[1:] if step.search_text != own_query]
+    found: list[MemoryHit] = []
     if planned:
         planned_vectors, planned_error = _embed_queries(
             embedder, list(dict.fromkeys(step.search_text for step in planned))
         )
+        vectors.update(planned_vectors)
+        error = error or planned_error
         for step in planned:
-            planned_hits += memory_search(
+            found += memory_search(
                 user_id=user.pk,
                 text=step.search_text,
                 vector=planned_vectors.get(step.search_text),
@@ -675,15 +677,19 @@ def memory_context_for_turn(
                 weights=weights,
             )
         mark = lap("plan_steps", mark)
+    if error:
+        trace["embedding_error"] = error
 
-    recalled = own.result() if own is not None else recall_own()
-    timings.update(recalled.timings)
-    mark = lap("own_recall_wait", mark)
-    if recalled.embedding_error or (planned and planned_error):
-        trace["embedding_error"] = recalled.embedding_error or planned_error
+    if own_search is not None:
+        found += own_search.result()
+    else:
+        found += _search_when_embedded(
+            embedded=embedded, step=own_step, user_id=user.pk, weights=weights
+        )
+    mark = lap("memories", mark)
 
     hits: dict[int, MemoryHit] = {}
-    for hit in [*recalled.hits, *planned_hits]:
+    for hit in found:
         if hit.id not in hits or hits[hit.id].score < hit.score:
             hits[hit.id] = hit
     memories = sorted(hits.values(), key=lambda hit: hit.score, reverse=True)[:limit]
@@ -691,16 +697,17 @@ def memory_context_for_turn(
     route = route_turn(text=text, best_memory_score=memories[0].score if memories else None)
     episodes: list[EpisodeHit] = []
     if route.name == Route.RECOLLECTION:
-        episodes = recalled.episodes
-        if episodes is None:  # a recall cue past the first 1000 characters of the message
+        if early_episodes is not None:
+            episodes = early_episodes.result()
+        else:
             episodes = episode_search(
                 user_id=user.pk,
                 text=text,
-                vector=recalled.vector,
+                vector=own_vector,
                 limit=EPISODES_PER_TURN,
                 weights=weights,
             )
-            mark = lap("episodes", mark)
+        mark = lap("episodes", mark)
 
     language = config.renderer_language
     prompt_block, kept_memories, kept_episodes = assemble_prompt_block(
@@ -721,7 +728,7 @@ def memory_context_for_turn(
                 "source": plan_source,
                 "steps": [step.model_dump(mode="json") for step in steps],
             },
-            "vector_search": recalled.vector is not None,
+            "vector_search": bool(vectors),
             "memories": [hit.as_trace() for hit in kept_memories],
             "episodes": [hit.as_trace() for hit in kept_episodes],
             "dropped_for_budget": (len(memories) - len(kept_memories))
