@@ -244,10 +244,6 @@ def _final_state(
     conversation: Conversation, reply_id: int, saved: Message | None
 ) -> tuple[Message | None, Message | None]:
     """The reply as saved, and whichever reply of the conversation is still open."""
-    if saved is not None and not saved.is_open:
-        # Just finished; a conversation streams one reply at a time (message_send refuses a
-        # second), so nothing else is open.
-        return saved, None
     reply = saved or Message.objects.filter(pk=reply_id).first()
     if reply is None:
         return None, None
@@ -272,6 +268,8 @@ async def _push_final(
     if opened is not None:
         await asyncio.gather(opened, return_exceptions=True)
     if saved is not None and not saved.is_open:
+        # Just finished; a conversation streams one reply at a time (message_send and
+        # message_retry refuse a second), so no other reply is open.
         reply, still_open = saved, None
     else:
         reply, still_open = await database_sync_to_async(_final_state, thread_sensitive=False)(

@@ -564,9 +564,9 @@ def _embed_queries(embedder: Embedder, texts: list[str]) -> tuple[dict[str, list
 
 
 # While the calling thread reads the plan and the graph, a turn embeds its message on the first
-# pool (HTTP only) and searches with it on the second, which also runs the episode search when
-# the message might need it. The second pool's threads keep a database connection each, like
-# request threads, recycled by age. Searches wait on embeddings, never the other way round.
+# pool (HTTP only) and searches with it on the second, which runs the episode search beside it.
+# The second pool's threads keep a database connection each, like request threads, recycled by
+# age. Searches wait on embeddings, never the other way round, so neither pool can deadlock.
 _EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thalamus-embed")
 _SEARCH_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="thalamus-recall")
 
@@ -642,7 +642,8 @@ def memory_context_for_turn(
     )
     mark = lap("plan_and_graph", mark)
 
-    vectors, error = embedded.result()
+    own_vectors, error = embedded.result()
+    vectors = dict(own_vectors)  # the search thread reads its own copy
     own_vector = vectors.get(own_query)
     mark = lap("embed", mark)
     # Episodes are searched beside the memories, but waited for only if the router asks for
