@@ -25,8 +25,9 @@ from apps.core.selectors import runtime_config
 
 logger = logging.getLogger(__name__)
 
-# Replies being generated in this process, so a Stop from any page can cancel them.
-RUNNING: dict[int, asyncio.Task] = {}
+# Replies being generated in this process, by id, with their conversation's id, so a Stop from
+# any page showing that conversation can cancel them.
+RUNNING: dict[int, tuple[int, asyncio.Task]] = {}
 FLUSH_SECONDS = 0.03
 
 
@@ -67,10 +68,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if action == "send":
             await self._send_message(str(data.get("content", "")))
         elif action == "stop":
-            await self.channel_layer.group_send(
-                broadcasts.conversation_group(self.conversation.pk),
-                {"type": "chat.cancel", "message_id": _int(data.get("message_id"))},
-            )
+            message_id = _int(data.get("message_id"))
+            # Straight to the generation when it runs in this process; other processes hear it
+            # through the conversation's group.
+            if not _cancel(message_id, self.conversation.pk):
+                await self.channel_layer.group_send(
+                    broadcasts.conversation_group(self.conversation.pk),
+                    {"type": "chat.cancel", "message_id": message_id},
+                )
         elif action == "retry":
             await self._retry(_int(data.get("message_id")))
 
@@ -139,9 +144,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=event["html"])
 
     async def chat_cancel(self, event):
-        task = RUNNING.get(event.get("message_id"))
-        if task is not None:
-            task.cancel()
+        _cancel(event.get("message_id"), self.conversation.pk)
+
+
+def _cancel(message_id: int | None, conversation_id: int) -> bool:
+    """Cancel a reply generated here, if it belongs to the conversation; True if it did."""
+    running = RUNNING.get(message_id)
+    if running is None or running[0] != conversation_id:
+        return False
+    running[1].cancel()
+    return True
 
 
 def _int(value) -> int | None:
@@ -175,7 +187,7 @@ def start_reply(
     task = asyncio.create_task(
         stream_reply(conversation, reply_id, turn, sender=sender, opening=opening)
     )
-    RUNNING[reply_id] = task
+    RUNNING[reply_id] = (conversation.pk, task)
     task.add_done_callback(lambda _: RUNNING.pop(reply_id, None))
     return task
 

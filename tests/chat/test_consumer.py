@@ -176,6 +176,25 @@ async def test_another_user_never_receives_the_stream(user, other_user, llm_stub
     await communicator.disconnect()
 
 
+async def test_a_stop_from_another_users_socket_never_cancels_my_answer(user, other_user, llm_stub):
+    mine = await sync_to_async(Conversation.objects.create)(owner=user)
+    theirs = await sync_to_async(Conversation.objects.create)(owner=other_user)
+    llm_stub.script({"content": "tick " * 40, "tps": 40})
+    communicator = await _connect(user, mine.pk)
+    attacker = await _connect(other_user, theirs.pk)
+    await _send(communicator, content="go on")
+    await _receive_until(communicator, "tick tick")
+    reply = await Message.objects.aget(role="assistant")
+
+    await _send(attacker, action="stop", message_id=reply.pk)  # my reply's id, their socket
+
+    await _receive_until(communicator, "msg-assistant complete")
+    await reply.arefresh_from_db()
+    assert reply.status == "complete" and reply.content.count("tick") == 40
+    await attacker.disconnect()
+    await communicator.disconnect()
+
+
 async def test_the_reply_trace_shows_the_memories_used(user, conversation, llm_stub):
     from apps.memory import services as memory_services
 
