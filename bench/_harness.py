@@ -61,6 +61,16 @@ def summary(values_ms: list[float]) -> str:
     )
 
 
+def create_database(url: str, name: str) -> None:
+    """Create database `name` on the server of `url` unless it exists."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+        if not exists.fetchone():
+            connection.execute(f"CREATE DATABASE {name}")
+
+
 def cpu_times() -> list[int]:
     """The machine's CPU time counters (user, nice, system, idle, iowait, irq, softirq, steal)."""
     with open("/proc/stat") as stat:

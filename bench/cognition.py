@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from bench._harness import ROOT
+from bench._harness import ROOT, create_database
 from bench.retrieval import VOCABULARY, percentile, timed
 
 BENCH_DATABASE = "thalamus_bench_cognition"
@@ -70,14 +70,7 @@ def setup_django(dim: int) -> None:
         sys.exit("bench.cognition runs on the embedded PostgreSQL only; unset DATABASE_URL.")
     embedded.acquire()
     base = embedded.database_url()
-    import psycopg
-
-    with psycopg.connect(base, autocommit=True) as connection:
-        exists = connection.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]
-        ).fetchone()
-        if not exists:
-            connection.execute(f"CREATE DATABASE {BENCH_DATABASE}")
+    create_database(base, BENCH_DATABASE)
     os.environ["DATABASE_URL"] = base.replace(f"/{embedded.PG_DATABASE}?", f"/{BENCH_DATABASE}?")
     import logging
 

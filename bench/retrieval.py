@@ -20,6 +20,8 @@ import sys
 import time
 from datetime import timedelta
 
+from bench._harness import create_database
+
 BENCH_DATABASE = "thalamus_bench_retrieval"
 _VOCABULARY_TEXT = """
     coffee tea garden music jazz piano guitar running cycling hiking travel rome milan paris
@@ -46,7 +48,7 @@ def setup_django(dim: int) -> None:
     """Start the embedded servers, then point Django at the benchmark's own database."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
     os.environ["THALAMUS_EMBED_DIM"] = str(dim)
-    # Its own queue: the mark-accessed tasks a turn enqueues must not reach a real worker.
+    # Its own queue: nothing the selectors enqueue may reach a real worker.
     os.environ["THALAMUS_INSTANCE"] = "bench-retrieval"
     from apps.core import embedded
 
@@ -55,7 +57,7 @@ def setup_django(dim: int) -> None:
         sys.exit("bench.retrieval runs on the embedded PostgreSQL only; unset DATABASE_URL.")
     embedded.acquire()
     base = embedded.database_url()
-    _create_database(base)
+    create_database(base, BENCH_DATABASE)
     os.environ["DATABASE_URL"] = base.replace(f"/{embedded.PG_DATABASE}?", f"/{BENCH_DATABASE}?")
     import logging
 
@@ -67,17 +69,6 @@ def setup_django(dim: int) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-
-
-def _create_database(url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as connection:
-        exists = connection.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [BENCH_DATABASE]
-        ).fetchone()
-        if not exists:
-            connection.execute(f"CREATE DATABASE {BENCH_DATABASE}")
 
 
 def timed(label: str):

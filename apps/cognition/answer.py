@@ -59,12 +59,14 @@ class MemoryForTurn:
     config: RuntimeConfig
 
 
-def memory_for_turn(*, user, conversation, text: str) -> MemoryForTurn:
+def memory_for_turn(
+    *, user, conversation, text: str, config: RuntimeConfig | None = None
+) -> MemoryForTurn:
     """What the memory knows for this turn; callers may run it while the message is saved."""
     from apps.memory.selectors import memory_context_for_turn
 
     started = time.perf_counter()
-    config = runtime_config()
+    config = config or runtime_config()
     context = memory_context_for_turn(
         user=user, conversation=conversation, text=text, config=config
     )
@@ -123,15 +125,18 @@ def turn_history(*, reply: Message, config: RuntimeConfig | None = None) -> list
     return history_before(message=reply, limit=(config or runtime_config()).short_term_window)
 
 
-def prepare_turn(*, reply: Message, memory: MemoryForTurn | None = None) -> PreparedTurn:
-    history = turn_history(reply=reply)
-    if memory is None:
-        conversation = reply.conversation
-        memory = memory_for_turn(
-            user=conversation.owner,
-            conversation=conversation,
-            text=history[-1].content if history else "",
-        )
+def prepare_turn(*, reply_id: int) -> PreparedTurn:
+    """The request for a saved reply with everything read here, in turn (Retry, the API)."""
+    reply = Message.objects.select_related("conversation__owner").get(pk=reply_id)
+    conversation = reply.conversation
+    config = runtime_config()
+    history = turn_history(reply=reply, config=config)
+    memory = memory_for_turn(
+        user=conversation.owner,
+        conversation=conversation,
+        text=history[-1].content if history else "",
+        config=config,
+    )
     return build_turn(reply=reply, history=history, memory=memory)
 
 
@@ -179,11 +184,6 @@ def _failure_sentence(exc: Exception, *, base_url: str, streamed: bool) -> str:
     return "The language model sent something Thalamus could not read."
 
 
-def _prepare_reply(reply_id: int) -> PreparedTurn:
-    reply = Message.objects.select_related("conversation__owner").get(pk=reply_id)
-    return prepare_turn(reply=reply)
-
-
 def _finish(*, turn: PreparedTurn, **outcome) -> Message:
     from apps.memory.selectors import mark_memories_used
 
@@ -211,7 +211,7 @@ async def answer_reply(
     started = time.perf_counter()
     if turn is None:
         # Not thread-sensitive, so concurrent turns do not queue behind each other on one thread.
-        turn = database_sync_to_async(_prepare_reply, thread_sensitive=False)(reply_id)
+        turn = database_sync_to_async(prepare_turn, thread_sensitive=False)(reply_id=reply_id)
     turn = await turn
     # Marking the reply as streaming is not needed for the request: it runs while the LLM
     # thinks about its first token, and is awaited before the outcome is saved.
