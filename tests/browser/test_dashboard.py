@@ -129,7 +129,8 @@ def test_staff_switch_to_another_users_mind_and_filter_the_stream(
     page.locator("#mind-stream > li:visible summary").click()
     assert page.locator("#mind-stream > li:visible .stream-payload").is_visible()
 
-    page.wait_for_timeout(500)  # the single node settles in the middle of the fitted view
+    # Once the layout reports it has settled, the view is fitted: the single node is its middle.
+    page.locator("#graph-status[data-settled='true']").wait_for()
     box = page.locator("#graph canvas").bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.locator("#node-detail .node-text", has_text="Alice keeps bees").wait_for()

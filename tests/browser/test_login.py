@@ -18,6 +18,7 @@ def test_a_user_logs_in_sees_home_and_logs_out(page, asgi_server, user):
     page.click("button[type=submit]")
     page.wait_for_selector("header.topbar")
     assert page.locator(".username").inner_text() == "alice"
+    page.wait_for_load_state("domcontentloaded")  # deferred scripts have run by then
     assert page.evaluate("typeof window.htmx") == "object"
 
     page.click("text=Log out")
