@@ -5,7 +5,7 @@ import json
 import openai
 from django.conf import settings
 from django.contrib import admin, messages
-from django.db import transaction
+from django.db import models, transaction
 from django.utils.html import format_html
 
 from apps.cognition.prompts import (
@@ -34,6 +34,8 @@ def endpoint_problem(base_url: str) -> str | None:
 
 @admin.register(RuntimeConfig)
 class RuntimeConfigAdmin(admin.ModelAdmin):
+    # A local LLM server speaks plain HTTP: "localhost:11434/v1" means http://, not https://.
+    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
     fieldsets = [
         (
             "LLM",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 import pytest
 from django.urls import reverse
@@ -164,3 +165,15 @@ def test_a_worker_uses_the_admins_new_model_and_prompt_from_its_next_task(
     assert sent["messages"][0]["content"].startswith("ADMIN TITLE PROMPT")
     conversation.refresh_from_db()
     assert conversation.title == "Beekeeping"
+
+
+def test_an_endpoint_typed_without_a_scheme_is_taken_as_plain_http(admin_client, llm_stub):
+    from django.utils.deprecation import RemovedInDjango60Warning
+
+    typed = llm_stub.url.removeprefix("http://")
+    # Said explicitly, not left to Django's default, which becomes https in Django 6.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        admin_client.post(reverse("admin:core_runtimeconfig_add"), _config_form(llm_base_url=typed))
+    assert RuntimeConfig.objects.get().llm_base_url == f"http://{typed}"
+    assert not [w for w in caught if issubclass(w.category, RemovedInDjango60Warning)]
