@@ -5,7 +5,12 @@ measures beyond the stub's own time is Thalamus's overhead:
   added TTFT   = first streamed text seen by the websocket client − the stub's TTFT
   own cost     = turn wall time (send → final fragment) − the stub's TTFT − streaming time
 
-Run: .venv/bin/python -m bench.turn_overhead [--turns 200] [--users 20]
+A user waits --think seconds (0.5) after an answer before sending the next message, as a person
+reading it would; by then the previous turn's background work (reflection, episode summaries on
+the Celery worker, against the same stub) has mostly finished. --think 0 sends turns back to back,
+each meeting the previous one's background work on the same two cores.
+
+Run: .venv/bin/python -m bench.turn_overhead [--turns 200] [--users 20] [--think 0.5]
 """
 
 from __future__ import annotations
@@ -35,7 +40,6 @@ from bench._harness import (
 
 STUB_TTFT = 0.05
 STUB_TPS = 400.0
-REPLY_TOKENS = 40
 
 
 def _setup_users(data_dir: Path, count: int) -> list[tuple[str, int]]:
@@ -71,12 +75,16 @@ def _setup_users(data_dir: Path, count: int) -> list[tuple[str, int]]:
     return result
 
 
-async def _user_turns(port: int, session_key: str, conversation_id: int, turns: int) -> list:
+async def _user_turns(
+    port: int, session_key: str, conversation_id: int, turns: int, think: float
+) -> list:
     timings = []
     uri = f"ws://127.0.0.1:{port}/ws/c/{conversation_id}/"
     headers = {"Cookie": f"sessionid={session_key}", "Origin": f"http://127.0.0.1:{port}"}
     async with websockets.connect(uri, additional_headers=headers, max_size=None) as ws:
         for turn in range(turns):
+            if turn:
+                await asyncio.sleep(think)  # reading the answer before typing the next message
             sent = time.perf_counter()
             await ws.send(json.dumps({"action": "send", "content": f"turn {turn} hello"}))
             first = None
@@ -93,9 +101,11 @@ async def _user_turns(port: int, session_key: str, conversation_id: int, turns: 
     return timings
 
 
-def _report(label: str, timings: list, stub_ttfts: list[float] | None = None) -> list[str]:
+def _report(
+    label: str, timings: list, reply_tokens: int, stub_ttfts: list[float] | None = None
+) -> list[str]:
     """Figures against the stub's nominal TTFT and, paired turn by turn, its measured one."""
-    streaming = REPLY_TOKENS / STUB_TPS
+    streaming = reply_tokens / STUB_TPS
     added_ttft = [(first - sent - STUB_TTFT) * 1000 for sent, first, _ in timings]
     own_cost = [(done - sent - STUB_TTFT - streaming) * 1000 for sent, _, done in timings]
     lines = [
@@ -155,12 +165,19 @@ def _server_side(label: str) -> None:
 
 
 async def _run(
-    port: int, users: list[tuple[str, int]], turns: int, concurrent: int, stub_control
+    port: int,
+    users: list[tuple[str, int]],
+    turns: int,
+    concurrent: int,
+    think: float,
+    reply_tokens: int,
+    stub_control,
 ) -> None:
     from asgiref.sync import sync_to_async
 
+    print(f"think time between a user's turns: {think * 1000:.0f} ms", flush=True)
     before = cpu_times()
-    single = await _user_turns(port, *users[0], turns=turns)
+    single = await _user_turns(port, *users[0], turns=turns, think=think)
     print(f"1 user: CPU steal during the run {steal_share(before, cpu_times()):.0%}", flush=True)
     stub_control.send("first-token-times")
     stub_ttfts = stub_control.recv()
@@ -168,24 +185,26 @@ async def _run(
         print(f"(the stub streamed {len(stub_ttfts)} replies for {len(single)} turns)")
         stub_ttfts = None
     # The first turns warm the connection pools.
-    _report("1 user", single[5:], stub_ttfts[5:] if stub_ttfts else None)
+    _report("1 user", single[5:], reply_tokens, stub_ttfts[5:] if stub_ttfts else None)
     await sync_to_async(_server_side)("1 user")
     if not concurrent:
         return
     per_user = max(1, turns // concurrent)
     before = cpu_times()
     results = await asyncio.gather(
-        *(_user_turns(port, *users[1 + i], turns=per_user) for i in range(concurrent))
+        *(_user_turns(port, *users[1 + i], turns=per_user, think=think) for i in range(concurrent))
     )
     steal = steal_share(before, cpu_times())
     print(f"{concurrent} concurrent users: CPU steal during the run {steal:.0%}", flush=True)
-    _report(f"{concurrent} concurrent users", [t for user in results for t in user[1:]])
+    _report(
+        f"{concurrent} concurrent users", [t for user in results for t in user[1:]], reply_tokens
+    )
     await sync_to_async(_server_side)(f"{concurrent} concurrent users")
 
 
-def _serve_stub(replies: int, control) -> None:
+def _serve_stub(replies: int, reply_tokens: int, control) -> None:
     """The stub in a process of its own, so the clients' event loop never holds up its replies."""
-    reply = " ".join(["word"] * REPLY_TOKENS)
+    reply = " ".join(["word"] * reply_tokens)
     with StubServer(port=0) as stub:
         stub.set_defaults(ttft=STUB_TTFT, tps=STUB_TPS)
         for _ in range(replies):
@@ -201,10 +220,25 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=205)
     parser.add_argument("--users", type=int, default=20)
+    parser.add_argument(
+        "--reply-tokens",
+        type=int,
+        default=40,
+        help="tokens per answer (40); long answers show what streaming them costs",
+    )
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.5,
+        help="seconds a user waits after an answer before the next message (0: back to back, "
+        "when each turn also meets the previous one's background reflection)",
+    )
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
     control, stub_end = context.Pipe()
-    stub = context.Process(target=_serve_stub, args=(args.turns * 3, stub_end), daemon=True)
+    stub = context.Process(
+        target=_serve_stub, args=(args.turns * 3, args.reply_tokens, stub_end), daemon=True
+    )
     stub.start()
     stub_url = control.recv()
     with tempfile.TemporaryDirectory(prefix="thalamus-turn-") as tmp:
@@ -214,7 +248,9 @@ def main() -> None:
         try:
             wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
             users = _setup_users(data_dir, args.users + 1)
-            asyncio.run(_run(port, users, args.turns, args.users, control))
+            asyncio.run(
+                _run(port, users, args.turns, args.users, args.think, args.reply_tokens, control)
+            )
         finally:
             stop_up(process)
             control.send("stop")
