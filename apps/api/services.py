@@ -17,7 +17,7 @@ def api_turn_start(*, user, conversation: Conversation | None, content: str) -> 
     if conversation is None:
         conversation = conversation_create(user=user)
     try:
-        _, reply = message_send(conversation=conversation, content=content)
+        reply = message_send(conversation=conversation, content=content).reply
     except ChatError as exc:
         if open_reply(conversation=conversation) is not None:
             raise ConversationBusy(str(exc)) from exc

@@ -37,9 +37,13 @@ def render_source(message_id: int, text: str) -> str:
     return f'<textarea hidden class="md-src" id="msg-{message_id}-src">{escape(text)}</textarea>'
 
 
-def render_composer(conversation: Conversation, open_reply: Message | None) -> str:
+def render_composer(
+    conversation: Conversation, open_reply: Message | None, *, max_chars: int | None
+) -> str:
+    """The message box; `max_chars` is the configured size limit, for its `maxlength`."""
     return render_to_string(
-        "chat/_composer.html", {"conversation": conversation, "open_reply": open_reply}
+        "chat/_composer.html",
+        {"conversation": conversation, "open_reply": open_reply, "max_chars": max_chars},
     )
 
 

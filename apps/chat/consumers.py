@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
@@ -19,7 +20,6 @@ from apps.cognition.answer import (
     answer_reply,
     build_turn,
     memory_for_turn,
-    turn_history,
 )
 from apps.core.selectors import runtime_config
 
@@ -29,10 +29,22 @@ logger = logging.getLogger(__name__)
 # any page showing that conversation can cancel them.
 RUNNING: dict[int, tuple[int, asyncio.Task]] = {}
 FLUSH_SECONDS = 0.03
+# Pages show the new messages once the answer is requested, so rendering them never delays the
+# request; a turn still preparing after this long (a slow embedding server) shows them anyway.
+OPENING_LATEST_SECONDS = 0.05
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
     closed = False
+
+    async def dispatch(self, message):
+        # Channels closes stale database connections on the shared sync thread before every
+        # message, a thread hop each time, even for a fragment this socket skips. Every database
+        # call here goes through database_sync_to_async, which does that in its own thread.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def connect(self):
         user = self.scope["user"]
@@ -40,7 +52,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
-        self.conversation = await database_sync_to_async(conversation_for_user)(
+        self.conversation, self.max_chars = await database_sync_to_async(_open_conversation)(
             user=user, pk=conversation_id
         )
         if self.conversation is None:
@@ -76,6 +88,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     broadcasts.conversation_group(self.conversation.pk),
                     {"type": "chat.cancel", "message_id": message_id},
                 )
+                await self._fail_if_orphaned(message_id)
         elif action == "retry":
             await self._retry(_int(data.get("message_id")))
 
@@ -88,7 +101,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
         )
         try:
-            user_message, reply, history = await database_sync_to_async(
+            user_message, reply, history, config = await database_sync_to_async(
                 _save_message, thread_sensitive=False
             )(conversation=self.conversation, content=content)
         except services.ChatError as exc:
@@ -96,22 +109,28 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
         conversation = self.conversation
+        self.max_chars = max_chars = config.max_message_chars
 
         def opening() -> str:
             return (
                 broadcasts.render_new_messages([user_message, reply])
-                + broadcasts.render_composer(conversation, reply)
+                + broadcasts.render_composer(conversation, reply, max_chars=max_chars)
                 + broadcasts.render_error("")
             )
 
         start_reply(
-            conversation, reply.pk, _turn(reply, history, memory), sender=self, opening=opening
+            conversation,
+            reply.pk,
+            _turn(reply, history, memory),
+            max_chars=max_chars,
+            sender=self,
+            opening=opening,
         )
 
     async def _retry(self, message_id: int | None) -> None:
-        message = await Message.objects.filter(
-            pk=message_id, conversation=self.conversation
-        ).afirst()
+        message = await database_sync_to_async(
+            Message.objects.filter(pk=message_id, conversation=self.conversation).first
+        )()
         if message is None:
             return
         try:
@@ -122,10 +141,23 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await broadcasts.push(
             broadcasts.conversation_group(self.conversation.pk),
             broadcasts.render_message(message)
-            + broadcasts.render_composer(self.conversation, message),
+            + broadcasts.render_composer(self.conversation, message, max_chars=self.max_chars),
             sender=self,
         )
-        start_reply(self.conversation, message.pk, sender=self)
+        start_reply(self.conversation, message.pk, max_chars=self.max_chars, sender=self)
+
+    async def _fail_if_orphaned(self, message_id: int | None) -> None:
+        """A Stop for a reply no process is generating (it died) fails it, and shows Retry."""
+        reply = await database_sync_to_async(_fail_if_orphaned, thread_sensitive=False)(
+            message_id=message_id, conversation=self.conversation
+        )
+        if reply is not None:
+            await broadcasts.push(
+                broadcasts.conversation_group(self.conversation.pk),
+                broadcasts.render_message(reply)
+                + broadcasts.render_composer(self.conversation, None, max_chars=self.max_chars),
+                sender=self,
+            )
 
     async def send_direct(self, html: str) -> bool:
         """Send a fragment straight to this socket; False once it is closed."""
@@ -163,13 +195,31 @@ def _int(value) -> int | None:
         return None
 
 
+def _fail_if_orphaned(*, message_id: int | None, conversation: Conversation) -> Message | None:
+    reply = open_reply(conversation=conversation)
+    if reply is None or reply.pk != message_id:
+        return None
+    if not services.message_fail_if_orphaned(reply_id=reply.pk, created_at=reply.created_at):
+        return None
+    reply.refresh_from_db()
+    return reply
+
+
+def _open_conversation(*, user, pk: int) -> tuple[Conversation | None, int]:
+    """The user's conversation (None if it is not theirs) and the message size limit."""
+    return conversation_for_user(user=user, pk=pk), runtime_config().max_message_chars
+
+
 def _save_message(*, conversation: Conversation, content: str):
     """Save the message and its pending reply, and read the history the reply answers."""
     config = runtime_config()
-    user_message, reply = services.message_send(
-        conversation=conversation, content=content, config=config
+    sent = services.message_send(
+        conversation=conversation,
+        content=content,
+        config=config,
+        history=config.short_term_window,
     )
-    return user_message, reply, turn_history(reply=reply, config=config)
+    return sent.question, sent.reply, sent.history, config
 
 
 async def _turn(reply: Message, history: list[Message], memory: asyncio.Future) -> PreparedTurn:
@@ -181,11 +231,14 @@ def start_reply(
     reply_id: int,
     turn: Awaitable[PreparedTurn] | None = None,
     *,
+    max_chars: int | None,
     sender: ChatConsumer | None = None,
     opening: Callable[[], str] | None = None,
 ) -> asyncio.Task:
     task = asyncio.create_task(
-        stream_reply(conversation, reply_id, turn, sender=sender, opening=opening)
+        stream_reply(
+            conversation, reply_id, turn, max_chars=max_chars, sender=sender, opening=opening
+        )
     )
     RUNNING[reply_id] = (conversation.pk, task)
     task.add_done_callback(lambda _: RUNNING.pop(reply_id, None))
@@ -197,6 +250,7 @@ async def stream_reply(
     reply_id: int,
     turn: Awaitable[PreparedTurn] | None = None,
     *,
+    max_chars: int | None,
     sender: ChatConsumer | None = None,
     opening: Callable[[], str] | None = None,
 ) -> None:
@@ -205,7 +259,9 @@ async def stream_reply(
     The page that asked gets each fragment straight from `sender`, without the channel layer's
     round trip; every other page showing the conversation gets it through the group. `opening`
     renders what pages show before the first token (the new messages); it is rendered and pushed
-    while the LLM thinks, and always before any text of the answer.
+    while the LLM thinks (or after OPENING_LATEST_SECONDS of preparing the turn, whichever comes
+    first), and always before any text of the answer. `max_chars` is the message size limit,
+    for the composer pushed at the end.
     """
     group = broadcasts.conversation_group(conversation.pk)
     opened: asyncio.Future | None = None
@@ -225,6 +281,7 @@ async def stream_reply(
     saved: list[Message] = []
     text = ""
     last_flush = 0.0
+    opening_timer = asyncio.get_running_loop().call_later(OPENING_LATEST_SECONDS, open_pages)
     try:
         # aclosing: a Stop that lands while pushing still closes the generator, which then
         # saves the partial answer as cancelled.
@@ -247,8 +304,16 @@ async def stream_reply(
     except Exception:
         logger.exception("reply %s failed unexpectedly", reply_id)
     finally:
+        opening_timer.cancel()
         await asyncio.shield(
-            _push_final(conversation, reply_id, sender, open_pages(), saved[0] if saved else None)
+            _push_final(
+                conversation,
+                reply_id,
+                max_chars=max_chars,
+                sender=sender,
+                opened=open_pages(),
+                saved=saved[0] if saved else None,
+            )
         )
 
 
@@ -273,6 +338,8 @@ def _final_state(
 async def _push_final(
     conversation: Conversation,
     reply_id: int,
+    *,
+    max_chars: int | None,
     sender: ChatConsumer | None = None,
     opened: asyncio.Future | None = None,
     saved: Message | None = None,
@@ -291,6 +358,7 @@ async def _push_final(
         return
     await broadcasts.push(
         broadcasts.conversation_group(conversation.pk),
-        broadcasts.render_message(reply) + broadcasts.render_composer(conversation, still_open),
+        broadcasts.render_message(reply)
+        + broadcasts.render_composer(conversation, still_open, max_chars=max_chars),
         sender=sender,
     )

@@ -73,10 +73,23 @@ class Message(models.Model):
             models.Index(fields=["conversation", "created_at"], name="msg_conv_time"),
             GinIndex(fields=["search"], name="msg_search"),
         ]
+        constraints = [
+            # One reply is generated at a time in a conversation; message_send and message_retry
+            # refuse a second, and this settles two that race.
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=models.Q(role="assistant", status__in=["pending", "streaming"]),
+                name="chat_one_open_reply",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:50]}"
 
     @property
     def is_open(self) -> bool:
-        return self.status in {self.Status.PENDING, self.Status.STREAMING}
+        return self.status in OPEN_STATUSES
+
+
+# A reply still being generated (as chat_one_open_reply and the send statement spell them).
+OPEN_STATUSES = [Message.Status.PENDING.value, Message.Status.STREAMING.value]

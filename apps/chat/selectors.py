@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-from datetime import datetime
-
 from django.contrib.postgres.search import SearchQuery
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from apps.chat.models import Conversation, Message
+from apps.chat.models import OPEN_STATUSES, Conversation, Message
 
 
 def conversations_for_user(*, user, query: str = "") -> QuerySet[Conversation]:
@@ -31,24 +29,11 @@ def open_reply(*, conversation: Conversation) -> Message | None:
     return (
         conversation.messages.filter(
             role=Message.Role.ASSISTANT,
-            status__in=[Message.Status.PENDING, Message.Status.STREAMING],
+            status__in=OPEN_STATUSES,
         )
         .order_by("-created_at")
         .first()
     )
-
-
-def turns_since(*, user_id: int, since: datetime) -> QuerySet[Message]:
-    """The messages the user sent since `since`, over all their conversations, newest first."""
-    # Sending a message bumps its conversation's updated_at, so only conversations updated since
-    # then can hold one: conv_owner_recent finds those few and msg_conv_time their new messages,
-    # however many conversations the user has.
-    return Message.objects.filter(
-        conversation__owner_id=user_id,
-        conversation__updated_at__gte=since,
-        role=Message.Role.USER,
-        created_at__gte=since,
-    ).order_by("-created_at")
 
 
 def history_before(*, message: Message, limit: int) -> list[Message]:

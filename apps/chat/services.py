@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from contextlib import contextmanager, nullcontext
+from datetime import datetime, timedelta
+from typing import NamedTuple, NoReturn
 
-from django.db import transaction
+from django.core.cache import cache
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.utils import timezone
 
-from apps.chat.models import Conversation, Message
-from apps.chat.selectors import turns_since
+from apps.chat.models import OPEN_STATUSES, Conversation, Message
+from apps.chat.selectors import open_reply
+from apps.core.db import fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
@@ -49,12 +53,79 @@ def conversation_delete(*, conversation: Conversation) -> None:
     conversation.delete()
 
 
-@transaction.atomic
+class SentTurn(NamedTuple):
+    question: Message
+    reply: Message
+    # What the reply answers, oldest first and ending with `question` (empty unless asked for).
+    history: list[Message]
+
+
+# A turn is saved by one statement: it checks that no reply of the conversation is still open
+# and that the user is within the rate limit, inserts the message and its pending reply, moves
+# the conversation to the top of the list and reads the history the reply answers. All its
+# parts see the database as the statement began; two sends racing in one conversation are
+# settled by the one_open_reply constraint, which fails the later statement as a whole.
+_SEND_SQL = """
+WITH open_reply AS (
+    SELECT id, created_at FROM chat_message
+    WHERE conversation_id = %(conversation)s AND role = 'assistant'
+      AND status IN ('pending', 'streaming')
+), limiting AS (
+    -- The limit-th newest turn of the user's last minute: until it is a minute old, one more
+    -- turn would be one too many. A send moves its conversation's updated_at, so only
+    -- conversations updated in that minute can hold one: conv_owner_recent finds those few and
+    -- msg_conv_time their new messages, however many conversations the user has.
+    SELECT m.created_at FROM chat_message m JOIN chat_conversation c ON c.id = m.conversation_id
+    WHERE %(limit)s > 0 AND c.owner_id = %(owner)s AND c.updated_at >= %(since)s
+      AND m.role = 'user' AND m.created_at >= %(since)s
+    ORDER BY m.created_at DESC OFFSET greatest(%(limit)s - 1, 0) LIMIT 1
+), allowed AS (
+    SELECT NOT EXISTS (SELECT FROM open_reply) AND NOT EXISTS (SELECT FROM limiting) AS ok
+), question AS (
+    INSERT INTO chat_message (conversation_id, role, content, status, model, error, trace,
+                              created_at)
+    SELECT %(conversation)s, 'user', %(content)s, 'complete', '', '', '{}', %(now)s
+    FROM allowed WHERE ok
+    RETURNING id
+), reply AS (
+    INSERT INTO chat_message (conversation_id, role, content, status, model, error, trace,
+                              created_at, reply_to_id)
+    SELECT %(conversation)s, 'assistant', '', 'pending', '', '', '{}', %(now)s, id FROM question
+    RETURNING id
+), touched AS (
+    UPDATE chat_conversation SET updated_at = %(now)s
+    WHERE id = %(conversation)s AND EXISTS (SELECT FROM reply)
+), earlier AS (
+    -- As history_before: the usable messages before the new one, newest first.
+    SELECT id, role, content, status, created_at FROM chat_message
+    WHERE conversation_id = %(conversation)s AND status <> 'failed' AND content <> ''
+    ORDER BY id DESC LIMIT %(earlier)s
+)
+SELECT (SELECT json_build_array(id, created_at) FROM open_reply LIMIT 1),
+       (SELECT created_at FROM limiting),
+       (SELECT id FROM question), (SELECT id FROM reply),
+       (SELECT coalesce(json_agg(json_build_array(id, role, content, status, created_at)
+                                 ORDER BY id), '[]') FROM earlier)
+"""
+_ONE_OPEN_REPLY = "chat_one_open_reply"
+_BUSY = "Wait for the current answer to finish, or stop it."
+
+
 def message_send(
-    *, conversation: Conversation, content: str, config: RuntimeConfig | None = None
-) -> tuple[Message, Message]:
-    """Save the user's message and an empty reply to fill, before any LLM call."""
-    content = content.strip()
+    *,
+    conversation: Conversation,
+    content: str,
+    config: RuntimeConfig | None = None,
+    history: int = 0,
+) -> SentTurn:
+    """Save the user's message and an empty reply to fill, before any LLM call.
+
+    With `history`, also read the last that many messages the reply answers (as
+    `turn_history` would), in the same statement.
+    """
+    # Browsers submit a form's newlines as CRLF but count them as one character for the box's
+    # maxlength; a message is stored with plain newlines.
+    content = content.replace("\r\n", "\n").strip()
     if not content:
         raise ChatError("Type a message first.")
     config = config or runtime_config()
@@ -63,42 +134,128 @@ def message_send(
             f"Your message is {len(content):,} characters long; "
             f"the limit is {config.max_message_chars:,}."
         )
-    # One statement takes the conversation's row lock (one send at a time per conversation) and
-    # moves it to the top of the list; a refusal below rolls it back.
-    Conversation.objects.filter(pk=conversation.pk).update(updated_at=timezone.now())
-    if _answer_streaming(conversation.pk):
-        raise ChatError("Wait for the current answer to finish, or stop it.")
-    if config.turns_per_minute:
-        _refuse_if_too_fast(user_id=conversation.owner_id, limit=config.turns_per_minute)
-    user_message = Message.objects.create(
-        conversation=conversation, role=Message.Role.USER, content=content
+    now = timezone.now()
+    params = {
+        "conversation": conversation.pk,
+        "owner": conversation.owner_id,
+        "content": content,
+        "now": now,
+        "since": now - TURN_RATE_WINDOW,
+        "limit": config.turns_per_minute,
+        "earlier": max(history - 1, 0),
+    }
+    busy, limiting, question_id, reply_id, earlier = _send_statement(params)
+    if busy:
+        # The open reply may be one a process that died left behind: then it goes, and the
+        # statement runs again.
+        busy_id, busy_since = json_value(busy)
+        if message_fail_if_orphaned(
+            reply_id=busy_id, created_at=datetime.fromisoformat(busy_since)
+        ):
+            busy, limiting, question_id, reply_id, earlier = _send_statement(params)
+        if busy:
+            raise ChatError(_BUSY)
+    if reply_id is None:
+        _refuse_as_too_fast(limiting=limiting, limit=config.turns_per_minute, now=now)
+    question = _saved(
+        id=question_id,
+        conversation=conversation,
+        role=Message.Role.USER,
+        content=content,
+        created_at=now,
     )
-    reply = Message.objects.create(
+    reply = _saved(
+        id=reply_id,
         conversation=conversation,
         role=Message.Role.ASSISTANT,
         status=Message.Status.PENDING,
-        reply_to=user_message,
+        reply_to_id=question_id,
+        created_at=now,
     )
-    return user_message, reply
+    previous = [
+        _saved(
+            id=pk,
+            conversation=conversation,
+            role=role,
+            content=text,
+            status=status,
+            created_at=datetime.fromisoformat(created),
+        )
+        for pk, role, text, status, created in json_value(earlier)
+    ]
+    reply_lease_renew(reply_id=reply.pk)
+    return SentTurn(question, reply, previous + [question] if history else [])
 
 
-def _answer_streaming(conversation_id: int) -> bool:
-    return Message.objects.filter(
-        conversation_id=conversation_id,
-        role=Message.Role.ASSISTANT,
-        status__in=[Message.Status.PENDING, Message.Status.STREAMING],
-    ).exists()
+@contextmanager
+def _busy_on_conflict():
+    """A reply opened by a racing send or retry, caught by the constraint, is refused as busy."""
+    try:
+        yield
+    except IntegrityError as exc:
+        if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", "") == _ONE_OPEN_REPLY:
+            raise ChatError(_BUSY) from exc
+        raise
 
 
-def _refuse_if_too_fast(*, user_id: int, limit: int) -> None:
-    now = timezone.now()
-    # The limit-th newest turn of the last minute, if any: until it is a minute old, one more
-    # turn would be one too many.
-    recent = turns_since(user_id=user_id, since=now - TURN_RATE_WINDOW)
-    limiting = list(recent.values_list("created_at", flat=True)[limit - 1 : limit])
-    if not limiting:
-        return
-    retry_after = max(1, math.ceil((limiting[0] + TURN_RATE_WINDOW - now).total_seconds()))
+def _send_statement(params: dict) -> tuple:
+    # The statement is a transaction of its own; inside the caller's, a savepoint keeps a
+    # refusal from spoiling it.
+    inside = transaction.atomic() if connection.in_atomic_block else nullcontext()
+    with _busy_on_conflict(), inside:
+        return fetch_hot(_SEND_SQL, params)[0]
+
+
+def _saved(**fields) -> Message:
+    """A Message for a row the send statement wrote or read, as if loaded from the database."""
+    message = Message(**fields)
+    message._state.adding = False
+    message._state.db = DEFAULT_DB_ALIAS
+    return message
+
+
+def live_open_reply(*, conversation: Conversation) -> Message | None:
+    """The reply being generated in the conversation; one a dead process left open is failed."""
+    reply = open_reply(conversation=conversation)
+    if reply is not None and message_fail_if_orphaned(
+        reply_id=reply.pk, created_at=reply.created_at
+    ):
+        return None
+    return reply
+
+
+def _close_if_open(reply_id: int, **fields) -> bool:
+    return bool(Message.objects.filter(pk=reply_id, status__in=OPEN_STATUSES).update(**fields))
+
+
+# While a reply is being generated, its process holds a lease on it in the shared cache, renewed
+# as it runs (answer_reply). An open reply without one was left behind by a process that died
+# (killed, crashed, the machine restarted) and would keep its conversation busy for good; the
+# next send, retry or look at the conversation fails it, and Retry can then regenerate it.
+REPLY_LEASE_SECONDS = 30
+# A reply is that old at least before it can be found orphaned: its lease is taken just after
+# the statement that saves it.
+ORPHAN_GRACE = timedelta(seconds=10)
+INTERRUPTED = "The answer was interrupted: Thalamus stopped while writing it."
+
+
+def _lease_key(reply_id: int) -> str:
+    return f"chat:reply-lease:{reply_id}"
+
+
+def reply_lease_renew(*, reply_id: int) -> None:
+    cache.set(_lease_key(reply_id), 1, REPLY_LEASE_SECONDS)
+
+
+def message_fail_if_orphaned(*, reply_id: int, created_at: datetime) -> bool:
+    """Fail an open reply that no process is generating; True if it did."""
+    if timezone.now() - created_at < ORPHAN_GRACE or cache.get(_lease_key(reply_id)):
+        return False
+    return _close_if_open(reply_id, status=Message.Status.FAILED, error=INTERRUPTED)
+
+
+def _refuse_as_too_fast(*, limiting: datetime, limit: int, now: datetime) -> NoReturn:
+    retry_after = max(1, math.ceil((limiting + TURN_RATE_WINDOW - now).total_seconds()))
     raise ChatRateLimited(
         f"You are sending messages too fast: at most {limit} per minute. "
         f"Try again in {retry_after} second{'' if retry_after == 1 else 's'}.",
@@ -115,16 +272,23 @@ def message_retry(*, message: Message) -> Message:
         raise ChatError("Only a failed or stopped answer can be retried.")
     # One reply streams at a time in a conversation, as for a new message.
     Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
-    if _answer_streaming(message.conversation_id):
-        raise ChatError("Wait for the current answer to finish, or stop it.")
+    if live_open_reply(conversation=message.conversation) is not None:
+        raise ChatError(_BUSY)
     message.content = ""
     message.error = ""
     message.status = Message.Status.PENDING
     message.trace = {}
     message.ttft_ms = message.latency_ms = None
     message.prompt_tokens = message.completion_tokens = None
-    message.save()
+    reply_lease_renew(reply_id=message.pk)
+    with _busy_on_conflict(), transaction.atomic():
+        message.save()
     return message
+
+
+def message_cancel_open(*, reply_id: int) -> None:
+    """A reply stopped before anything was generated: cancelled, with no text."""
+    _close_if_open(reply_id, status=Message.Status.CANCELLED)
 
 
 def message_start_streaming(*, message: Message, model: str, trace: dict) -> None:

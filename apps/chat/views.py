@@ -11,8 +11,8 @@ from django_htmx.http import HttpResponseClientRedirect
 from apps.chat import services
 from apps.chat.models import Conversation
 from apps.chat.selectors import conversation_for_user, conversations_for_user, messages_of
-from apps.chat.selectors import open_reply as open_reply_of
 from apps.cognition.answer import AnswerFailed, answer_reply
+from apps.core.selectors import runtime_config
 
 PAGE_SIZE = 30
 
@@ -39,6 +39,8 @@ def home(request):
 @require_GET
 def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
+    # A reply left open by a process that died is shown failed, with Retry.
+    open_reply = services.live_open_reply(conversation=conversation)
     return render(
         request,
         "chat/app.html",
@@ -46,7 +48,8 @@ def conversation_detail(request, pk: int):
             "page": _conversation_page(request),
             "conversation": conversation,
             "chat_messages": messages_of(conversation=conversation),
-            "open_reply": open_reply_of(conversation=conversation),
+            "open_reply": open_reply,
+            "max_chars": runtime_config().max_message_chars,
         },
     )
 
@@ -95,9 +98,9 @@ def message_send(request, pk: int):
     """The no-JavaScript way to chat: save, answer without streaming, show the page again."""
     conversation = _get_conversation_for_user(request, pk)
     try:
-        _, reply = services.message_send(
+        reply = services.message_send(
             conversation=conversation, content=request.POST.get("content", "")
-        )
+        ).reply
     except services.ChatError as exc:
         from django.contrib import messages
 

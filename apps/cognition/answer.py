@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import openai
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
@@ -212,7 +213,16 @@ async def answer_reply(
     if turn is None:
         # Not thread-sensitive, so concurrent turns do not queue behind each other on one thread.
         turn = database_sync_to_async(prepare_turn, thread_sensitive=False)(reply_id=reply_id)
-    turn = await turn
+    try:
+        turn = await turn
+    except asyncio.CancelledError:
+        # Stopped while the turn was prepared: nothing was asked of the LLM.
+        await asyncio.shield(
+            database_sync_to_async(chat_services.message_cancel_open, thread_sensitive=False)(
+                reply_id=reply_id
+            )
+        )
+        raise
     # Marking the reply as streaming is not needed for the request: it runs while the LLM
     # thinks about its first token, and is awaited before the outcome is saved.
     streaming = asyncio.ensure_future(
@@ -222,6 +232,7 @@ async def answer_reply(
             trace={**turn.trace, "timings_ms": dict(turn.trace["timings_ms"])},
         )
     )
+    lease = asyncio.ensure_future(_keep_lease(turn.reply.pk))
     parts: list[str] = []
     ttft_ms = None
     usage = None
@@ -263,6 +274,7 @@ async def answer_reply(
         outcome = Message.Status.CANCELLED
         raise
     finally:
+        lease.cancel()
         now = time.perf_counter()
         turn.trace["timings_ms"]["llm"] = round((now - llm_started) * 1000, 2)
         turn.trace["timings_ms"]["total"] = round((now - started) * 1000, 2)
@@ -283,6 +295,14 @@ async def answer_reply(
             on_saved(saved)
     if outcome == Message.Status.FAILED:
         raise AnswerFailed(error)
+
+
+async def _keep_lease(reply_id: int) -> None:
+    """Renew the reply's lease while it is generated, so no one takes it for orphaned."""
+    renew = sync_to_async(chat_services.reply_lease_renew, thread_sensitive=False)
+    while True:
+        await asyncio.sleep(chat_services.REPLY_LEASE_SECONDS / 3)
+        await renew(reply_id=reply_id)
 
 
 def generate_title(*, messages: list[Message]) -> str:

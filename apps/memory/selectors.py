@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -9,12 +8,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
-import psycopg
 from django.db import connection
 from django.db.models import Q, QuerySet
 from pydantic import ValidationError
 
 from apps.chat.models import Conversation
+from apps.core.db import fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.embedding import Embedder, EmbeddingError, get_embedder, vector_literal
@@ -292,19 +291,6 @@ SELECT id, kind, topic, description, is_global, created_at,
 """
 
 
-def _fetch_all(sql: str, params: dict) -> list[tuple]:
-    """Run a search with server-side parameters.
-
-    Django's cursors inline parameters into the SQL text; a search names its query vector four
-    times, so the server would parse four copies of a few thousand digits (about 1 ms a search
-    on our machine). Bound as a parameter, the vector travels and is parsed once.
-    """
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
 def memory_search_query(
     *,
     user_id: int,
@@ -367,7 +353,7 @@ def memory_search(
     # The connection runs HNSW scans iteratively (settings.HNSW_SESSION_OPTIONS): a filtered scan
     # otherwise stops after ef_search neighbours, most of them other users' rows, and returns
     # fewer than `limit` (see DESIGN.md, measured traps).
-    rows = _fetch_all(sql, params)
+    rows = fetch_hot(sql, params)
     return [
         MemoryHit(
             id=row[0],
@@ -429,7 +415,7 @@ def episode_search(
         "w_total": (w_vector + weights.text + weights.recency) or 1.0,
         "limit": limit,
     }
-    rows = _fetch_all(_EPISODE_SEARCH_SQL, params)
+    rows = fetch_hot(_EPISODE_SEARCH_SQL, params)
     return [
         EpisodeHit(
             id=row[0],
@@ -518,17 +504,11 @@ def plan_and_knowledge(
     *, user_id: int, conversation_id: int | None, limit: int = 200
 ) -> tuple[object, list[Triple]]:
     """The stored plan steps (None without a plan) and the triples the renderer shows."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _PLAN_AND_KNOWLEDGE_SQL,
-            {"conversation": conversation_id, "owner": int(user_id), "limit": limit},
-        )
-        steps, rows = cursor.fetchone()
-    # Django's psycopg setup hands json and jsonb over as text.
-    if isinstance(steps, str):
-        steps = json.loads(steps)
-    if isinstance(rows, str):
-        rows = json.loads(rows)
+    ((steps, rows),) = fetch_hot(
+        _PLAN_AND_KNOWLEDGE_SQL,
+        {"conversation": conversation_id, "owner": int(user_id), "limit": limit},
+    )
+    steps, rows = json_value(steps), json_value(rows)
     triples = [
         Triple(
             id=row[0],

@@ -9,21 +9,13 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
+from django.core.cache import cache
 
 from apps.chat.models import Conversation, Message
 from apps.chat.routing import websocket_urlpatterns
+from tests.chat.conftest import connect_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def _connect(user, conversation_id: int) -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(
-        URLRouter(websocket_urlpatterns), f"/ws/c/{conversation_id}/"
-    )
-    communicator.scope["user"] = user
-    connected, _ = await communicator.connect()
-    assert connected
-    return communicator
 
 
 async def _receive_until(communicator, needle: str, timeout: float = 10.0) -> list[str]:
@@ -47,7 +39,7 @@ def conversation(user):
 
 async def test_an_answer_streams_and_is_saved_with_its_timings(user, conversation, llm_stub):
     llm_stub.script({"content": "one two three four five six", "tps": 100})
-    communicator = await _connect(user, conversation.pk)
+    communicator = await connect_socket(user, conversation.pk)
     await _send(communicator, content="count for me")
     frames = await _receive_until(communicator, "msg-assistant complete")
     assert any('class="md-src"' in f and "one two" in f for f in frames), "no streamed text"
@@ -65,7 +57,7 @@ async def test_an_answer_streams_and_is_saved_with_its_timings(user, conversatio
 
 async def test_stop_cancels_and_keeps_the_partial_answer(user, conversation, llm_stub):
     llm_stub.script({"content": "tick " * 300, "tps": 50})
-    communicator = await _connect(user, conversation.pk)
+    communicator = await connect_socket(user, conversation.pk)
     await _send(communicator, content="go on")
     await _receive_until(communicator, "tick tick")
     reply = await Message.objects.aget(role="assistant")
@@ -87,7 +79,7 @@ async def test_a_failing_llm_marks_the_reply_failed_and_the_next_message_works(
     user, conversation, llm_stub, fault, sentence
 ):
     llm_stub.script({"fault": fault, "content": "partial words here " * 20})
-    communicator = await _connect(user, conversation.pk)
+    communicator = await connect_socket(user, conversation.pk)
     await _send(communicator, content="first")
     frames = await _receive_until(communicator, "msg-assistant failed")
     assert sentence in frames[-1] and "Retry" in frames[-1]
@@ -103,7 +95,7 @@ async def test_a_failing_llm_marks_the_reply_failed_and_the_next_message_works(
 
 async def test_an_unreachable_llm_fails_with_one_sentence(user, conversation, settings):
     settings.THALAMUS_LLM_BASE_URL = "http://127.0.0.1:9/v1"
-    communicator = await _connect(user, conversation.pk)
+    communicator = await connect_socket(user, conversation.pk)
     await _send(communicator, content="anyone there?")
     frames = await _receive_until(communicator, "msg-assistant failed")
     assert "could not be reached" in frames[-1]
@@ -114,7 +106,7 @@ async def test_an_unreachable_llm_fails_with_one_sentence(user, conversation, se
 async def test_a_slow_llm_times_out_and_is_reported(user, conversation, llm_stub, settings):
     settings.THALAMUS_LLM_TIMEOUT = 0.5
     llm_stub.script({"fault": "hang", "ttft": 5})
-    communicator = await _connect(user, conversation.pk)
+    communicator = await connect_socket(user, conversation.pk)
     await _send(communicator, content="slowly")
     frames = await _receive_until(communicator, "msg-assistant failed")
     assert "took too long" in frames[-1]
@@ -123,7 +115,7 @@ async def test_a_slow_llm_times_out_and_is_reported(user, conversation, llm_stub
 
 async def test_retry_regenerates_a_failed_answer(user, conversation, llm_stub):
     llm_stub.script({"fault": "http_500"}, {"content": "second time lucky"})
-    communicator = await _connect(user, conversation.pk)
+    communicator = await connect_socket(user, conversation.pk)
     await _send(communicator, content="try")
     await _receive_until(communicator, "msg-assistant failed")
     reply = await Message.objects.aget(role="assistant")
@@ -135,7 +127,7 @@ async def test_retry_regenerates_a_failed_answer(user, conversation, llm_stub):
 
 
 async def test_an_empty_message_is_refused_with_a_sentence(user, conversation):
-    communicator = await _connect(user, conversation.pk)
+    communicator = await connect_socket(user, conversation.pk)
     await _send(communicator, content="   ")
     frame = await communicator.receive_from(5)
     assert "Type a message first." in frame
@@ -166,8 +158,8 @@ async def test_an_anonymous_socket_is_closed(conversation):
 async def test_another_user_never_receives_the_stream(user, other_user, llm_stub):
     mine = await sync_to_async(Conversation.objects.create)(owner=user)
     theirs = await sync_to_async(Conversation.objects.create)(owner=other_user)
-    spy = await _connect(other_user, theirs.pk)
-    communicator = await _connect(user, mine.pk)
+    spy = await connect_socket(other_user, theirs.pk)
+    communicator = await connect_socket(user, mine.pk)
     llm_stub.script({"content": "secret plans"})
     await _send(communicator, content="my secret")
     await _receive_until(communicator, "msg-assistant complete")
@@ -180,8 +172,8 @@ async def test_a_stop_from_another_users_socket_never_cancels_my_answer(user, ot
     mine = await sync_to_async(Conversation.objects.create)(owner=user)
     theirs = await sync_to_async(Conversation.objects.create)(owner=other_user)
     llm_stub.script({"content": "tick " * 40, "tps": 40})
-    communicator = await _connect(user, mine.pk)
-    attacker = await _connect(other_user, theirs.pk)
+    communicator = await connect_socket(user, mine.pk)
+    attacker = await connect_socket(other_user, theirs.pk)
     await _send(communicator, content="go on")
     await _receive_until(communicator, "tick tick")
     reply = await Message.objects.aget(role="assistant")
@@ -202,10 +194,49 @@ async def test_the_reply_trace_shows_the_memories_used(user, conversation, llm_s
         owner=user, description="Alice keeps bees on her balcony", kind="fact", topic="hobbies"
     )
     llm_stub.script({"content": "Your bees are fine."})
-    communicator = await _connect(user, conversation.pk)
+    communicator = await connect_socket(user, conversation.pk)
     await _send(communicator, content="how are my bees on the balcony?")
     frames = await _receive_until(communicator, "msg-assistant complete")
     assert "What I used" in frames[-1] and "Alice keeps bees on her balcony" in frames[-1]
     system_prompt = llm_stub.requests[-1]["body"]["messages"][0]["content"]
     assert "Alice keeps bees on her balcony" in system_prompt
+    await communicator.disconnect()
+
+
+async def test_stop_on_a_reply_no_process_is_writing_fails_it_and_offers_retry(user, conversation):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.chat import services
+
+    # A reply left open by a web process that died mid-answer (no lease renews it).
+    sent = await sync_to_async(services.message_send)(conversation=conversation, content="hi")
+    await Message.objects.filter(pk=sent.reply.pk).aupdate(
+        status="streaming", created_at=timezone.now() - timedelta(minutes=5)
+    )
+    await sync_to_async(cache.delete)(services._lease_key(sent.reply.pk))
+    communicator = await connect_socket(user, conversation.pk)
+    await _send(communicator, action="stop", message_id=sent.reply.pk)
+    frames = await _receive_until(communicator, "msg-assistant failed")
+    assert services.INTERRUPTED in frames[-1] and "Retry" in frames[-1]
+    assert 'id="composer"' in frames[-1] and "Thalamus is answering" not in frames[-1]
+    await communicator.disconnect()
+
+
+async def test_stop_while_the_turn_is_prepared_cancels_before_asking_the_llm(
+    user, conversation, llm_stub
+):
+    # The memory recall waits on a slow embedding; Stop lands before the answer is requested.
+    llm_stub.script({"endpoint": "embeddings", "ttft": 3.0})
+    communicator = await connect_socket(user, conversation.pk)
+    await _send(communicator, content="remember this?")
+    await _receive_until(communicator, "msg-user")
+    reply = await Message.objects.aget(role="assistant")
+    await _send(communicator, action="stop", message_id=reply.pk)
+    frames = await _receive_until(communicator, "msg-assistant cancelled")
+    assert "Something went wrong" not in frames[-1]
+    await reply.arefresh_from_db()
+    assert reply.status == "cancelled" and reply.error == "" and reply.content == ""
+    assert not [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
     await communicator.disconnect()

@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
+import tempfile
 from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from apps.chat import broadcasts, services
+from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.core.services import runtime_config_save
+from tests.chat.conftest import connect_socket
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +45,7 @@ def test_a_message_over_the_default_limit_is_refused_with_its_length_and_nothing
     assert not isinstance(caught.value, services.ChatRateLimited)
     assert not Message.objects.exists()
 
-    user_message, _ = services.message_send(conversation=conversation, content="x" * 32_000)
+    user_message = services.message_send(conversation=conversation, content="x" * 32_000).question
     assert len(user_message.content) == 32_000
 
 
@@ -86,7 +87,7 @@ def test_too_many_turns_a_minute_are_refused_with_when_to_retry(user, other_user
 
 def test_retrying_a_failed_answer_is_not_a_new_turn(user):
     _configure(turns_per_minute=1)
-    _, reply = _send_in_a_new_conversation(user)
+    reply = _send_in_a_new_conversation(user).reply
     services.message_finish(message=reply, status=Message.Status.FAILED, content="", error="x")
 
     retried = services.message_retry(message=reply)
@@ -103,18 +104,36 @@ def test_zero_turns_per_minute_means_no_limit(user):
     assert Message.objects.filter(role="user").count() == 25
 
 
-def test_the_rate_check_costs_one_query(user):
-    def queries_of_a_turn() -> int:
+def test_a_turn_is_saved_by_one_statement_with_its_checks(user):
+    from psycopg.pq import Trace
+
+    def statements_of_a_turn() -> list[str]:
         conversation = Conversation.objects.create(owner=user)
         runtime_config()  # cached, as between turns
-        with CaptureQueriesContext(connection) as captured:
-            services.message_send(conversation=conversation, content="hi")
-        return len(captured)
+        # What goes over the wire, as libpq traces it: a statement is a Bind (extended
+        # protocol) or a Query (simple protocol) message.
+        with tempfile.TemporaryFile("w+") as trace:
+            pgconn = connection.connection.pgconn
+            pgconn.trace(trace.fileno())
+            pgconn.set_trace_flags(Trace.SUPPRESS_TIMESTAMPS)
+            try:
+                services.message_send(conversation=conversation, content="hi", history=10)
+            finally:
+                pgconn.untrace()
+            trace.seek(0)
+            sent = [
+                line
+                for line in trace.read().splitlines()
+                if line.startswith("F") and ("\tBind\t" in line or "\tQuery\t" in line)
+            ]
+        # Inside the test's transaction, a savepoint wraps it.
+        return [line for line in sent if "SAVEPOINT" not in line]
 
     _configure(turns_per_minute=0)
-    unlimited = queries_of_a_turn()
+    assert len(statements_of_a_turn()) == 1
     _configure(turns_per_minute=100)
-    assert queries_of_a_turn() == unlimited + 1
+    assert len(statements_of_a_turn()) == 1
+    assert Message.objects.filter(role="user").count() == 2
 
 
 def test_the_admin_validates_the_limits():
@@ -146,20 +165,10 @@ def test_without_javascript_a_too_long_message_shows_the_sentence(client, user):
 
 @pytest.mark.django_db(transaction=True)
 async def test_the_websocket_shows_the_rate_limit_sentence_and_saves_nothing(user):
-    from channels.routing import URLRouter
-    from channels.testing import WebsocketCommunicator
-
-    from apps.chat.routing import websocket_urlpatterns
-
     await sync_to_async(_configure)(turns_per_minute=1)
     await sync_to_async(_send_in_a_new_conversation)(user)
     conversation = await Conversation.objects.acreate(owner=user)
-    communicator = WebsocketCommunicator(
-        URLRouter(websocket_urlpatterns), f"/ws/c/{conversation.pk}/"
-    )
-    communicator.scope["user"] = user
-    connected, _ = await communicator.connect()
-    assert connected
+    communicator = await connect_socket(user, conversation.pk)
     await communicator.send_json_to({"action": "send", "content": "again"})
     frame = await communicator.receive_from(5)
     assert 'id="chat-notice"' in frame
@@ -169,15 +178,36 @@ async def test_the_websocket_shows_the_rate_limit_sentence_and_saves_nothing(use
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_the_composer_pushed_from_the_event_loop_survives_a_cold_config_cache(
-    user, monkeypatch
-):
-    from apps.core.selectors import forget_runtime_config
-
-    # As in production: the ORM refuses to run on the event loop (the test settings allow it).
+async def test_every_composer_a_turn_pushes_keeps_the_configured_limit(user, llm_stub, monkeypatch):
+    # As in production: the ORM refuses to run on the event loop (the test settings allow it),
+    # so the composer's limit must come from what the turn read in its threads.
     monkeypatch.delenv("DJANGO_ALLOW_ASYNC_UNSAFE")
+    await sync_to_async(_configure)(max_message_chars=500)
+    llm_stub.script({"content": "Short answer."})
     conversation = await Conversation.objects.acreate(owner=user)
-    forget_runtime_config()
-    assert "maxlength" not in broadcasts.render_composer(conversation, None)
-    await sync_to_async(runtime_config)()
-    assert 'maxlength="32000"' in broadcasts.render_composer(conversation, None)
+    communicator = await connect_socket(user, conversation.pk)
+    await communicator.send_json_to({"action": "send", "content": "hello"})
+    composers = []
+    while True:
+        frame = await communicator.receive_from(10)
+        if 'id="composer"' in frame:
+            composers.append(frame)
+        if "msg-assistant complete" in frame:
+            break
+    assert len(composers) == 2, "the busy composer and the re-enabled one"
+    assert all('maxlength="500"' in frame for frame in composers)
+    assert "disabled" in composers[0] and " disabled" not in composers[1].split("</textarea>")[0]
+    await communicator.disconnect()
+
+
+def test_a_message_with_crlf_newlines_is_measured_as_the_browser_counted_it(user):
+    # A form post of a 32,000-character message with line breaks: the browser's maxlength counted
+    # each as one character, the post carries each as CRLF.
+    conversation = Conversation.objects.create(owner=user)
+    typed = ("x" * 99 + "\n") * 320
+    assert len(typed) == 32_000
+    question = services.message_send(
+        conversation=conversation, content=typed.replace("\n", "\r\n")
+    ).question
+    stored = Message.objects.get(pk=question.pk).content
+    assert stored == typed.strip() and "\r" not in stored

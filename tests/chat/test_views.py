@@ -124,7 +124,7 @@ def test_the_fallback_title_is_a_word_boundary_truncation():
 
 
 def _complete_exchange(conversation, question="How do I bake bread?"):
-    user_message, reply = services.message_send(conversation=conversation, content=question)
+    reply = services.message_send(conversation=conversation, content=question).reply
     return services.message_finish(message=reply, status="complete", content="Flour and water.")
 
 
