@@ -43,6 +43,53 @@
   });
   document.addEventListener('htmx:afterSwap', markActive);
 
+  /* The live connection. While it is down a notice says so (the extension reconnects by itself
+   * after a drop, and holds what is sent meanwhile); once it is back, the messages and the
+   * composer are read again, since the fragments pushed in between never arrived. */
+  var RECONNECTING = [1006, 1011, 1012, 1013];  // the close codes htmx's ws extension retries
+  // The extension's backoff (full jitter) grows to a minute; after a restart the page should be
+  // back within seconds.
+  htmx.config.wsReconnectDelay = function (retries) {
+    return Math.random() * Math.min(1000 * Math.pow(2, retries), 5000);
+  };
+  var dropped = false;
+  var noticeTimer = null;
+
+  function offlineNotice(text) {
+    var notice = document.getElementById('chat-offline');
+    if (!notice) return;
+    notice.textContent = text || '';
+    notice.hidden = !text;
+  }
+
+  document.addEventListener('htmx:wsOpen', function (e) {
+    window.clearTimeout(noticeTimer);
+    e.target.setAttribute('data-live', 'on');
+    offlineNotice('');
+    if (!dropped) return;
+    dropped = false;
+    htmx.ajax('GET', window.location.pathname, {
+      target: '#messages', select: '#messages', swap: 'outerHTML', selectOOB: '#composer'
+    });
+  });
+  document.addEventListener('htmx:wsClose', function (e) {
+    var section = e.target;
+    section.setAttribute('data-live', 'off');
+    dropped = true;
+    var code = e.detail && e.detail.event ? e.detail.event.code : 0;
+    window.clearTimeout(noticeTimer);
+    if (RECONNECTING.indexOf(code) < 0) {
+      offlineNotice('The live connection was closed. Reload the page to go on.');
+      return;
+    }
+    // Leaving the page closes the socket too: only a drop that lasts is worth a notice.
+    noticeTimer = window.setTimeout(function () {
+      if (section.getAttribute('data-live') === 'off') {
+        offlineNotice('Connection lost. Reconnecting\u2026 What you send meanwhile goes out once it is back.');
+      }
+    }, 1000);
+  });
+
   document.addEventListener('DOMContentLoaded', function () {
     markActive();
     scrollToEnd(true);

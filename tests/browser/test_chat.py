@@ -17,8 +17,7 @@ RICH_REPLY = (
 def _open_new_conversation(page, asgi_server):
     page.click("text=+ New conversation")
     page.wait_for_selector("#composer textarea:not([disabled])")
-    page.wait_for_selector("[ws-connect]", state="attached")
-    page.wait_for_timeout(300)  # the websocket handshake
+    page.wait_for_selector(".chat[data-live='on']", state="attached")
 
 
 def test_a_user_chats_sees_rich_rendering_and_finds_history_after_reload(
@@ -126,3 +125,50 @@ def test_an_xss_payload_in_a_reply_never_executes(page, asgi_server, log_in, use
     assert dialogs == []
     assert hosts == {asgi_server.split("/")[2]}
     assert Conversation.objects.count() == 1
+
+
+def test_a_dropped_connection_is_shown_and_the_page_catches_up_when_it_is_back(
+    page, asgi_server, log_in, user, llm_stub
+):
+    # The page's socket goes through a proxy the test controls; the server side stays real.
+    sockets = []
+    reconnect = {"allowed": True}
+
+    def route(ws):
+        if not reconnect["allowed"]:
+            ws.close(code=1013)  # "try again later": the page keeps retrying
+            return
+        sockets.append((ws, ws.connect_to_server()))
+
+    page.route_web_socket("**/ws/c/**", route)
+    llm_stub.script({"content": "word " * 60, "tps": 30})
+    log_in("alice")
+    _open_new_conversation(page, asgi_server)
+    page.fill("#composer textarea", "tell me a story")
+    page.keyboard.press("Enter")
+    page.locator(".msg-assistant .md-out", has_text="word word").wait_for()
+
+    reconnect["allowed"] = False
+    page_side, server_side = sockets[-1]
+    server_side.close()
+    page_side.close(code=1012)
+    notice = page.locator("#chat-offline", has_text="Connection lost. Reconnecting")
+    notice.wait_for()
+    assert page.locator(".chat").get_attribute("data-live") == "off"
+    # The answer goes on without the page and is saved.
+    reply = Message.objects.get(role="assistant")
+    for _ in range(100):
+        reply.refresh_from_db()
+        if reply.status == "complete":
+            break
+        page.wait_for_timeout(100)
+    assert reply.status == "complete"
+    assert page.locator(".msg-assistant.complete").count() == 0, "nothing arrived while down"
+
+    reconnect["allowed"] = True
+    page.wait_for_selector(".chat[data-live='on']", state="attached", timeout=20_000)
+    page.wait_for_selector(".msg-assistant.complete")
+    assert page.locator(".msg-assistant .md-out").inner_text().count("word") == 60
+    assert notice.is_hidden()
+    page.wait_for_selector("#composer textarea:not([disabled])")
+    assert page.locator(f"#msg-{reply.pk}").count() == 1
