@@ -8,6 +8,7 @@ PostgreSQL and Redis are shared; the last process to leave stops them.
 
 from __future__ import annotations
 
+import gc
 import os
 
 from apps.core import embedded
@@ -34,4 +35,7 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     STUB.stop()
+    # Celery's AsyncResults unsubscribe from Redis when collected; collect them while it runs,
+    # not at exit after it stopped (twenty reconnect attempts, a second each).
+    gc.collect()
     embedded.release()

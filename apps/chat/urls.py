@@ -12,4 +12,5 @@ urlpatterns = [
     path("<int:pk>/rename", views.conversation_rename, name="rename"),
     path("<int:pk>/delete", views.conversation_delete, name="delete"),
     path("<int:pk>/send", views.message_send, name="send"),
+    path("<int:pk>/retry", views.message_retry, name="retry"),
 ]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from asgiref.sync import async_to_sync
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
@@ -9,7 +10,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chat import services
-from apps.chat.models import Conversation
+from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, conversations_for_user, messages_of
 from apps.cognition.answer import AnswerFailed, answer_reply
 from apps.core.selectors import runtime_config
@@ -31,8 +32,11 @@ def _conversation_page(request, query: str = ""):
 
 @require_GET
 def home(request):
+    query = request.GET.get("q", "").strip()
     return render(
-        request, "chat/app.html", {"page": _conversation_page(request), "conversation": None}
+        request,
+        "chat/app.html",
+        {"page": _conversation_page(request, query), "q": query, "conversation": None},
     )
 
 
@@ -41,11 +45,13 @@ def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A reply left open by a process that died is shown failed, with Retry.
     open_reply = services.live_open_reply(conversation=conversation)
+    query = request.GET.get("q", "").strip()
     return render(
         request,
         "chat/app.html",
         {
-            "page": _conversation_page(request),
+            "page": _conversation_page(request, query),
+            "q": query,
             "conversation": conversation,
             "chat_messages": messages_of(conversation=conversation),
             "open_reply": open_reply,
@@ -102,12 +108,35 @@ def message_send(request, pk: int):
             conversation=conversation, content=request.POST.get("content", "")
         ).reply
     except services.ChatError as exc:
-        from django.contrib import messages
-
         messages.error(request, str(exc))
         return redirect("chat:conversation", pk=pk)
     async_to_sync(_drain)(reply.pk)
     return redirect("chat:conversation", pk=pk)
+
+
+@require_POST
+def message_retry(request, pk: int):
+    """The no-JavaScript Retry of a failed or stopped answer, answered without streaming."""
+    conversation = _get_conversation_for_user(request, pk)
+    reply = conversation.messages.filter(
+        pk=_int_or_none(request.POST.get("message_id")), role=Message.Role.ASSISTANT
+    ).first()
+    if reply is None:
+        raise Http404("No such answer.")
+    try:
+        services.message_retry(message=reply)
+    except services.ChatError as exc:
+        messages.error(request, str(exc))
+        return redirect("chat:conversation", pk=pk)
+    async_to_sync(_drain)(reply.pk)
+    return redirect("chat:conversation", pk=pk)
+
+
+def _int_or_none(value: str | None) -> int | None:
+    try:
+        return int(value or "")
+    except ValueError:
+        return None
 
 
 async def _drain(reply_id: int) -> None:

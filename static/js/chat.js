@@ -42,6 +42,10 @@
     if (box && !box.disabled && document.activeElement === document.body) box.focus();
   });
   document.addEventListener('htmx:afterSwap', markActive);
+  // Without a script the search box submits its form; with one, htmx searches as you type.
+  document.addEventListener('submit', function (e) {
+    if (e.target.matches('.conv-search-form')) e.preventDefault();
+  });
 
   /* The live connection. While it is down a notice says so (the extension reconnects by itself
    * after a drop, and holds what is sent meanwhile); once it is back, the messages and the

@@ -10,7 +10,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 RICH_REPLY = (
     "Here is a table:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
-    "```python\nprint('hi')\n```\n\nAnd Euler: $e^{i\\pi}+1=0$ and $$\\int_0^1 x\\,dx$$"
+    "```python\nprint('hi')\n```\n\nAnd Euler: $e^{i\\pi}+1=0$ and $$\\int_0^1 x\\,dx$$\n\n"
+    "- inline \\(a^2+b^2\\)\n- display \\[c^2\\]\n\nSee [the docs](https://example.org/docs)."
 )
 
 
@@ -33,7 +34,13 @@ def test_a_user_chats_sees_rich_rendering_and_finds_history_after_reload(
     assert answer.locator("table").count() == 1
     assert answer.locator("pre code.hljs").count() == 1
     assert answer.locator("button.copy-btn").count() == 1
-    assert answer.locator(".katex").count() >= 2
+    # $…$, $$…$$, \(…\) and \[…\]; the display ones render in display mode.
+    assert answer.locator(".katex").count() == 4
+    assert answer.locator(".katex-display").count() == 2
+    assert answer.locator("ul > li").count() == 2
+    link = answer.locator("a", has_text="the docs")
+    assert link.get_attribute("href") == "https://example.org/docs"
+    assert link.get_attribute("target") == "_blank" and "noopener" in link.get_attribute("rel")
     assert page.locator(".msg-user").inner_text() == "show me things"
     page.wait_for_selector("#composer textarea:not([disabled])")
 

@@ -9,6 +9,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.core.cache import cache
 
 from apps.chat.models import Conversation, Message
@@ -50,6 +51,7 @@ async def test_an_answer_streams_and_is_saved_with_its_timings(user, conversatio
     assert reply.ttft_ms is not None and reply.latency_ms >= reply.ttft_ms
     assert reply.trace["timings_ms"]["llm"] > 0
     sent = llm_stub.requests[-1]["body"]
+    assert reply.model == sent["model"] == settings.THALAMUS_CHAT_MODEL
     assert sent["messages"][0]["role"] == "system"
     assert sent["messages"][-1] == {"role": "user", "content": "count for me"}
     await communicator.disconnect()
@@ -65,6 +67,13 @@ async def test_stop_cancels_and_keeps_the_partial_answer(user, conversation, llm
     await _receive_until(communicator, "msg-assistant cancelled")
     await reply.arefresh_from_db()
     assert reply.status == "cancelled" and 0 < reply.content.count("tick") < 300
+
+    # A stopped answer can be regenerated, as a failed one can.
+    llm_stub.script({"content": "all of it"})
+    await _send(communicator, action="retry", message_id=reply.pk)
+    await _receive_until(communicator, "msg-assistant complete")
+    await reply.arefresh_from_db()
+    assert (reply.status, reply.content) == ("complete", "all of it")
     await communicator.disconnect()
 
 

@@ -26,6 +26,17 @@ def test_an_unknown_placeholder_fails_the_check(tmp_path, settings):
     assert "{{mood}}" in errors[0].msg
 
 
+def test_a_broken_prompt_stops_start_up_through_the_system_checks(tmp_path, settings):
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    _copy_shipped_prompts(tmp_path, settings)
+    (tmp_path / "prompts" / "answer.txt").write_text("{{date}} {{user_name}} {{memory}} {{mood}}")
+    # `check` runs every registered check, as `up` and the server do before they start.
+    with pytest.raises(SystemCheckError, match=r"cognition\.E002.*\{\{mood\}\}"):
+        call_command("check")
+
+
 def test_a_missing_placeholder_fails_the_check(tmp_path, settings):
     _copy_shipped_prompts(tmp_path, settings)
     (tmp_path / "prompts" / "answer.txt").write_text("{{date}} {{user_name}}")

@@ -79,6 +79,7 @@ def test_rename_and_delete(alice_client, user):
         ("get", "/c/{pk}/delete"),
         ("post", "/c/{pk}/delete"),
         ("post", "/c/{pk}/send"),
+        ("post", "/c/{pk}/retry"),
     ],
 )
 def test_another_users_conversation_is_404_on_every_path(
@@ -107,6 +108,49 @@ def test_sending_without_javascript_saves_and_answers(alice_client, user, llm_st
     assert response.status_code == 302
     page = alice_client.get(response["Location"]).content.decode()
     assert "hello" in page and "plain answer" in page
+
+
+def test_without_javascript_search_and_more_are_whole_pages(alice_client, user):
+    Conversation.objects.bulk_create(
+        [Conversation(owner=user, title=f"plain {i}") for i in range(35)]
+    )
+    holiday = Conversation.objects.create(owner=user, title="Holiday plans")
+
+    found = alice_client.get("/", {"q": "holiday"}).content.decode()
+    assert found.count('class="conv-item"') == 1 and f"conv-{holiday.pk}" in found
+    assert 'value="holiday"' in found and 'role="search"' in found
+
+    first = alice_client.get(f"/c/{holiday.pk}/").content.decode()
+    assert 'href="?page=2"' in first
+    second = alice_client.get(f"/c/{holiday.pk}/", {"page": 2}).content.decode()
+    assert "<html" in second and 'id="composer"' in second, "a whole page, not a fragment"
+    assert second.count('class="conv-item"') == 6
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retrying_without_javascript_answers_again(alice_client, user, other_user, llm_stub):
+    llm_stub.script({"fault": "http_500"}, {"content": "Second try."})
+    conversation = Conversation.objects.create(owner=user)
+    alice_client.post(f"/c/{conversation.pk}/send", {"content": "hello"})
+    reply = Message.objects.get(role="assistant")
+    assert reply.status == "failed"
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert f'method="post" action="/c/{conversation.pk}/retry"' in page
+
+    theirs = Conversation.objects.create(owner=other_user)
+    theirs_reply = Message.objects.create(
+        conversation=theirs, role="assistant", status="failed", error="x"
+    )
+    not_here = {"message_id": theirs_reply.pk}
+    assert alice_client.post(f"/c/{conversation.pk}/retry", not_here).status_code == 404
+    theirs_reply.refresh_from_db()
+    assert theirs_reply.status == "failed"
+
+    response = alice_client.post(f"/c/{conversation.pk}/retry", {"message_id": reply.pk})
+    assert response.status_code == 302
+    reply.refresh_from_db()
+    assert (reply.status, reply.content) == ("complete", "Second try.")
+    assert Message.objects.filter(conversation=conversation, role="user").count() == 1
 
 
 def test_a_busy_conversation_refuses_a_second_message(user):
