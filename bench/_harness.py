@@ -82,3 +82,19 @@ def steal_share(before: list[int], after: list[int]) -> float:
     high measure the host's other tenants as much as our code."""
     spent = [b - a for a, b in zip(before, after, strict=True)]
     return spent[7] / max(1, sum(spent))
+
+
+def cpu_reference_ms() -> float:
+    """This machine's speed now: the best of ten runs of a fixed pure-Python workload.
+
+    The VM's speed drifts by up to 2x within a day (same code, same load, no steal reported);
+    figures from runs whose reference differs are not comparable until scaled by it.
+    """
+    best = float("inf")
+    for _ in range(10):
+        started = time.perf_counter()
+        total = 0
+        for number in range(1_000_000):
+            total += number * number % 7
+        best = min(best, time.perf_counter() - started)
+    return best * 1000

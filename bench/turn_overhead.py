@@ -23,12 +23,14 @@ import os
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import websockets
 
 from apps.core.llm_stub import StubServer
 from bench._harness import (
+    cpu_reference_ms,
     cpu_times,
     free_port,
     start_up,
@@ -136,16 +138,20 @@ def _report(
     return lines
 
 
-def _server_side(label: str) -> None:
-    """Medians of the timings the server itself recorded in each reply's trace."""
+def _server_side(label: str, since: datetime) -> None:
+    """Medians of the timings the server itself recorded in the trace of each reply since then.
+
+    The replies stay: the worker may still be summarising them into episodes that refer to them.
+    """
     import statistics
 
     from apps.chat.models import Message
 
     traces = list(
-        Message.objects.filter(role="assistant", status="complete").values_list("trace", "ttft_ms")
+        Message.objects.filter(
+            role="assistant", status="complete", created_at__gte=since
+        ).values_list("trace", "ttft_ms")
     )
-    Message.objects.all().delete()
     steps = {}
     for trace, ttft in traces:
         for step, ms in trace.get("timings_ms", {}).items():
@@ -176,7 +182,9 @@ async def _run(
     from asgiref.sync import sync_to_async
 
     print(f"think time between a user's turns: {think * 1000:.0f} ms", flush=True)
+    print(f"CPU reference (cpu_reference_ms): {cpu_reference_ms():.0f} ms", flush=True)
     before = cpu_times()
+    started = datetime.now(UTC)
     single = await _user_turns(port, *users[0], turns=turns, think=think)
     print(f"1 user: CPU steal during the run {steal_share(before, cpu_times()):.0%}", flush=True)
     stub_control.send("first-token-times")
@@ -186,11 +194,12 @@ async def _run(
         stub_ttfts = None
     # The first turns warm the connection pools.
     _report("1 user", single[5:], reply_tokens, stub_ttfts[5:] if stub_ttfts else None)
-    await sync_to_async(_server_side)("1 user")
+    await sync_to_async(_server_side)("1 user", started)
     if not concurrent:
         return
     per_user = max(1, turns // concurrent)
     before = cpu_times()
+    started = datetime.now(UTC)
     results = await asyncio.gather(
         *(_user_turns(port, *users[1 + i], turns=per_user, think=think) for i in range(concurrent))
     )
@@ -199,7 +208,7 @@ async def _run(
     _report(
         f"{concurrent} concurrent users", [t for user in results for t in user[1:]], reply_tokens
     )
-    await sync_to_async(_server_side)(f"{concurrent} concurrent users")
+    await sync_to_async(_server_side)(f"{concurrent} concurrent users", started)
 
 
 def _serve_stub(replies: int, reply_tokens: int, control) -> None:
