@@ -11,6 +11,7 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.core.cache import cache
+from django.test import Client
 
 from apps.chat.models import Conversation, Message
 from apps.chat.routing import websocket_urlpatterns
@@ -194,6 +195,51 @@ async def test_a_stop_from_another_users_socket_never_cancels_my_answer(user, ot
     assert reply.status == "complete" and reply.content.count("tick") == 40
     await attacker.disconnect()
     await communicator.disconnect()
+
+
+async def test_a_retry_from_another_users_socket_never_touches_my_answer(
+    user, other_user, llm_stub
+):
+    mine = await sync_to_async(Conversation.objects.create)(owner=user)
+    theirs = await sync_to_async(Conversation.objects.create)(owner=other_user)
+    llm_stub.script({"fault": "http_500"})
+    communicator = await connect_socket(user, mine.pk)
+    await _send(communicator, content="private question")
+    await _receive_until(communicator, "msg-assistant failed")
+    reply = await Message.objects.aget(role="assistant")
+    attacker = await connect_socket(other_user, theirs.pk)
+    asked_before = len(llm_stub.requests)
+
+    await _send(attacker, action="retry", message_id=reply.pk)  # my reply's id, their socket
+
+    assert await attacker.receive_nothing(0.5)
+    assert await communicator.receive_nothing(0.2)
+    await reply.arefresh_from_db()
+    assert reply.status == "failed" and len(llm_stub.requests) == asked_before
+    await attacker.disconnect()
+    await communicator.disconnect()
+
+
+async def test_a_socket_from_another_sites_page_is_refused(user, conversation):
+    from thalamus_site.asgi import application
+
+    client = Client()
+    await sync_to_async(client.force_login)(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+
+    async def opened_from(origin: bytes) -> bool:
+        communicator = WebsocketCommunicator(
+            application,
+            f"/ws/c/{conversation.pk}/",
+            headers=[(b"origin", origin), (b"cookie", cookie), (b"host", b"testserver")],
+        )
+        connected, _ = await communicator.connect()
+        await communicator.disconnect()
+        return connected
+
+    assert await opened_from(b"http://testserver"), "the user's own page connects"
+    # A page on another site would open it with the user's cookies: its origin gives it away.
+    assert not await opened_from(b"https://evil.example")
 
 
 async def test_the_reply_trace_shows_the_memories_used(user, conversation, llm_stub):
