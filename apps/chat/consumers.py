@@ -13,7 +13,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from apps.chat import broadcasts, services
 from apps.chat.models import Conversation, Message
-from apps.chat.selectors import conversation_for_user, open_reply
+from apps.chat.selectors import conversation_for_user, message_of, open_reply
 from apps.cognition.answer import (
     AnswerFailed,
     PreparedTurn,
@@ -128,9 +128,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
 
     async def _retry(self, message_id: int | None) -> None:
-        message = await database_sync_to_async(
-            Message.objects.filter(pk=message_id, conversation=self.conversation).first
-        )()
+        message = await database_sync_to_async(message_of)(
+            conversation=self.conversation, message_id=message_id
+        )
         if message is None:
             return
         try:

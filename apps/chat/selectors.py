@@ -36,6 +36,13 @@ def open_reply(*, conversation: Conversation) -> Message | None:
     )
 
 
+def message_of(*, conversation: Conversation, message_id: int | None) -> Message | None:
+    """The conversation's message with that id (as a page or a socket names it), if any."""
+    if message_id is None:
+        return None
+    return conversation.messages.filter(pk=message_id).first()
+
+
 def history_before(*, message: Message, limit: int) -> list[Message]:
     """The last `limit` usable messages before `message`, oldest first."""
     rows = (

@@ -10,8 +10,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chat import services
-from apps.chat.models import Conversation, Message
-from apps.chat.selectors import conversation_for_user, conversations_for_user, messages_of
+from apps.chat.models import Conversation
+from apps.chat.selectors import (
+    conversation_for_user,
+    conversations_for_user,
+    message_of,
+    messages_of,
+)
 from apps.cognition.answer import AnswerFailed, answer_reply
 from apps.core.selectors import runtime_config
 
@@ -118,9 +123,10 @@ def message_send(request, pk: int):
 def message_retry(request, pk: int):
     """The no-JavaScript Retry of a failed or stopped answer, answered without streaming."""
     conversation = _get_conversation_for_user(request, pk)
-    reply = conversation.messages.filter(
-        pk=_int_or_none(request.POST.get("message_id")), role=Message.Role.ASSISTANT
-    ).first()
+    message_id = request.POST.get("message_id", "")
+    reply = message_of(
+        conversation=conversation, message_id=int(message_id) if message_id.isdigit() else None
+    )
     if reply is None:
         raise Http404("No such answer.")
     try:
@@ -130,13 +136,6 @@ def message_retry(request, pk: int):
         return redirect("chat:conversation", pk=pk)
     async_to_sync(_drain)(reply.pk)
     return redirect("chat:conversation", pk=pk)
-
-
-def _int_or_none(value: str | None) -> int | None:
-    try:
-        return int(value or "")
-    except ValueError:
-        return None
 
 
 async def _drain(reply_id: int) -> None:
