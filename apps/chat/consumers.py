@@ -281,6 +281,7 @@ async def stream_reply(
     saved: list[Message] = []
     text = ""
     last_flush = 0.0
+    task = asyncio.current_task()
     opening_timer = asyncio.get_running_loop().call_later(OPENING_LATEST_SECONDS, open_pages)
     try:
         # aclosing: a Stop that lands while pushing still closes the generator, which then
@@ -289,6 +290,11 @@ async def stream_reply(
             answer_reply(reply_id=reply_id, turn=turn, on_request=open_pages, on_saved=saved.append)
         ) as deltas:
             async for delta in deltas:
+                if task.cancelling():
+                    # A Stop cancelled this task but its CancelledError was lost on the way:
+                    # Python 3.11's asyncio.wait_for (redis-py writes through it) returns the
+                    # result instead when the cancel meets a write that is just finishing.
+                    raise asyncio.CancelledError
                 text += delta
                 now = time.monotonic()
                 if now - last_flush >= FLUSH_SECONDS:

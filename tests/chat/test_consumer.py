@@ -295,3 +295,38 @@ async def test_stop_while_the_turn_is_prepared_cancels_before_asking_the_llm(
     assert reply.status == "cancelled" and reply.error == "" and reply.content == ""
     assert not [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
     await communicator.disconnect()
+
+
+async def test_a_stop_whose_cancellation_is_lost_on_the_way_still_stops_the_answer(
+    user, conversation, llm_stub, monkeypatch
+):
+    """Python 3.11's asyncio.wait_for, which redis-py writes through, returns the result and
+    drops the CancelledError when a cancel meets a write that is just finishing (it failed CI
+    once). Here the Stop lands exactly then: while a fragment is published, which swallows it."""
+    from channels.layers import get_channel_layer
+
+    from apps.chat import consumers
+
+    llm_stub.script({"content": "tick " * 300, "tps": 50})
+    layer = get_channel_layer()
+    publish = layer.group_send
+    swallowed = []
+
+    async def group_send(group, message):
+        await publish(group, message)
+        if not swallowed and "tick tick" in message.get("html", ""):
+            (reply_id,) = consumers.RUNNING
+            assert consumers._cancel(reply_id, conversation.pk)  # what a Stop does
+            try:
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                swallowed.append(reply_id)
+
+    monkeypatch.setattr(layer, "group_send", group_send)
+    communicator = await connect_socket(user, conversation.pk)
+    await _send(communicator, content="go on")
+    await _receive_until(communicator, "msg-assistant cancelled")
+    reply = await Message.objects.aget(role="assistant")
+    assert swallowed == [reply.pk]
+    assert reply.status == "cancelled" and 0 < reply.content.count("tick") < 300
+    await communicator.disconnect()
