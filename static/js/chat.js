@@ -49,7 +49,8 @@
 
   /* The live connection. While it is down a notice says so (the extension reconnects by itself
    * after a drop, and holds what is sent meanwhile); once it is back, the messages and the
-   * composer are read again, since the fragments pushed in between never arrived. */
+   * composer with its Stop button are read again, since the fragments pushed in between never
+   * arrived. */
   var RECONNECTING = [1006, 1011, 1012, 1013];  // the close codes htmx's ws extension retries
   // The extension's backoff (full jitter) grows to a minute; after a restart the page should be
   // back within seconds.
@@ -73,7 +74,7 @@
     if (!dropped) return;
     dropped = false;
     htmx.ajax('GET', window.location.pathname, {
-      target: '#messages', select: '#messages', swap: 'outerHTML', selectOOB: '#composer'
+      target: '#messages', select: '#messages', swap: 'outerHTML', selectOOB: '#composer,#stop-form'
     });
   });
   document.addEventListener('htmx:wsClose', function (e) {

@@ -178,4 +178,5 @@ def test_a_dropped_connection_is_shown_and_the_page_catches_up_when_it_is_back(
     assert page.locator(".msg-assistant .md-out").inner_text().count("word") == 60
     assert notice.is_hidden()
     page.wait_for_selector("#composer textarea:not([disabled])")
+    assert page.locator("#stop-form button").count() == 0, "a Stop for a finished answer"
     assert page.locator(f"#msg-{reply.pk}").count() == 1
