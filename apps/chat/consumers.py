@@ -5,6 +5,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
 from contextlib import aclosing
 
 from channels.consumer import get_handler_name
@@ -21,7 +22,9 @@ from apps.cognition.answer import (
     build_turn,
     memory_for_turn,
 )
+from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
+from apps.memory.selectors import start_turn_embedding
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +39,10 @@ OPENING_LATEST_SECONDS = 0.05
 
 class ChatConsumer(AsyncWebsocketConsumer):
     closed = False
+
+    @property
+    def max_chars(self) -> int:
+        return self.config.max_message_chars
 
     async def dispatch(self, message):
         # Channels closes stale database connections on the shared sync thread before every
@@ -52,7 +59,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
-        self.conversation, self.max_chars = await database_sync_to_async(_open_conversation)(
+        self.conversation, self.config = await database_sync_to_async(_open_conversation)(
             user=user, pk=conversation_id
         )
         if self.conversation is None:
@@ -94,22 +101,27 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _send_message(self, content: str) -> None:
         # Recall what the memory knows while the message is being saved: both need only the
-        # text, and the embedding call is the slowest step before the answer can start.
-        memory = asyncio.ensure_future(
-            database_sync_to_async(memory_for_turn, thread_sensitive=False)(
-                user=self.scope["user"], conversation=self.conversation, text=content.strip()
-            )
-        )
+        # text. The embedding is the slowest step before the answer can start, so it goes out
+        # first, from here, under the configuration of this socket's last turn (a change of
+        # embedding model reaches it one turn late); the recall reads the configuration afresh.
+        text = content.replace("\r\n", "\n").strip()
+        memory = None
+        if text and len(text) <= self.max_chars:  # else the save most likely refuses it
+            memory = self._recall(text, start_turn_embedding(text=text, config=self.config))
         try:
             user_message, reply, history, config = await database_sync_to_async(
                 _save_message, thread_sensitive=False
             )(conversation=self.conversation, content=content)
         except services.ChatError as exc:
-            memory.cancel()
+            if memory is not None:
+                memory.cancel()
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
         conversation = self.conversation
-        self.max_chars = max_chars = config.max_message_chars
+        self.config = config
+        max_chars = self.max_chars
+        if memory is None:  # the limit was raised since this socket's last turn
+            memory = self._recall(text)
 
         def opening() -> str:
             return (
@@ -125,6 +137,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
             max_chars=max_chars,
             sender=self,
             opening=opening,
+        )
+
+    def _recall(self, text: str, embedded: Future | None = None) -> asyncio.Future:
+        return asyncio.ensure_future(
+            database_sync_to_async(memory_for_turn, thread_sensitive=False)(
+                user=self.scope["user"],
+                conversation=self.conversation,
+                text=text,
+                embedded=embedded,
+            )
         )
 
     async def _retry(self, message_id: int | None) -> None:
@@ -205,9 +227,9 @@ def _fail_if_orphaned(*, message_id: int | None, conversation: Conversation) -> 
     return reply
 
 
-def _open_conversation(*, user, pk: int) -> tuple[Conversation | None, int]:
-    """The user's conversation (None if it is not theirs) and the message size limit."""
-    return conversation_for_user(user=user, pk=pk), runtime_config().max_message_chars
+def _open_conversation(*, user, pk: int) -> tuple[Conversation | None, RuntimeConfig]:
+    """The user's conversation (None if it is not theirs) and the runtime configuration."""
+    return conversation_for_user(user=user, pk=pk), runtime_config()
 
 
 def _save_message(*, conversation: Conversation, content: str):

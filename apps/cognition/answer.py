@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import openai
@@ -61,15 +62,24 @@ class MemoryForTurn:
 
 
 def memory_for_turn(
-    *, user, conversation, text: str, config: RuntimeConfig | None = None
+    *,
+    user,
+    conversation,
+    text: str,
+    config: RuntimeConfig | None = None,
+    embedded: Future | None = None,
 ) -> MemoryForTurn:
-    """What the memory knows for this turn; callers may run it while the message is saved."""
+    """What the memory knows for this turn; callers may run it while the message is saved.
+
+    `embedded`: the embedding of `text` already started with `start_turn_embedding` under
+    `config`.
+    """
     from apps.memory.selectors import memory_context_for_turn
 
     started = time.perf_counter()
     config = config or runtime_config()
     context = memory_context_for_turn(
-        user=user, conversation=conversation, text=text, config=config
+        user=user, conversation=conversation, text=text, config=config, embedded=embedded
     )
     system = render_prompt(
         "answer",

@@ -551,6 +551,26 @@ _EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thalamus-emb
 _SEARCH_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="thalamus-recall")
 
 
+def start_turn_embedding(*, text: str, config: RuntimeConfig) -> Future:
+    """Start embedding the user's message on the embedding pool, for `memory_context_for_turn`.
+
+    It only submits, so an event loop can call it the moment a message arrives: the embedding
+    is the longest wait before the answer can be asked for, and starts before the thread hop
+    into the turn's preparation and the configuration read there.
+    """
+    return _EMBED_POOL.submit(_embed_turn_text, text, config)
+
+
+def _embed_turn_text(text: str, config: RuntimeConfig) -> tuple[dict[str, list[float]], str]:
+    embedder = get_embedder(timeout=EMBED_TIMEOUT_SECONDS, config=config)
+    return _embed_queries(embedder, [_own_step(text, config.max_memory_results).search_text])
+
+
+def _own_step(text: str, limit: int) -> PlanStep:
+    """The search for the user's own message, which every turn runs whatever the plan says."""
+    return default_plan_steps(text, limit)[0]
+
+
 def _in_pool(function, /, **kwargs):
     """Run a database read on a pool thread, then release its connection if it is too old."""
     try:
@@ -571,7 +591,12 @@ def _search_when_embedded(*, embedded: Future, step: PlanStep, **search) -> list
 
 
 def memory_context_for_turn(
-    *, user, conversation, text: str, config: RuntimeConfig | None = None
+    *,
+    user,
+    conversation,
+    text: str,
+    config: RuntimeConfig | None = None,
+    embedded: Future | None = None,
 ) -> MemoryContext:
     """Everything memory adds to the system prompt of one turn, with a trace of why.
 
@@ -579,6 +604,7 @@ def memory_context_for_turn(
     `sync_to_async` / `database_sync_to_async`. Never raises on an LLM or embedding failure: the
     turn then gets full-text retrieval, and the trace says so. The caller marks the memories
     it used as accessed (`mark_memories_used`) once the answer no longer waits on it.
+    `embedded` is the embedding of `text` already under way (`start_turn_embedding`).
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -593,13 +619,14 @@ def memory_context_for_turn(
     limit = config.max_memory_results
     weights = Weights.from_config(config)
     embedder = get_embedder(timeout=EMBED_TIMEOUT_SECONDS, config=config)
-    own_step = default_plan_steps(text, limit)[0]
+    own_step = _own_step(text, limit)
     own_query = own_step.search_text
     # The user's own message is always searched: it is embedded and searched on pool threads
     # while this one reads the plan and the graph. Inside the caller's transaction everything
     # runs here, on its connection, so the search sees what the transaction wrote.
     parallel = not connection.in_atomic_block
-    embedded = _EMBED_POOL.submit(_embed_queries, embedder, [own_query])
+    if embedded is None:
+        embedded = _EMBED_POOL.submit(_embed_queries, embedder, [own_query])
     own_search = None
     if parallel:
         own_search = _SEARCH_POOL.submit(

@@ -55,6 +55,12 @@ async def test_an_answer_streams_and_is_saved_with_its_timings(user, conversatio
     assert reply.model == sent["model"] == settings.THALAMUS_CHAT_MODEL
     assert sent["messages"][0]["role"] == "system"
     assert sent["messages"][-1] == {"role": "user", "content": "count for me"}
+    # The message was embedded once, for the memory recall, before the answer was asked for.
+    paths = [r["path"] for r in llm_stub.requests]
+    assert paths.count("/v1/embeddings") == 1
+    assert paths.index("/v1/embeddings") < paths.index("/v1/chat/completions")
+    embedded = next(r for r in llm_stub.requests if r["path"] == "/v1/embeddings")
+    assert embedded["body"]["input"] == ["count for me"]
     await communicator.disconnect()
 
 

@@ -211,3 +211,26 @@ def test_a_message_with_crlf_newlines_is_measured_as_the_browser_counted_it(user
     ).question
     stored = Message.objects.get(pk=question.pk).content
     assert stored == typed.strip() and "\r" not in stored
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_limit_raised_while_the_page_is_open_lets_the_longer_message_through(
+    user, llm_stub
+):
+    # The socket recalls memory for a message before saving it only when it fits the limit the
+    # socket last saw; one over that, under the new limit, is answered all the same.
+    await sync_to_async(_configure)(max_message_chars=100)
+    llm_stub.script({"content": "Read it all."})
+    conversation = await Conversation.objects.acreate(owner=user)
+    communicator = await connect_socket(user, conversation.pk)
+    await sync_to_async(_configure)(max_message_chars=1_000)
+    await communicator.send_json_to({"action": "send", "content": "y" * 500})
+    frame = ""
+    while "msg-assistant complete" not in frame and "msg-assistant failed" not in frame:
+        frame = await communicator.receive_from(10)
+    assert "msg-assistant complete" in frame
+    reply = await Message.objects.aget(role="assistant")
+    assert reply.content == "Read it all." and "memory" in reply.trace
+    assert llm_stub.requests[-1]["body"]["messages"][-1]["content"] == "y" * 500
+    assert 'maxlength="1000"' in frame
+    await communicator.disconnect()
