@@ -474,8 +474,9 @@ class StubServer:
     def first_token_seconds(self) -> list[float]:
         """Per streamed chat reply: from its request arriving to its first text sent.
 
-        The stub's own time to first token (the scripted ttft plus its handling), which a
-        benchmark subtracts to find what the caller itself added.
+        The stub's own time to first token (the scripted ttft, or its handling when that takes
+        longer, plus the scheduling of its thread), which a benchmark subtracts to find what the
+        caller itself added.
         """
         with self._cond:
             return list(self._first_token_seconds)
@@ -702,6 +703,11 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
 
+    def _abort_until_first_token(self, ttft: float) -> bool:
+        """Wait until `ttft` after the request arrived (reading and parsing it count towards it,
+        as they do for a real server), then as `_abort_if_stopping`."""
+        return self._abort_if_stopping(ttft - (time.monotonic() - self._started))
+
     def _abort_if_stopping(self, seconds: float) -> bool:
         if self.stub._sleep(seconds):
             return False
@@ -837,7 +843,7 @@ class _Handler(BaseHTTPRequestHandler):
         if stream:
             self._stream_chat(body, plan, ttft, content, model, completion_id, usage, garbage_body)
             return
-        if self._abort_if_stopping(ttft):
+        if self._abort_until_first_token(ttft):
             return
         if garbage_body:
             self._send_bytes(200, _GARBAGE_BODY)
@@ -895,7 +901,7 @@ class _Handler(BaseHTTPRequestHandler):
             return chunk([choice])
 
         self._start_stream()
-        if self._abort_if_stopping(ttft):
+        if self._abort_until_first_token(ttft):
             return
         self._write_event(delta({"role": "assistant", "content": ""}))
         if garbage_body:
@@ -944,7 +950,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._note = " [hang]"
             if self._abort_if_stopping(plan.ttft or HANG_SECONDS):
                 return
-        elif self._apply_fault(plan) or self._abort_if_stopping(plan.ttft):
+        elif self._apply_fault(plan) or self._abort_until_first_token(plan.ttft):
             return
         if plan.fault == "garbage":
             self._note = " [garbage]"
