@@ -300,7 +300,23 @@ async def stream_reply(
             opened = asyncio.ensure_future(push_opening())
         return opened
 
-    saved: list[Message] = []
+    shown = False
+
+    async def show_final(reply: Message | None = None) -> None:
+        # The reply as saved goes to the pages before the background work it starts is queued.
+        nonlocal shown
+        shown = True
+        await asyncio.shield(
+            _push_final(
+                conversation,
+                reply_id,
+                max_chars=max_chars,
+                sender=sender,
+                opened=open_pages(),
+                saved=reply,
+            )
+        )
+
     text = ""
     last_flush = 0.0
     task = asyncio.current_task()
@@ -309,7 +325,7 @@ async def stream_reply(
         # aclosing: a Stop that lands while pushing still closes the generator, which then
         # saves the partial answer as cancelled.
         async with aclosing(
-            answer_reply(reply_id=reply_id, turn=turn, on_request=open_pages, on_saved=saved.append)
+            answer_reply(reply_id=reply_id, turn=turn, on_request=open_pages, on_saved=show_final)
         ) as deltas:
             async for delta in deltas:
                 if task.cancelling():
@@ -333,16 +349,8 @@ async def stream_reply(
         logger.exception("reply %s failed unexpectedly", reply_id)
     finally:
         opening_timer.cancel()
-        await asyncio.shield(
-            _push_final(
-                conversation,
-                reply_id,
-                max_chars=max_chars,
-                sender=sender,
-                opened=open_pages(),
-                saved=saved[0] if saved else None,
-            )
-        )
+        if not shown:  # stopped before the answer was asked for, or an unexpected error
+            await show_final()
 
 
 def _final_state(

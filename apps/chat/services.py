@@ -308,7 +308,10 @@ def message_finish(
     ttft_ms: float | None = None,
     latency_ms: float | None = None,
     trace: dict | None = None,
+    background: bool = True,
 ) -> Message:
+    """Save a reply's outcome and, with `background`, queue the work it starts (see
+    `message_queue_background`); the chat defers that until the user has the reply."""
     message.status = status
     message.content = content
     message.error = error
@@ -331,17 +334,26 @@ def message_finish(
         ]
     )
     Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
-    if status == Message.Status.COMPLETE:
-        needs_title = Conversation.objects.filter(pk=message.conversation_id, title="").exists()
-        if needs_title:
-            from apps.chat import tasks
-
-            transaction.on_commit(lambda: tasks.title_conversation.delay(message.conversation_id))
-        # Memories form in the background, from sync code and only once the reply is saved.
-        from apps.cognition import tasks as cognition_tasks
-
-        cognition_tasks.reflect.delay_on_commit(message.pk)
+    if background:
+        message_queue_background(message=message)
     return message
+
+
+def message_queue_background(*, message: Message) -> None:
+    """Queue what a complete reply starts: its conversation's title, and reflection on it.
+
+    Memories form in the background, from sync code and only once the reply is saved. Each
+    task is a broker round trip of a few milliseconds.
+    """
+    if message.status != Message.Status.COMPLETE:
+        return
+    if Conversation.objects.filter(pk=message.conversation_id, title="").exists():
+        from apps.chat import tasks
+
+        transaction.on_commit(lambda: tasks.title_conversation.delay(message.conversation_id))
+    from apps.cognition import tasks as cognition_tasks
+
+    cognition_tasks.reflect.delay_on_commit(message.pk)
 
 
 def fallback_title(text: str) -> str:

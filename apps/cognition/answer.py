@@ -6,6 +6,7 @@ The answer call never writes memory; background reflection does that after the r
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
@@ -24,6 +25,8 @@ from apps.cognition.prompts import render_prompt
 from apps.core.llm import async_llm_client, llm_client, stream_chat_chunks
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
+
+logger = logging.getLogger(__name__)
 
 NOTHING_REMEMBERED = "(nothing yet)"
 
@@ -196,11 +199,19 @@ def _failure_sentence(exc: Exception, *, base_url: str, streamed: bool) -> str:
 
 
 def _finish(*, turn: PreparedTurn, **outcome) -> Message:
+    return chat_services.message_finish(
+        message=turn.reply, trace=turn.trace, background=False, **outcome
+    )
+
+
+def _queue_background(*, turn: PreparedTurn, message: Message) -> None:
     from apps.memory.selectors import mark_memories_used
 
-    message = chat_services.message_finish(message=turn.reply, trace=turn.trace, **outcome)
-    mark_memories_used(turn.trace.get("memory", {}))
-    return message
+    try:
+        chat_services.message_queue_background(message=message)
+        mark_memories_used(turn.trace.get("memory", {}))
+    except Exception:  # noqa: BLE001 — the reply is saved and shown; a broker outage is logged.
+        logger.exception("queueing the background work of reply %s failed", message.pk)
 
 
 async def answer_reply(
@@ -208,7 +219,7 @@ async def answer_reply(
     reply_id: int,
     turn: Awaitable[PreparedTurn] | None = None,
     on_request: Callable[[], object] | None = None,
-    on_saved: Callable[[Message], object] | None = None,
+    on_saved: Callable[[Message], Awaitable[object]] | None = None,
 ) -> AsyncIterator[str]:
     """Stream the answer for a saved, pending reply, yielding text deltas.
 
@@ -217,7 +228,8 @@ async def answer_reply(
     whatever happens: complete, failed (then AnswerFailed is raised) or cancelled (when the
     consuming task is cancelled; the partial answer is kept). `on_request` is called as the
     request to the LLM goes out: work that can wait for the model's first token goes there.
-    `on_saved` gets the reply as saved with its outcome.
+    `on_saved` is awaited with the reply as saved with its outcome (to show it), before the
+    background work the reply starts (reflection, its title) is queued.
     """
     started = time.perf_counter()
     if turn is None:
@@ -302,7 +314,10 @@ async def answer_reply(
             latency_ms=(now - started) * 1000,
         )
         if on_saved is not None:
-            on_saved(saved)
+            await on_saved(saved)
+        await database_sync_to_async(_queue_background, thread_sensitive=False)(
+            turn=turn, message=saved
+        )
     if outcome == Message.Status.FAILED:
         raise AnswerFailed(error)
 

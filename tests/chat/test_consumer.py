@@ -336,3 +336,32 @@ async def test_a_stop_whose_cancellation_is_lost_on_the_way_still_stops_the_answ
     assert swallowed == [reply.pk]
     assert reply.status == "cancelled" and 0 < reply.content.count("tick") < 300
     await communicator.disconnect()
+
+
+async def test_a_finished_answer_starts_its_background_work(
+    user, conversation, llm_stub, celery_worker
+):
+    """Reflection, the title and the memories' access marks are queued once the reply is shown."""
+    from apps.memory import services as memory_services
+    from apps.memory.models import MemoryNode
+
+    used = await sync_to_async(memory_services.memory_node_create)(
+        owner=user, description="Alice keeps bees on her balcony", kind="fact", topic="hobbies"
+    )
+    llm_stub.script({"content": "Your bees are fine.", "match": "You are Thalamus"})
+    communicator = await connect_socket(user, conversation.pk)
+    await _send(communicator, content="how are my bees on the balcony?")
+    await _receive_until(communicator, "msg-assistant complete")
+
+    def background_done() -> bool:
+        bodies = [str(r["body"]) for r in llm_stub.requests]
+        return (
+            Conversation.objects.get(pk=conversation.pk).title != ""
+            and MemoryNode.objects.get(pk=used.pk).last_accessed_at is not None
+            and any("reflective memory" in body for body in bodies)
+        )
+
+    async with asyncio.timeout(20):
+        while not await sync_to_async(background_done)():
+            await asyncio.sleep(0.1)
+    await communicator.disconnect()
