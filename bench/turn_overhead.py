@@ -107,7 +107,9 @@ def _report(
     label: str, timings: list, reply_tokens: int, stub_ttfts: list[float] | None = None
 ) -> list[str]:
     """Figures against the stub's nominal TTFT and, paired turn by turn, its measured one."""
-    streaming = reply_tokens / STUB_TPS
+    # The stub sends the first token at its TTFT and each next one 1/tps later: the last goes
+    # out (reply_tokens - 1) / tps after the first, with the finish reason right behind it.
+    streaming = (reply_tokens - 1) / STUB_TPS
     added_ttft = [(first - sent - STUB_TTFT) * 1000 for sent, first, _ in timings]
     own_cost = [(done - sent - STUB_TTFT - streaming) * 1000 for sent, _, done in timings]
     lines = [
