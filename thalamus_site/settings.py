@@ -200,7 +200,7 @@ def celery_url(url: str) -> str:
 
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "apps.core.cache.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": INSTANCE,
     }
