@@ -21,7 +21,7 @@ from django.utils import timezone
 from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
-from apps.cognition.prompts import render_prompt
+from apps.cognition.prompts import fill_prompt, prompt_text, render_prompt
 from apps.core.llm import async_llm_client, llm_client, stream_chat_chunks
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
@@ -81,11 +81,15 @@ def memory_for_turn(
 
     started = time.perf_counter()
     config = config or runtime_config()
+    # Read before the recall, which spends most of its time waiting on the embedding, rather
+    # than after it, when the answer waits on this.
+    template = prompt_text("answer")
     context = memory_context_for_turn(
         user=user, conversation=conversation, text=text, config=config, embedded=embedded
     )
-    system = render_prompt(
+    system = fill_prompt(
         "answer",
+        template,
         date=timezone.localdate().isoformat(),
         user_name=user.get_full_name() or user.get_username(),
         memory=context.prompt_block or NOTHING_REMEMBERED,

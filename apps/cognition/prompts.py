@@ -82,8 +82,12 @@ def validate_template(name: str, text: str) -> list[str]:
 
 
 def render_prompt(name: str, **values: str) -> str:
+    return fill_prompt(name, prompt_text(name), **values)
+
+
+def fill_prompt(name: str, text: str, **values: str) -> str:
+    """Fill the template `text` of prompt `name`, read earlier with `prompt_text`."""
     expected = PROMPT_PLACEHOLDERS[name]
     if set(values) != expected:
         raise PromptError(f"prompt {name!r} needs exactly {sorted(expected)}, got {sorted(values)}")
-    text = prompt_text(name)
     return PLACEHOLDER.sub(lambda match: values.get(match.group(1), match.group(0)), text)
