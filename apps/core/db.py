@@ -3,9 +3,58 @@
 from __future__ import annotations
 
 import json
+import struct
 
+import numpy as np
 import psycopg
 from django.db import connection
+from psycopg.adapt import Dumper
+from psycopg.postgres import types as pg_types
+from psycopg.pq import Format
+
+_FLOAT4 = pg_types["float4"]
+
+
+class QueryVector:
+    """A vector sent as a parameter: PostgreSQL gets a real[] (binary where the statement's
+    parameters are bound on the server, as by `fetch_hot`), which the SQL casts with ::vector.
+
+    The text form of a 768-dimensional vector takes ~0.5 ms of Python to write and a few
+    thousand digits for the server to parse, twice a turn on the way to the answer.
+    """
+
+    __slots__ = ("values",)
+
+    def __init__(self, values) -> None:
+        self.values = values
+
+
+class _QueryVectorTextDumper(Dumper):
+    oid = _FLOAT4.array_oid
+
+    def dump(self, obj: QueryVector) -> bytes:
+        return ("{" + ",".join(f"{value:.7g}" for value in obj.values) + "}").encode()
+
+
+class _QueryVectorBinaryDumper(Dumper):
+    format = Format.BINARY
+    oid = _FLOAT4.array_oid
+    _ITEM = np.dtype([("size", ">i4"), ("value", ">f4")])
+
+    def dump(self, obj: QueryVector) -> bytes:
+        # Array header (one dimension, no NULLs, float4 items, its length, lower bound 1),
+        # then each item as its byte length and its big-endian value.
+        values = np.asarray(obj.values, dtype=np.float32)
+        items = np.empty(len(values), dtype=self._ITEM)
+        items["size"] = 4
+        items["value"] = values
+        return struct.pack(">iiIii", 1, 0, _FLOAT4.oid, len(values), 1) + items.tobytes()
+
+
+def register_adapters() -> None:
+    """Teach psycopg the parameter types above; the core app does it as Django starts."""
+    psycopg.adapters.register_dumper(QueryVector, _QueryVectorTextDumper)
+    psycopg.adapters.register_dumper(QueryVector, _QueryVectorBinaryDumper)
 
 
 def json_value(value):

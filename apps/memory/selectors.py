@@ -13,10 +13,10 @@ from django.db.models import Q, QuerySet
 from pydantic import ValidationError
 
 from apps.chat.models import Conversation
-from apps.core.db import fetch_hot, json_value
+from apps.core.db import QueryVector, fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
-from apps.memory.embedding import Embedder, EmbeddingError, get_embedder, vector_literal
+from apps.memory.embedding import Embedder, EmbeddingError, get_embedder
 from apps.memory.models import MemoryNode, Predicate, RetrievalPlan, Triple
 from apps.memory.renderer import render_knowledge
 from apps.memory.router import Route, route_turn
@@ -313,7 +313,7 @@ def memory_search_query(
         "stats_max": TEXT_STATS_MAX_ROWS,
         "visible_max": max(TEXT_STATS_MAX_ROWS, EXACT_SCAN_MAX_ROWS + 1),
         "has_vector": vector is not None,
-        "vector": vector_literal(vector) if vector is not None else None,
+        "vector": QueryVector(vector) if vector is not None else None,
         "terms": terms,
         "min_idf": MATCH_MIN_IDF,
         "candidates": candidates,
@@ -406,7 +406,7 @@ def episode_search(
     w_vector = weights.vector if vector is not None else 0.0
     params = {
         "owner": int(user_id),
-        "vector": vector_literal(vector) if vector is not None else None,
+        "vector": QueryVector(vector) if vector is not None else None,
         "tsquery": text_query(text),
         "half_life": RECENCY_HALF_LIFE_DAYS,
         "w_vector": w_vector,
