@@ -74,8 +74,7 @@ def memory_for_turn(
 ) -> MemoryForTurn:
     """What the memory knows for this turn; callers may run it while the message is saved.
 
-    `embedded`: the embedding of `text` already started with `start_turn_embedding` under
-    `config`.
+    `embedded`: the embedding of `text` already under way (`start_turn_embedding`).
     """
     from apps.memory.selectors import memory_context_for_turn
 
@@ -317,11 +316,16 @@ async def answer_reply(
             ttft_ms=ttft_ms,
             latency_ms=(now - started) * 1000,
         )
-        if on_saved is not None:
-            await on_saved(saved)
-        await database_sync_to_async(_queue_background, thread_sensitive=False)(
-            turn=turn, message=saved
-        )
+        try:
+            if on_saved is not None:
+                await on_saved(saved)
+        finally:
+            # Even when a Stop lands while the finished reply is being shown.
+            await asyncio.shield(
+                database_sync_to_async(_queue_background, thread_sensitive=False)(
+                    turn=turn, message=saved
+                )
+            )
     if outcome == Message.Status.FAILED:
         raise AnswerFailed(error)
 

@@ -365,3 +365,34 @@ async def test_a_finished_answer_starts_its_background_work(
         while not await sync_to_async(background_done)():
             await asyncio.sleep(0.1)
     await communicator.disconnect()
+
+
+async def test_a_stop_landing_as_the_finished_reply_is_shown_still_starts_reflection(
+    user, conversation, llm_stub, celery_worker, monkeypatch
+):
+    from channels.layers import get_channel_layer
+
+    from apps.chat import consumers
+
+    llm_stub.script({"content": "All done.", "match": "You are Thalamus"})
+    layer = get_channel_layer()
+    publish = layer.group_send
+    stopped = []
+
+    async def group_send(group, message):
+        await publish(group, message)
+        if not stopped and "msg-assistant complete" in message.get("html", ""):
+            (reply_id,) = consumers.RUNNING
+            stopped.append(consumers._cancel(reply_id, conversation.pk))  # what a Stop does
+
+    monkeypatch.setattr(layer, "group_send", group_send)
+    communicator = await connect_socket(user, conversation.pk)
+    await _send(communicator, content="finish this")
+    await _receive_until(communicator, "msg-assistant complete")
+    reply = await Message.objects.aget(role="assistant")
+    assert stopped == [True] and reply.status == "complete"
+
+    async with asyncio.timeout(20):
+        while not any("reflective memory" in str(r["body"]) for r in llm_stub.requests):
+            await asyncio.sleep(0.1)
+    await communicator.disconnect()
