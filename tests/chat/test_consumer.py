@@ -39,6 +39,35 @@ def conversation(user):
     return Conversation.objects.create(owner=user)
 
 
+def _stop_once_published(monkeypatch, conversation, needle: str, *, swallow=False) -> list[int]:
+    """Land a Stop on the generating reply right after a fragment with `needle` is published.
+
+    With `swallow`, the publish then loses the CancelledError, as Python 3.11's wait_for does
+    when a cancel meets a write that is just finishing. Returns the ids of the replies stopped.
+    """
+    from channels.layers import get_channel_layer
+
+    from apps.chat import consumers
+
+    layer = get_channel_layer()
+    publish = layer.group_send
+    stopped: list[int] = []
+
+    async def group_send(group, message):
+        await publish(group, message)
+        if stopped or needle not in message.get("html", ""):
+            return
+        (reply_id,) = consumers.RUNNING
+        assert consumers._cancel(reply_id, conversation.pk)  # what a Stop does
+        stopped.append(reply_id)
+        if swallow:
+            with pytest.raises(asyncio.CancelledError):  # it reached this very task
+                await asyncio.sleep(0)
+
+    monkeypatch.setattr(layer, "group_send", group_send)
+    return stopped
+
+
 async def test_an_answer_streams_and_is_saved_with_its_timings(user, conversation, llm_stub):
     llm_stub.script({"content": "one two three four five six", "tps": 100})
     communicator = await connect_socket(user, conversation.pk)
@@ -309,26 +338,8 @@ async def test_a_stop_whose_cancellation_is_lost_on_the_way_still_stops_the_answ
     """Python 3.11's asyncio.wait_for, which redis-py writes through, returns the result and
     drops the CancelledError when a cancel meets a write that is just finishing (it failed CI
     once). Here the Stop lands exactly then: while a fragment is published, which swallows it."""
-    from channels.layers import get_channel_layer
-
-    from apps.chat import consumers
-
     llm_stub.script({"content": "tick " * 300, "tps": 50})
-    layer = get_channel_layer()
-    publish = layer.group_send
-    swallowed = []
-
-    async def group_send(group, message):
-        await publish(group, message)
-        if not swallowed and "tick tick" in message.get("html", ""):
-            (reply_id,) = consumers.RUNNING
-            assert consumers._cancel(reply_id, conversation.pk)  # what a Stop does
-            try:
-                await asyncio.sleep(0)
-            except asyncio.CancelledError:
-                swallowed.append(reply_id)
-
-    monkeypatch.setattr(layer, "group_send", group_send)
+    swallowed = _stop_once_published(monkeypatch, conversation, "tick tick", swallow=True)
     communicator = await connect_socket(user, conversation.pk)
     await _send(communicator, content="go on")
     await _receive_until(communicator, "msg-assistant cancelled")
@@ -370,27 +381,13 @@ async def test_a_finished_answer_starts_its_background_work(
 async def test_a_stop_landing_as_the_finished_reply_is_shown_still_starts_reflection(
     user, conversation, llm_stub, celery_worker, monkeypatch
 ):
-    from channels.layers import get_channel_layer
-
-    from apps.chat import consumers
-
     llm_stub.script({"content": "All done.", "match": "You are Thalamus"})
-    layer = get_channel_layer()
-    publish = layer.group_send
-    stopped = []
-
-    async def group_send(group, message):
-        await publish(group, message)
-        if not stopped and "msg-assistant complete" in message.get("html", ""):
-            (reply_id,) = consumers.RUNNING
-            stopped.append(consumers._cancel(reply_id, conversation.pk))  # what a Stop does
-
-    monkeypatch.setattr(layer, "group_send", group_send)
+    stopped = _stop_once_published(monkeypatch, conversation, "msg-assistant complete")
     communicator = await connect_socket(user, conversation.pk)
     await _send(communicator, content="finish this")
     await _receive_until(communicator, "msg-assistant complete")
     reply = await Message.objects.aget(role="assistant")
-    assert stopped == [True] and reply.status == "complete"
+    assert stopped == [reply.pk] and reply.status == "complete"
 
     async with asyncio.timeout(20):
         while not any("reflective memory" in str(r["body"]) for r in llm_stub.requests):
