@@ -626,7 +626,7 @@ def memory_context_for_turn(
     # runs here, on its connection, so the search sees what the transaction wrote.
     parallel = not connection.in_atomic_block
     if embedded is None:
-        embedded = _EMBED_POOL.submit(_embed_queries, embedder, [own_query])
+        embedded = start_turn_embedding(text=text, config=config)
     own_search = None
     if parallel:
         own_search = _SEARCH_POOL.submit(
