@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from asgiref.sync import async_to_sync
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -10,7 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect
 
 from apps.chat import services
-from apps.chat.models import Conversation
+from apps.chat.models import Conversation, Message
 from apps.chat.selectors import (
     conversation_for_user,
     conversations_for_user,
@@ -108,15 +110,12 @@ def conversation_delete(request, pk: int):
 def message_send(request, pk: int):
     """The no-JavaScript way to chat: save, answer without streaming, show the page again."""
     conversation = _get_conversation_for_user(request, pk)
-    try:
-        reply = services.message_send(
-            conversation=conversation, content=request.POST.get("content", "")
-        ).reply
-    except services.ChatError as exc:
-        messages.error(request, str(exc))
-        return redirect("chat:conversation", pk=pk)
-    async_to_sync(_drain)(reply.pk)
-    return redirect("chat:conversation", pk=pk)
+    content = request.POST.get("content", "")
+    return _answer_and_show(
+        request,
+        pk,
+        lambda: services.message_send(conversation=conversation, content=content).reply,
+    )
 
 
 @require_POST
@@ -129,12 +128,18 @@ def message_retry(request, pk: int):
     )
     if reply is None:
         raise Http404("No such answer.")
+    return _answer_and_show(request, pk, lambda: services.message_retry(message=reply))
+
+
+def _answer_and_show(request, pk: int, open_reply: Callable[[], Message]):
+    """Open a reply (a send or a retry), answer it without streaming, show the page again; a
+    refusal (busy, too fast, too long) is shown there as a sentence."""
     try:
-        services.message_retry(message=reply)
+        reply = open_reply()
     except services.ChatError as exc:
         messages.error(request, str(exc))
-        return redirect("chat:conversation", pk=pk)
-    async_to_sync(_drain)(reply.pk)
+    else:
+        async_to_sync(_drain)(reply.pk)
     return redirect("chat:conversation", pk=pk)
 
 
