@@ -43,10 +43,27 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                 "fields": [
                     "llm_base_url",
                     "chat_model",
-                    "critic_model",
                     "embed_model",
                     "temperature",
+                    "context_tokens",
+                    "answer_max_tokens",
                 ]
+            },
+        ),
+        (
+            "Background LLM calls",
+            {
+                "description": "Reflection, the critic, episodes and titles run on their own "
+                "worker queue. Each may use another endpoint or model; blank means the chat's.",
+                "fields": [
+                    "background_max_tokens",
+                    "background_timeout_seconds",
+                    "background_wait_seconds",
+                    ("reflection_base_url", "reflection_model"),
+                    ("critic_base_url", "critic_model"),
+                    ("episode_base_url", "episode_model"),
+                    ("title_base_url", "title_model"),
+                ],
             },
         ),
         (
@@ -55,7 +72,6 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                 "fields": [
                     "short_term_window",
                     "max_memory_results",
-                    "token_budget",
                     "renderer_language",
                 ]
             },

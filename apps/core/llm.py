@@ -7,8 +7,12 @@ costs more than the whole of Thalamus's own work on the hot path.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import time
+from dataclasses import dataclass
 from functools import lru_cache
 
+import openai
 from django.conf import settings
 from openai import AsyncOpenAI, AsyncStream, OpenAI
 
@@ -63,4 +67,171 @@ async def stream_chat_chunks(client: AsyncOpenAI, **body) -> AsyncStream[object]
         cast_to=object,
         stream=True,
         stream_cls=AsyncStream[object],
+    )
+
+
+# ------------------------------------------------------------------ the chat first, then the rest
+#
+# A local server answers one request at a time (llama.cpp's one slot, Ollama's one model
+# runner), so a reflection running when the user sends a message would hold the answer back for
+# as long as it generates. While an answer streams from an endpoint, it is marked active in
+# Redis; a background call to the same endpoint waits for it (bounded), and one that is already
+# generating gives way — it closes its stream, which frees the server's slot at once, and asks
+# again when the answer is done.
+
+CHAT_ACTIVE_SECONDS = 120
+POLL_SECONDS = 0.2
+MAX_GIVE_WAYS = 5
+
+
+def _active_key(base_url: str) -> str:
+    from django.core.cache import cache
+
+    digest = hashlib.sha1(base_url.encode()).hexdigest()[:16]
+    return cache.make_key(f"llm:chat-active:{digest}")
+
+
+def _redis():
+    from django.core.cache import cache
+
+    return cache._cache.get_client(write=True)
+
+
+def chat_active_mark(*, base_url: str, reply_id: int) -> None:
+    """The answer `reply_id` is (still) generating at `base_url`; renewed while it runs."""
+    _redis().zadd(_active_key(base_url), {str(reply_id): time.time() + CHAT_ACTIVE_SECONDS})
+
+
+def chat_active_clear(*, base_url: str, reply_id: int) -> None:
+    _redis().zrem(_active_key(base_url), str(reply_id))
+
+
+def chat_active(base_url: str) -> bool:
+    return _redis().zcount(_active_key(base_url), time.time(), "+inf") > 0
+
+
+def wait_for_chat(base_url: str, *, until: float) -> float:
+    """Wait while an answer streams from `base_url`, until the monotonic time `until`."""
+    started = time.monotonic()
+    while time.monotonic() < until and chat_active(base_url):
+        time.sleep(POLL_SECONDS)
+    return time.monotonic() - started
+
+
+@dataclass
+class Completion:
+    content: str
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    waited_seconds: float = 0.0
+    gave_way: int = 0
+
+
+class _GaveWay(Exception):
+    pass
+
+
+def background_completion(
+    *,
+    role: str,
+    messages: list[dict],
+    response_format: dict | None = None,
+    max_tokens: int | None = None,
+    temperature: float = 0.2,
+) -> Completion:
+    """One background LLM call (reflection, critic, episode, title), after the chat.
+
+    Sends max_tokens (at most the role's reply cap) and, to Ollama, the context window it is
+    budgeted for; waits while an answer streams from the same endpoint, gives way to one that
+    starts; a time limit per call. Raises the SDK's errors (BadRequestError for any HTTP 400);
+    a refusal of a too-long prompt teaches the limits what the server's window really is.
+    """
+    from apps.core.llm_limits import Endpoint, learn_from_refusal, model_limits, usage_check
+    from apps.core.selectors import runtime_config
+
+    config = runtime_config()
+    limits = model_limits(role, config)
+    endpoint = Endpoint(limits.base_url, limits.model)
+    body: dict = {
+        "model": limits.model,
+        "messages": messages,
+        "temperature": temperature,
+        "max_tokens": min(max_tokens or limits.reply_cap, limits.reply_cap),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if response_format is not None:
+        body["response_format"] = response_format
+    extra_body = {"options": {"num_ctx": limits.context}} if limits.server == "ollama" else None
+    timeout = float(config.background_timeout_seconds)
+    client = llm_client(base_url=limits.base_url, timeout=timeout)
+    wait_until = time.monotonic() + config.background_wait_seconds
+    waited = 0.0
+    gave_way = 0
+    while True:
+        waited += wait_for_chat(limits.base_url, until=wait_until)
+        may_give_way = gave_way < MAX_GIVE_WAYS and time.monotonic() < wait_until
+        try:
+            completion = _collect(
+                client,
+                body,
+                extra_body=extra_body,
+                timeout=timeout,
+                base_url=limits.base_url if may_give_way else None,
+            )
+        except _GaveWay:
+            gave_way += 1
+            continue
+        except openai.BadRequestError as exc:
+            learn_from_refusal(endpoint=endpoint, messages=messages, error=str(exc))
+            raise
+        usage_check(
+            endpoint=endpoint,
+            messages=messages,
+            prompt_tokens=completion.prompt_tokens,
+            role=role,
+        )
+        completion.waited_seconds = round(waited, 3)
+        completion.gave_way = gave_way
+        return completion
+
+
+def _collect(
+    client: OpenAI,
+    body: dict,
+    *,
+    extra_body: dict | None,
+    timeout: float,
+    base_url: str | None,
+) -> Completion:
+    """Stream one completion to its end; with `base_url`, give way to an answer that starts."""
+    started = time.monotonic()
+    checked = started
+    parts: list[str] = []
+    finish_reason = None
+    usage = None
+    stream = client.chat.completions.create(**body, extra_body=extra_body)
+    with stream:
+        for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            if chunk.choices:
+                choice = chunk.choices[0]
+                if choice.delta is not None and choice.delta.content:
+                    parts.append(choice.delta.content)
+                if choice.finish_reason:
+                    finish_reason = choice.finish_reason
+            now = time.monotonic()
+            if now - started > timeout:
+                raise openai.APITimeoutError(request=stream.response.request)
+            if base_url is not None and now - checked >= POLL_SECONDS:
+                checked = now
+                if chat_active(base_url):
+                    raise _GaveWay
+    return Completion(
+        content="".join(parts),
+        finish_reason=finish_reason,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
     )

@@ -21,6 +21,15 @@ class RuntimeConfig(models.Model):
     )
     chat_model = models.CharField(max_length=200, blank=True, help_text="Blank: from the env.")
     critic_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
+    # Background roles may run on another server or a smaller model, so they never queue behind
+    # the chat on a one-slot local server.
+    reflection_base_url = models.URLField(blank=True, help_text="Blank: the chat's endpoint.")
+    reflection_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
+    critic_base_url = models.URLField(blank=True, help_text="Blank: the chat's endpoint.")
+    episode_base_url = models.URLField(blank=True, help_text="Blank: the chat's endpoint.")
+    episode_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
+    title_base_url = models.URLField(blank=True, help_text="Blank: the chat's endpoint.")
+    title_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
     embed_model = models.CharField(max_length=200, blank=True, help_text="Blank: from the env.")
     temperature = models.FloatField(
         default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]
@@ -33,10 +42,32 @@ class RuntimeConfig(models.Model):
     max_memory_results = models.PositiveIntegerField(
         default=8, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
-    token_budget = models.PositiveIntegerField(
-        default=3000,
-        validators=[MinValueValidator(256), MaxValueValidator(200_000)],
-        help_text="Tokens for history and memories in the prompt.",
+    context_tokens = models.PositiveIntegerField(
+        default=4096,
+        validators=[MinValueValidator(512), MaxValueValidator(2_000_000)],
+        help_text="A model's context window, in tokens, when its server does not report one "
+        "(llama.cpp /props, Ollama /api/show and vLLM's /v1/models do).",
+    )
+    answer_max_tokens = models.PositiveIntegerField(
+        default=1024,
+        validators=[MinValueValidator(16), MaxValueValidator(100_000)],
+        help_text="The longest answer, in tokens; a longer one stops there with a Continue button.",
+    )
+    background_max_tokens = models.PositiveIntegerField(
+        default=1024,
+        validators=[MinValueValidator(64), MaxValueValidator(100_000)],
+        help_text="The longest reply of a reflection, critique or episode call, in tokens.",
+    )
+    background_timeout_seconds = models.PositiveIntegerField(
+        default=180,
+        validators=[MinValueValidator(5), MaxValueValidator(1800)],
+        help_text="How long one background LLM call may take.",
+    )
+    background_wait_seconds = models.PositiveIntegerField(
+        default=120,
+        validators=[MaxValueValidator(3600)],
+        help_text="How long a background call waits while an answer streams from the same "
+        "endpoint (a local server answers one request at a time). 0: never waits.",
     )
     weight_vector = models.FloatField(default=0.45, validators=[MinValueValidator(0.0)])
     weight_text = models.FloatField(default=0.25, validators=[MinValueValidator(0.0)])
@@ -141,6 +172,7 @@ class Event(models.Model):
         EDIT = "edit", "Edit"
         TURN = "turn", "Turn"
         ERROR = "error", "Error"
+        WARNING = "warning", "Warning"
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,

@@ -1,0 +1,406 @@
+"""What each model in use can take: its endpoint, context window, reply cap and token count.
+
+A local server has a fixed context window (4,096 tokens is common). llama.cpp refuses a longer
+prompt with HTTP 400; Ollama silently drops the start of it, which is where the system prompt
+with the user's memories sits. So every prompt is fitted to the window minus the reply's cap,
+and the window is read from the server where it tells: llama.cpp `GET /props`, Ollama
+`POST /api/show`, vLLM's `max_model_len` in `/v1/models`; otherwise the runtime setting.
+
+Tokens are estimated from characters, with a ratio per model calibrated from the usage figures
+the server returns (and from llama.cpp's own count when it refuses a prompt).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import re
+from dataclasses import asdict, dataclass
+
+import httpx
+from django.conf import settings
+from django.core.cache import cache
+
+from apps.core.models import RuntimeConfig
+from apps.core.selectors import runtime_config
+
+logger = logging.getLogger(__name__)
+
+CHAT, REFLECTION, CRITIC, EPISODE, TITLE, EMBEDDING = (
+    "chat",
+    "reflection",
+    "critic",
+    "episode",
+    "title",
+    "embedding",
+)
+ROLES = (CHAT, REFLECTION, CRITIC, EPISODE, TITLE, EMBEDDING)
+BACKGROUND_ROLES = (REFLECTION, CRITIC, EPISODE, TITLE)
+TITLE_MAX_TOKENS = 32
+PROBE_SECONDS = 2.0
+LIMITS_SECONDS = 600
+# Before the server has told us anything: fewer characters per token than most text has, so
+# the first prompts are estimated long rather than short.
+DEFAULT_CHARS_PER_TOKEN = 3.2
+# A calibration outside this range is not a tokenizer's (a truncated prompt looks like one).
+CHARS_PER_TOKEN_RANGE = (1.5, 7.0)
+# Chat templates add a few tokens per message (role markers, separators).
+TOKENS_PER_MESSAGE = 6
+# Tokens kept free besides the reply's cap: the estimate is an estimate.
+SAFETY_TOKENS = 64
+# A prompt the server reports as less than this share of what was sent lost its start.
+TRUNCATED_BELOW = 0.6
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    model: str
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha1(f"{self.base_url}|{self.model}".encode()).hexdigest()[:16]
+
+
+def role_endpoint(role: str, config: RuntimeConfig | None = None) -> Endpoint:
+    """The server and model a role's calls go to; a background role falls back to the chat's."""
+    config = config or runtime_config()
+    chat = Endpoint(
+        config.llm_base_url or settings.THALAMUS_LLM_BASE_URL,
+        config.chat_model or settings.THALAMUS_CHAT_MODEL,
+    )
+    if role == CHAT:
+        return chat
+    if role == EMBEDDING:
+        return Endpoint(chat.base_url, config.embed_model or settings.THALAMUS_EMBED_MODEL)
+    if role not in BACKGROUND_ROLES:
+        raise ValueError(f"unknown LLM role {role!r}")
+    return Endpoint(
+        getattr(config, f"{role}_base_url") or chat.base_url,
+        getattr(config, f"{role}_model") or chat.model,
+    )
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What a server said about a model; `context` None when it said nothing."""
+
+    server: str  # "llama.cpp", "ollama", "vllm" or "unknown"
+    context: int | None
+    source: str
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    role: str
+    base_url: str
+    model: str
+    context: int
+    reply_cap: int
+    server: str
+    source: str
+
+    @property
+    def prompt_budget(self) -> int:
+        """Tokens the prompt may take: the window minus the reply's cap and a margin."""
+        return max(self.context - self.reply_cap - SAFETY_TOKENS, 0)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "prompt_budget": self.prompt_budget}
+
+
+def model_limits(role: str, config: RuntimeConfig | None = None) -> ModelLimits:
+    config = config or runtime_config()
+    endpoint = role_endpoint(role, config)
+    facts = server_facts(endpoint)
+    learnt = cache.get(_learnt_context_key(endpoint))
+    context = learnt or facts.context or config.context_tokens
+    source = "the server's refusal" if learnt else facts.source
+    if role == CHAT:
+        cap = config.answer_max_tokens
+    elif role == TITLE:
+        cap = TITLE_MAX_TOKENS
+    elif role == EMBEDDING:
+        cap = 0
+    else:
+        cap = config.background_max_tokens
+    # A cap that leaves no room for a prompt is no cap: at most half the window.
+    cap = min(cap, context // 2)
+    return ModelLimits(
+        role=role,
+        base_url=endpoint.base_url,
+        model=endpoint.model,
+        context=context,
+        reply_cap=cap,
+        server=facts.server,
+        source=source,
+    )
+
+
+def _facts_key(endpoint: Endpoint) -> str:
+    return f"llm:facts:{endpoint.key}"
+
+
+def _learnt_context_key(endpoint: Endpoint) -> str:
+    return f"llm:learnt-context:{endpoint.key}"
+
+
+def server_facts(endpoint: Endpoint) -> ServerFacts:
+    """The server's own word on the model's window, asked once every ten minutes."""
+    cached = cache.get(_facts_key(endpoint))
+    if cached is not None:
+        return ServerFacts(**cached)
+    facts = _probe(endpoint)
+    cache.set(_facts_key(endpoint), asdict(facts), LIMITS_SECONDS)
+    return facts
+
+
+def forget_model_limits(endpoint: Endpoint | None = None) -> None:
+    """Ask the servers again on next use (after a model or endpoint change, and in tests)."""
+    if endpoint is not None:
+        cache.delete_many(
+            [_facts_key(endpoint), _learnt_context_key(endpoint), _ratio_key(endpoint)]
+        )
+        return
+    client = cache._cache.get_client(write=True)
+    pattern = cache.make_key("llm:*")
+    keys = list(client.scan_iter(match=pattern, count=500))
+    if keys:
+        client.delete(*keys)
+
+
+def server_root(base_url: str) -> str:
+    """http://host:port/v1 -> http://host:port: llama.cpp and Ollama's own routes sit there."""
+    root = base_url.rstrip("/")
+    return root[: -len("/v1")] if root.endswith("/v1") else root
+
+
+def _probe(endpoint: Endpoint) -> ServerFacts:
+    root = server_root(endpoint.base_url)
+    headers = {"Authorization": f"Bearer {settings.THALAMUS_LLM_API_KEY}"}
+    try:
+        with httpx.Client(timeout=PROBE_SECONDS, headers=headers) as client:
+            return (
+                _llama_cpp_facts(client, root)
+                or _ollama_facts(client, root, endpoint.model)
+                or _listed_facts(client, endpoint)
+                or ServerFacts("unknown", None, "runtime setting")
+            )
+    except (httpx.HTTPError, ValueError) as exc:
+        logger.info("could not ask %s about its limits: %s", endpoint.base_url, exc)
+        return ServerFacts("unknown", None, "runtime setting")
+
+
+def _json_or_none(response: httpx.Response):
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _positive_int(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float) and value > 0:
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip()) or None
+    return None
+
+
+def _llama_cpp_facts(client: httpx.Client, root: str) -> ServerFacts | None:
+    body = _json_or_none(client.get(f"{root}/props"))
+    if not isinstance(body, dict):
+        return None
+    settings_ = body.get("default_generation_settings")
+    n_ctx = _positive_int(settings_.get("n_ctx")) if isinstance(settings_, dict) else None
+    if n_ctx is None:
+        return None
+    return ServerFacts("llama.cpp", n_ctx, "llama.cpp /props")
+
+
+_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
+
+
+def _ollama_facts(client: httpx.Client, root: str, model: str) -> ServerFacts | None:
+    body = _json_or_none(client.post(f"{root}/api/show", json={"model": model}))
+    if not isinstance(body, dict) or not ({"model_info", "parameters", "details"} & set(body)):
+        return None
+    parameters = body.get("parameters")
+    match = _NUM_CTX.search(parameters) if isinstance(parameters, str) else None
+    if match:
+        return ServerFacts("ollama", int(match.group(1)), "Ollama /api/show num_ctx")
+    info = body.get("model_info")
+    trained = None
+    if isinstance(info, dict):
+        trained = next(
+            (
+                _positive_int(value)
+                for key, value in info.items()
+                if key.endswith(".context_length")
+            ),
+            None,
+        )
+    # Without num_ctx, Ollama runs the model with its own default window (OLLAMA_CONTEXT_LENGTH),
+    # which it does not report: the runtime setting stands, within what the model was trained on.
+    if trained is None:
+        return ServerFacts("ollama", None, "runtime setting (Ollama reports no num_ctx)")
+    context = min(trained, runtime_config().context_tokens)
+    return ServerFacts("ollama", context, "runtime setting, within Ollama's context_length")
+
+
+def _listed_facts(client: httpx.Client, endpoint: Endpoint) -> ServerFacts | None:
+    body = _json_or_none(client.get(f"{endpoint.base_url.rstrip('/')}/models"))
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return None
+    for entry in data:
+        if isinstance(entry, dict) and entry.get("id") == endpoint.model:
+            length = _positive_int(entry.get("max_model_len"))
+            if length:
+                return ServerFacts("vllm", length, "/v1/models max_model_len")
+    return None
+
+
+# ----------------------------------------------------------------------------- token counts
+
+
+def _ratio_key(endpoint: Endpoint) -> str:
+    return f"llm:chars-per-token:{endpoint.key}"
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """The one token estimator: characters over a ratio calibrated for one model."""
+
+    chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
+    calibrated: bool = False
+
+    def text(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token)
+
+    def messages(self, messages: list[dict]) -> int:
+        return sum(self.text(_content(m)) + TOKENS_PER_MESSAGE for m in messages)
+
+
+def token_counter(endpoint: Endpoint) -> TokenCounter:
+    ratio = cache.get(_ratio_key(endpoint))
+    if ratio is None:
+        return TokenCounter()
+    return TokenCounter(float(ratio), True)
+
+
+def _content(message: dict) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _chars(messages: list[dict]) -> int:
+    return sum(len(_content(m)) for m in messages)
+
+
+def usage_check(
+    *, endpoint: Endpoint, messages: list[dict], prompt_tokens: int | None, role: str
+) -> bool:
+    """Learn from the prompt tokens a server reports; False when it dropped part of the prompt.
+
+    A server that silently truncates (Ollama beyond num_ctx) reports far fewer prompt tokens
+    than were sent: that is recorded as a warning, and the report is not used to calibrate.
+    """
+    if not prompt_tokens or prompt_tokens <= 0:
+        return True
+    counter = token_counter(endpoint)
+    expected = counter.messages(messages)
+    measured = (_chars(messages)) / max(prompt_tokens - TOKENS_PER_MESSAGE * len(messages), 1)
+    low, high = CHARS_PER_TOKEN_RANGE
+    truncated = prompt_tokens < TRUNCATED_BELOW * expected and (
+        counter.calibrated or measured > high
+    )
+    if truncated:
+        truncation_warn(
+            endpoint=endpoint, role=role, sent_estimate=expected, reported=prompt_tokens
+        )
+        return False
+    if low <= measured <= high and _chars(messages) >= 200:
+        previous = cache.get(_ratio_key(endpoint))
+        ratio = measured if previous is None else 0.7 * float(previous) + 0.3 * measured
+        cache.set(_ratio_key(endpoint), round(ratio, 4), None)
+    return True
+
+
+_CONTEXT_REFUSAL = re.compile(
+    r"request \((\d+) tokens\) exceeds the available context size \((\d+) tokens\)"
+)
+
+
+def learn_from_refusal(*, endpoint: Endpoint, messages: list[dict], error: str) -> bool:
+    """llama.cpp's refusal of a long prompt states both counts: learn the window and the ratio.
+
+    True when the error was such a refusal (the caller may fit the prompt again and retry).
+    """
+    match = _CONTEXT_REFUSAL.search(error or "")
+    if not match:
+        return False
+    prompt_tokens, context = int(match.group(1)), int(match.group(2))
+    cache.set(_learnt_context_key(endpoint), context, LIMITS_SECONDS)
+    measured = _chars(messages) / max(prompt_tokens - TOKENS_PER_MESSAGE * len(messages), 1)
+    low, high = CHARS_PER_TOKEN_RANGE
+    if low <= measured <= high:
+        cache.set(_ratio_key(endpoint), round(measured, 4), None)
+    return True
+
+
+# ----------------------------------------------------------------------------- truncation
+
+
+def _truncation_key(endpoint: Endpoint) -> str:
+    return f"llm:truncated:{endpoint.key}"
+
+
+TRUNCATION_WARNING_SECONDS = 24 * 3600
+
+
+def truncation_warn(*, endpoint: Endpoint, role: str, sent_estimate: int, reported: int) -> None:
+    from apps.core.models import Event
+    from apps.core.services import event_record
+
+    warning = {
+        "base_url": endpoint.base_url,
+        "model": endpoint.model,
+        "role": role,
+        "sent_tokens_estimate": sent_estimate,
+        "reported_prompt_tokens": reported,
+        "fix": (
+            "The server dropped the start of the prompt (where the system prompt and the "
+            "user's memories are). Raise its context window (Ollama: num_ctx in a Modelfile, "
+            "or OLLAMA_CONTEXT_LENGTH) to at least the runtime setting's context_tokens, or "
+            f"lower context_tokens to about {max(reported, 512)}."
+        ),
+    }
+    first = cache.add(_truncation_key(endpoint), warning, TRUNCATION_WARNING_SECONDS)
+    cache.set(_truncation_key(endpoint), warning, TRUNCATION_WARNING_SECONDS)
+    if first:
+        event_record(
+            kind=Event.Kind.WARNING,
+            summary=(
+                f"{endpoint.model} at {endpoint.base_url} read only {reported} of about "
+                f"{sent_estimate} prompt tokens: it silently truncates prompts"
+            ),
+            payload=warning,
+        )
+
+
+def truncation_warnings(config: RuntimeConfig | None = None) -> list[dict]:
+    """The silent truncations seen in the last day, for each endpoint in use."""
+    config = config or runtime_config()
+    endpoints = {role_endpoint(role, config) for role in ROLES if role != EMBEDDING}
+    found = cache.get_many([_truncation_key(endpoint) for endpoint in endpoints])
+    return list(found.values())
+
+
+def all_model_limits(config: RuntimeConfig | None = None) -> list[ModelLimits]:
+    config = config or runtime_config()
+    return [model_limits(role, config) for role in ROLES]
