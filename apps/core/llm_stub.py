@@ -7,6 +7,41 @@ Standard library only and free of Django imports, so it can run in-process
 
 Replies can be scripted (content, JSON, latency, faults) through the Python API or,
 from other processes, through the ``/_stub/*`` HTTP control endpoints.
+
+Server settings (``set_defaults(...)`` or ``POST /_stub/defaults``; ``reset()`` restores them)
+reproduce what real local servers (llama.cpp's llama-server, Ollama, vLLM) do. Every default
+leaves the stub a plain, well-behaved server. Tokens are whitespace words (``count_tokens``)
+everywhere: usage, contexts and limits.
+
+- ``context`` (None): the context window (n_ctx). A prompt of at least that many tokens
+  (all message contents joined) overflows; ``overflow`` decides what happens:
+  ``"reject"`` (llama.cpp) answers HTTP 400 ``exceed_context_size_error``; ``"truncate"``
+  (Ollama) silently keeps the first ``TRUNCATE_KEEP`` words and the newest ones,
+  ``context - 1`` in all, and answers normally with the smaller ``prompt_tokens``. Scripted
+  ``match`` still sees the whole prompt; the default reply quotes only what survived.
+- ``honours_num_ctx`` (False): take the context from the request's ``options.num_ctx`` or
+  ``num_ctx`` (Ollama's native option), which Ollama's ``/v1`` ignores.
+- ``max_tokens`` / ``max_completion_tokens`` of a request always cut the reply
+  (finish_reason ``"length"``).
+- ``eos`` (True): when False the model never stops by itself: after the reply comes
+  non-repeating English-like filler until max_tokens, else until the context is full, else
+  ``RUNAWAY_TOKENS``; finish_reason ``"length"``.
+- ``loop`` (False): the reply is followed by ``LOOP_LINE`` over and over, up to the same limit.
+- ``special_tokens`` (False): chat-template tokens leak into the reply
+  (``<|im_start|>assistant`` before it, ``<|im_end|>`` and the next ``user`` turn after it).
+- ``json_junk`` (None): default replies to ``response_format`` requests are ``"empty"``
+  (``{}``), ``"meaningless"`` (schema-valid, junk strings) or ``"prose"`` (the JSON in a
+  fenced block inside chatter).
+- ``response_formats`` (json_schema, json_object): the response_format types accepted;
+  others get HTTP 400. ``text`` is always accepted.
+- ``slots`` (None): how many chat generations run at once; the others wait in arrival order.
+  A client that goes away frees its slot. ``max_concurrent`` and ``GET /_stub/stats`` report
+  the most generations ever run at once.
+- ``server`` (``"plain"``): ``"llamacpp"`` adds ``GET /props``, ``"ollama"`` adds
+  ``POST /api/show``, ``"vllm"`` adds ``max_model_len`` to ``/v1/models``.
+
+``tps`` paces every streamed token, filler included; a non-streamed reply arrives whole after
+``ttft``, except a runaway one (``eos`` off or ``loop``), which takes its generation time.
 """
 
 from __future__ import annotations
@@ -16,11 +51,14 @@ import base64
 import contextlib
 import copy
 import hashlib
+import itertools
 import json
 import logging
 import math
 import os
+import random
 import re
+import select
 import signal
 import socket
 import socketserver
@@ -29,6 +67,8 @@ import sys
 import threading
 import time
 import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType, TracebackType
@@ -47,7 +87,35 @@ ENDPOINTS = frozenset({"chat", "embeddings"})
 REPLY_KEYS = frozenset(
     {"content", "json", "match", "ttft", "tps", "fault", "endpoint", "finish_reason"}
 )
-DEFAULT_KEYS = frozenset({"ttft", "tps", "fault"})
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "ttft": 0.0,
+    "tps": 0.0,
+    "fault": None,
+    "context": None,
+    "overflow": "reject",
+    "honours_num_ctx": False,
+    "eos": True,
+    "loop": False,
+    "special_tokens": False,
+    "json_junk": None,
+    "response_formats": ["json_schema", "json_object"],
+    "slots": None,
+    "server": "plain",
+}
+DEFAULT_KEYS = frozenset(DEFAULT_SETTINGS)
+BOOLEAN_SETTINGS = ("honours_num_ctx", "eos", "loop", "special_tokens")
+CHOICE_SETTINGS: dict[str, tuple[Any, ...]] = {
+    "overflow": ("reject", "truncate"),
+    "json_junk": (None, "empty", "meaningless", "prose"),
+    "server": ("plain", "llamacpp", "ollama", "vllm"),
+}
+STRUCTURED_FORMATS = ("json_schema", "json_object")
+TRUNCATE_KEEP = 4  # like Ollama's num_keep: the start of the prompt (system prompt) survives
+RUNAWAY_TOKENS = 4096  # how far a model that never stops runs without max_tokens or context
+LOOP_LINE = "I will keep saying the same thing over and over.\n"
+LEAK_BEFORE = "<|im_start|>assistant\n"
+LEAK_AFTER = "<|im_end|>\nuser\n"
+JUNK_STRINGS = ("N/A", "string", "...")
 
 _TOKEN_RE = re.compile(r"\S+\s*|\s+")
 _WORD_RE = re.compile(r"\w+")
@@ -322,6 +390,166 @@ def _check_timing_and_fault(values: dict[str, Any]) -> None:
         raise ValueError(f"'fault' must be null or one of {sorted(FAULTS)}")
 
 
+def _check_settings(values: dict[str, Any]) -> None:
+    _check_timing_and_fault(values)
+    for key in ("context", "slots"):
+        value = values.get(key)
+        if value is not None and not _is_positive_int(value):
+            raise ValueError(f"'{key}' must be null or an integer >= 1")
+    for key in BOOLEAN_SETTINGS:
+        if key in values and not isinstance(values[key], bool):
+            raise ValueError(f"'{key}' must be true or false")
+    for key, choices in CHOICE_SETTINGS.items():
+        if key in values and values[key] not in choices:
+            raise ValueError(f"'{key}' must be one of {list(choices)}")
+    formats = values.get("response_formats", [])
+    if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
+        raise ValueError("'response_formats' must be a list of strings")
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+# ---------------------------------------------------------- what a real model sends
+
+_FILLER_VOCABULARY = """
+    the a an this that every some many few other each our their its his her my your
+    system model answer question idea reason result method process change value state
+    point matter detail example problem solution pattern context memory signal record
+    garden river window morning evening winter summer city village market teacher
+    student friend neighbour journey letter story picture song voice light shadow
+    stone paper table kitchen bridge harbour mountain forest island engine machine
+    number measure season history future moment distance direction surface balance
+    is was becomes seems remains makes takes gives finds keeps brings shows holds
+    turns follows carries reaches leaves builds covers opens moves grows returns
+    explains describes suggests considers involves requires supports connects
+    quickly slowly carefully quietly often rarely nearly perhaps certainly usually
+    simply gently clearly mostly partly early later again still already
+    small large quiet bright early late simple careful certain common different
+    important possible useful narrow wide warm cold green golden heavy light
+    ancient modern gentle steady hidden open broken careful distant familiar
+    with from into over under between through across around beyond within without
+    and but or because while although since unless until whereas
+"""
+FILLER_WORDS: tuple[str, ...] = tuple(dict.fromkeys(_FILLER_VOCABULARY.split()))
+
+
+def filler_text(seed: str, n: int) -> str:
+    """`n` words of English-like filler that never settles into a loop.
+
+    Words are drawn pseudo-randomly (seeded by `seed`, so the same request gets the same
+    filler) into sentences of 5 to 14 words, so a repetition detector has nothing to find.
+    """
+    digest = hashlib.blake2b(seed.encode("utf-8"), digest_size=8).digest()
+    rng = random.Random(int.from_bytes(digest, "big"))
+    words: list[str] = []
+    previous = ""
+    left_in_sentence = 0
+    while len(words) < n:
+        word = rng.choice(FILLER_WORDS)
+        if word == previous:
+            continue
+        previous = word
+        if left_in_sentence == 0:
+            left_in_sentence = rng.randint(5, 14)
+            word = word.capitalize()
+        left_in_sentence -= 1
+        if left_in_sentence == 0:
+            word += rng.choice(".....?!")
+        elif rng.random() < 0.06:
+            word += ","
+        words.append(word)
+    return " ".join(words)
+
+
+def first_words(text: str, n: int) -> str:
+    """`text` up to and including its `n`-th whitespace-separated word."""
+    if n <= 0:
+        return ""
+    for index, match in enumerate(re.finditer(r"\S+", text)):
+        if index == n - 1:
+            return text[: match.end()]
+    return text
+
+
+def shape_reply(
+    content: str,
+    *,
+    eos: bool,
+    loop: bool,
+    special_tokens: bool,
+    limit: int | None,
+    seed: str,
+) -> tuple[str, bool]:
+    """The text a server sends for `content`, and whether it ran into `limit` (tokens).
+
+    A model that never stops (no `eos`, or a `loop`) always runs into the limit, so the
+    caller must give one.
+    """
+    text = content
+    if special_tokens:
+        text = LEAK_BEFORE + text + LEAK_AFTER
+    if loop or not eos:
+        if limit is None:
+            raise ValueError("a model that never stops needs a limit")
+        missing = max(0, limit - len(text.split()))
+        ends_a_word = bool(text) and not text[-1].isspace()
+        if loop:
+            more = LOOP_LINE * (missing // len(LOOP_LINE.split()) + 1)
+            text += ("\n" if ends_a_word else "") + more
+        else:
+            text += (" " if ends_a_word else "") + filler_text(seed, missing)
+    if limit is not None and len(text.split()) > limit:
+        return first_words(text, limit), True
+    return text, loop or not eos
+
+
+def truncated_prompt(text: str, context: int) -> str:
+    """What Ollama keeps of an overlong prompt: its first ``TRUNCATE_KEEP`` words and the
+    newest ones after them, ``context - 1`` words in all (one place is left for the reply)."""
+    words = text.split()
+    room = context - 1
+    keep = min(TRUNCATE_KEEP, room)
+    return " ".join(words[:keep] + words[len(words) - (room - keep) :])
+
+
+def _last_words(text: str, n: int) -> str:
+    words = text.split()
+    return text if len(words) <= n else " ".join(words[len(words) - n :])
+
+
+def structured_reply(response_format: dict[str, Any], junk: str | None) -> str:
+    """The default reply to a ``json_schema`` / ``json_object`` request, spoilt as `junk` says."""
+    if junk == "empty":
+        return "{}"
+    if response_format.get("type") == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        instance = schema_instance(spec.get("schema") or {})
+    else:
+        instance = {}
+    if junk == "meaningless":
+        instance = _with_junk_strings(instance, itertools.cycle(JUNK_STRINGS))
+    if junk == "prose":
+        return (
+            "Sure! Here is the JSON:\n```json\n"
+            + json.dumps(instance, indent=2)
+            + "\n```\nLet me know if you need anything else!"
+        )
+    return json.dumps(instance)
+
+
+def _with_junk_strings(value: Any, iter_junk: Iterator[str]) -> Any:
+    """`value` with its empty strings (free-text fields) replaced by placeholder junk."""
+    if value == "":
+        return next(iter_junk)
+    if isinstance(value, dict):
+        return {key: _with_junk_strings(item, iter_junk) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_with_junk_strings(item, iter_junk) for item in value]
+    return value
+
+
 @dataclass(frozen=True)
 class _Plan:
     content: str | None
@@ -345,6 +573,25 @@ class _Plan:
             fault=reply.get("fault"),
             finish_reason=reply.get("finish_reason", "stop"),
         )
+
+
+def _requested_max_tokens(body: dict[str, Any]) -> int | None:
+    for key in ("max_tokens", "max_completion_tokens"):
+        if _is_positive_int(body.get(key)):
+            return body[key]
+    return None
+
+
+def _request_context(body: dict[str, Any], settings: dict[str, Any]) -> int | None:
+    """The context window for this request: Ollama's ``num_ctx`` option when the server
+    honours it, else the server's."""
+    if settings["honours_num_ctx"]:
+        options = body.get("options")
+        num_ctx = options.get("num_ctx") if isinstance(options, dict) else None
+        for value in (num_ctx, body.get("num_ctx")):
+            if _is_positive_int(value):
+                return value
+    return settings["context"]
 
 
 # ---------------------------------------------------------------------------- server
@@ -373,7 +620,10 @@ class StubServer:
         self._queue: list[dict[str, Any]] = []
         self._requests: list[dict[str, Any]] = []
         self._first_token_seconds: list[float] = []
-        self._defaults: dict[str, Any] = {"ttft": 0.0, "tps": 0.0, "fault": None}
+        self._defaults: dict[str, Any] = copy.deepcopy(DEFAULT_SETTINGS)
+        self._slot_queue: deque[object] = deque()
+        self._generating = 0
+        self._max_concurrent = 0
         self._stopping = threading.Event()
         self._httpd: _StubHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -400,6 +650,8 @@ class StubServer:
             return
         # Wakes handlers sleeping in ttft/tps/hang so shutdown doesn't wait for them.
         self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()  # and requests waiting for a slot
         httpd.shutdown()
         httpd.server_close()
         httpd.disconnect_all()
@@ -440,25 +692,29 @@ class StubServer:
             self._queue.extend(normalized)
 
     def set_defaults(self, **kw: Any) -> None:
-        """Persistent ``ttft``/``tps``/``fault`` for chat requests no scripted reply matches."""
+        """Persistent settings: ``ttft``/``tps``/``fault`` for chat requests no scripted reply
+        matches, and the server's behaviour (see the module docstring and DEFAULT_SETTINGS)."""
         unknown = set(kw) - DEFAULT_KEYS
         if unknown:
             raise ValueError(f"unknown default keys: {sorted(unknown)}")
-        _check_timing_and_fault(kw)
+        _check_settings(kw)
         with self._cond:
-            self._defaults.update(kw)
+            self._defaults.update(copy.deepcopy(kw))
+            self._cond.notify_all()  # a change of slots lets waiting requests in
 
     @property
     def defaults(self) -> dict[str, Any]:
         with self._cond:
-            return dict(self._defaults)
+            return copy.deepcopy(self._defaults)
 
     def reset(self) -> None:
-        """Clear the queue and the request log, and restore the default settings."""
+        """Clear the queue, the request log and ``max_concurrent``; restore the settings."""
         with self._cond:
             self._queue.clear()
             self._requests.clear()
-            self._defaults = {"ttft": 0.0, "tps": 0.0, "fault": None}
+            self._defaults = copy.deepcopy(DEFAULT_SETTINGS)
+            self._max_concurrent = self._generating
+            self._cond.notify_all()
 
     @property
     def pending(self) -> list[dict[str, Any]]:
@@ -469,6 +725,12 @@ class StubServer:
     def requests(self) -> list[dict[str, Any]]:
         with self._cond:
             return copy.deepcopy(self._requests)
+
+    @property
+    def max_concurrent(self) -> int:
+        """The most chat generations that ran at once (since start or ``reset()``)."""
+        with self._cond:
+            return self._max_concurrent
 
     @property
     def first_token_seconds(self) -> list[float]:
@@ -491,9 +753,42 @@ class StubServer:
 
     # used by the handler -----------------------------------------------------------
 
-    def _record(self, path: str, body: Any) -> None:
+    def _record(self, path: str, body: Any) -> dict[str, Any]:
+        entry = {"path": path, "body": copy.deepcopy(body)}
         with self._cond:
-            self._requests.append({"path": path, "body": copy.deepcopy(body)})
+            self._requests.append(entry)
+            self._cond.notify_all()
+        return entry
+
+    def _annotate(self, entry: dict[str, Any], **fields: Any) -> None:
+        with self._cond:
+            entry.update(fields)
+
+    def _take_slot(self, client_gone: Callable[[], bool]) -> bool:
+        """Wait, in arrival order, for a free generation slot; False if the server stops or
+        the client goes away first."""
+        ticket = object()
+        with self._cond:
+            self._slot_queue.append(ticket)
+            try:
+                while self._slot_queue[0] is not ticket or not self._slot_free():
+                    if self._stopping.is_set() or client_gone():
+                        return False
+                    self._cond.wait(0.05)  # also polls for the client going away
+            finally:
+                self._slot_queue.remove(ticket)
+                self._cond.notify_all()
+            self._generating += 1
+            self._max_concurrent = max(self._max_concurrent, self._generating)
+            return True
+
+    def _slot_free(self) -> bool:
+        slots = self._defaults["slots"]
+        return slots is None or self._generating < slots
+
+    def _release_slot(self) -> None:
+        with self._cond:
+            self._generating -= 1
             self._cond.notify_all()
 
     def _take_plan(self, endpoint: str, text: str) -> _Plan:
@@ -517,15 +812,12 @@ class StubServer:
             finish_reason="stop",
         )
 
-    def _default_chat_content(self, body: dict[str, Any], messages: list[Any]) -> str:
+    def _default_chat_content(
+        self, body: dict[str, Any], last_user: str, json_junk: str | None
+    ) -> str:
         response_format = body.get("response_format")
-        if isinstance(response_format, dict):
-            if response_format.get("type") == "json_schema":
-                spec = response_format.get("json_schema") or {}
-                return json.dumps(schema_instance(spec.get("schema") or {}))
-            if response_format.get("type") == "json_object":
-                return "{}"
-        last_user = _last_user_text(messages)
+        if isinstance(response_format, dict) and response_format.get("type") in STRUCTURED_FORMATS:
+            return structured_reply(response_format, json_junk)
         if self.demo or body.get("model") == "demo":
             if "Reply with the title only" in last_user:
                 return demo_title(last_user)
@@ -708,6 +1000,27 @@ class _Handler(BaseHTTPRequestHandler):
         as they do for a real server), then as `_abort_if_stopping`."""
         return self._abort_if_stopping(ttft - (time.monotonic() - self._started))
 
+    def _abort_while_generating(self, seconds: float) -> bool:
+        """Take `seconds` to generate, stopping early (True) if the server stops or the client
+        goes away, as a real server stops generating for a client that left."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self._abort_if_stopping(min(left, 0.05)):
+                return True
+            if self._client_gone():
+                self._drop()
+                self._note = " (client gone)"
+                return True
+        return False
+
+    def _client_gone(self) -> bool:
+        """True once the client has closed its end of the connection."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
     def _abort_if_stopping(self, seconds: float) -> bool:
         if self.stub._sleep(seconds):
             return False
@@ -720,6 +1033,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, method: str, path: str, body: Any) -> None:
         if path.startswith("/_stub/"):
             self._control(method, path, body)
+            return
+        server = self.stub.defaults["server"]
+        if server == "llamacpp" and (method, path) == ("GET", "/props"):
+            self._llamacpp_props()
+            return
+        if server == "ollama" and (method, path) == ("POST", "/api/show"):
+            self._ollama_show(body)
             return
         api = path[3:] if path.startswith("/v1/") else path
         api = api.rstrip("/") or "/"
@@ -738,17 +1058,60 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "POST" and api in ("/chat/completions", "/embeddings"):
             if not isinstance(body, dict):
                 raise _BadRequest("request body must be a JSON object")
-            self.stub._record(path, body)
+            entry = self.stub._record(path, body)
             if api == "/chat/completions":
-                self._chat(body)
+                self._chat(body, entry)
             else:
                 self._embeddings(body)
         else:
             self._send_error_json(404, f"no route for {method} {path}", "invalid_request_error")
 
-    @staticmethod
-    def _model(model: str) -> dict[str, Any]:
-        return {"id": model, "object": "model", "created": 0, "owned_by": "thalamus-stub"}
+    def _model(self, model: str) -> dict[str, Any]:
+        entry = {"id": model, "object": "model", "created": 0, "owned_by": "thalamus-stub"}
+        settings = self.stub.defaults
+        if settings["server"] == "vllm":
+            entry["max_model_len"] = settings["context"] or 4096
+        return entry
+
+    def _llamacpp_props(self) -> None:
+        settings = self.stub.defaults
+        model = self.stub.models[0] if self.stub.models else DEFAULT_CHAT_MODEL
+        self._send_json(
+            200,
+            {
+                "default_generation_settings": {
+                    "n_ctx": settings["context"] or 4096,
+                    "params": {"n_predict": -1},
+                },
+                "total_slots": settings["slots"] or 1,
+                "model_path": f"/models/{model}.gguf",
+                "build_info": "stub",
+            },
+        )
+
+    def _ollama_show(self, body: Any) -> None:
+        body = body if isinstance(body, dict) else {}
+        model = body.get("model") or body.get("name")
+        if model not in self.stub.models:
+            self._send_json(404, {"error": f"model '{model}' not found"})
+            return
+        context = self.stub.defaults["context"]
+        parameters = 'stop "<|im_end|>"'
+        if context is not None:
+            parameters = f"num_ctx {context}\n{parameters}"
+        self._send_json(
+            200,
+            {
+                "model_info": {"general.architecture": "qwen2", "qwen2.context_length": 32768},
+                "parameters": parameters,
+                "details": {
+                    "format": "gguf",
+                    "family": "qwen2",
+                    "parameter_size": "7.6B",
+                    "quantization_level": "Q4_K_M",
+                },
+            },
+        )
 
     def _control(self, method: str, path: str, body: Any) -> None:
         stub = self.stub
@@ -770,6 +1133,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(200, {"ok": True})
             elif route == ("GET", "/_stub/requests"):
                 self._send_json(200, stub.requests)
+            elif route == ("GET", "/_stub/stats"):
+                self._send_json(
+                    200, {"max_concurrent": stub.max_concurrent, "requests": len(stub.requests)}
+                )
             else:
                 self._send_error_json(404, f"no route for {method} {path}", "invalid_request_error")
         except ValueError as exc:
@@ -796,11 +1163,38 @@ class _Handler(BaseHTTPRequestHandler):
 
     # chat --------------------------------------------------------------------------
 
-    def _chat(self, body: dict[str, Any]) -> None:
+    def _chat(self, body: dict[str, Any], entry: dict[str, Any]) -> None:
         messages = body.get("messages")
         if not isinstance(messages, list):
             raise _BadRequest("'messages' must be a list")
+        settings = self.stub.defaults
         prompt_text = _messages_text(messages)
+        prompt_tokens = count_tokens(prompt_text)
+        max_tokens = _requested_max_tokens(body)
+        self.stub._annotate(
+            entry,
+            prompt_tokens=prompt_tokens,
+            prompt_tokens_used=prompt_tokens,
+            truncated=False,
+            completion_tokens=0,
+            finish_reason=None,
+            max_tokens=max_tokens,
+            slot_wait=0.0,
+        )
+        if self._reject_response_format(body, settings["response_formats"]):
+            return
+
+        context = _request_context(body, settings)
+        last_user = _last_user_text(messages)
+        prompt_tokens_used = prompt_tokens
+        if context is not None and prompt_tokens >= context:
+            if settings["overflow"] == "reject":
+                self._send_context_error(prompt_tokens, context)
+                return
+            prompt_tokens_used = count_tokens(truncated_prompt(prompt_text, context))
+            last_user = _last_words(last_user, max(0, prompt_tokens_used - TRUNCATE_KEEP))
+            self.stub._annotate(entry, prompt_tokens_used=prompt_tokens_used, truncated=True)
+
         plan = self.stub._take_plan("chat", prompt_text)
         stream = bool(body.get("stream"))
         model = body.get("model") or DEFAULT_CHAT_MODEL
@@ -817,7 +1211,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             content = plan.content
             if content is None:
-                content = self.stub._default_chat_content(body, messages)
+                content = self.stub._default_chat_content(body, last_user, settings["json_junk"])
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise _BadRequest(f"cannot build a reply for response_format: {exc}") from exc
 
@@ -833,17 +1227,66 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 garbage_body = True
 
-        usage = {
-            "prompt_tokens": count_tokens(prompt_text),
-            "completion_tokens": count_tokens(content),
-        }
+        runaway = settings["loop"] or not settings["eos"]
+        limit = max_tokens
+        if runaway and limit is None:
+            limit = context - prompt_tokens_used if context is not None else RUNAWAY_TOKENS
+        text, hit_limit = shape_reply(
+            content,
+            eos=settings["eos"],
+            loop=settings["loop"],
+            special_tokens=settings["special_tokens"],
+            limit=limit,
+            seed=prompt_text,
+        )
+        finish_reason = "length" if hit_limit else plan.finish_reason
+        usage = {"prompt_tokens": prompt_tokens_used, "completion_tokens": count_tokens(text)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        self.stub._annotate(
+            entry, completion_tokens=usage["completion_tokens"], finish_reason=finish_reason
+        )
         completion_id = f"chatcmpl-stub-{uuid.uuid4().hex[:24]}"
 
-        if stream:
-            self._stream_chat(body, plan, ttft, content, model, completion_id, usage, garbage_body)
+        waiting_since = time.monotonic()
+        if not self.stub._take_slot(self._client_gone):
+            self._drop()
             return
-        if self._abort_until_first_token(ttft):
+        slot_wait = time.monotonic() - waiting_since
+        self.stub._annotate(entry, slot_wait=slot_wait)
+        # The time to first token starts when the slot does, as on a real server.
+        ttft += slot_wait
+        try:
+            if stream:
+                self._stream_chat(
+                    body, plan, ttft, text, finish_reason, model, completion_id, usage, garbage_body
+                )
+            else:
+                generating = (usage["completion_tokens"] - 1) / plan.tps if plan.tps else 0.0
+                self._send_completion(
+                    ttft,
+                    generating if runaway else 0.0,
+                    text,
+                    finish_reason,
+                    model,
+                    completion_id,
+                    usage,
+                    garbage_body,
+                )
+        finally:
+            self.stub._release_slot()
+
+    def _send_completion(
+        self,
+        ttft: float,
+        generating: float,
+        text: str,
+        finish_reason: str,
+        model: str,
+        completion_id: str,
+        usage: dict[str, int],
+        garbage_body: bool,
+    ) -> None:
+        if self._abort_until_first_token(ttft) or self._abort_while_generating(generating):
             return
         if garbage_body:
             self._send_bytes(200, _GARBAGE_BODY)
@@ -859,14 +1302,41 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": content, "refusal": None},
+                        "message": {"role": "assistant", "content": text, "refusal": None},
                         "logprobs": None,
-                        "finish_reason": plan.finish_reason,
+                        "finish_reason": finish_reason,
                     }
                 ],
                 "usage": usage,
             },
         )
+
+    def _reject_response_format(self, body: dict[str, Any], accepted: list[str]) -> bool:
+        response_format = body.get("response_format")
+        kind = response_format.get("type") if isinstance(response_format, dict) else None
+        if kind is None or kind == "text" or kind in accepted:
+            return False
+        message = f"response_format type '{kind}' is not supported"
+        self._send_json(
+            400, {"error": {"code": 400, "message": message, "type": "invalid_request_error"}}
+        )
+        return True
+
+    def _send_context_error(self, prompt_tokens: int, context: int) -> None:
+        """llama-server's answer to a prompt that does not fit, to the letter."""
+        self._note = " (context exceeded)"
+        message = (
+            f"request ({prompt_tokens} tokens) exceeds the available context size "
+            f"({context} tokens), try increasing it"
+        )
+        error = {
+            "code": 400,
+            "message": message,
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": prompt_tokens,
+            "n_ctx": context,
+        }
+        self._send_json(400, {"error": error})
 
     def _stream_chat(
         self,
@@ -874,6 +1344,7 @@ class _Handler(BaseHTTPRequestHandler):
         plan: _Plan,
         ttft: float,
         content: str,
+        finish_reason: str,
         model: str,
         completion_id: str,
         usage: dict[str, int],
@@ -919,6 +1390,10 @@ class _Handler(BaseHTTPRequestHandler):
                 delay = started + index / plan.tps - time.monotonic()
                 if delay > 0 and self._abort_if_stopping(delay):
                     return
+            if index > 0 and self._client_gone():
+                self._drop()
+                self._note = " (client gone)"
+                return
             self._write_event(delta({"content": token}))
             if index == 0:
                 with self.stub._cond:
@@ -927,7 +1402,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._drop()
             return
 
-        self._write_event(delta({}, plan.finish_reason))
+        self._write_event(delta({}, finish_reason))
         if include_usage:
             self._write_event(chunk([], usage=usage))
         self._write_chunk(b"data: [DONE]\n\n")

@@ -20,7 +20,7 @@ import pytest
 from openai import OpenAI
 from pydantic import BaseModel
 
-from apps.core.llm_stub import StubServer, embed_text, schema_instance
+from apps.core.llm_stub import DEFAULT_SETTINGS, StubServer, embed_text, schema_instance
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 USER = [{"role": "user", "content": "one two three"}]
@@ -76,9 +76,15 @@ def test_non_streaming_reply_and_usage(stub: StubServer, client: OpenAI) -> None
     assert response.usage.prompt_tokens == 3
     assert response.usage.completion_tokens == 4
     assert response.usage.total_tokens == 7
-    assert stub.requests == [
-        {"path": "/v1/chat/completions", "body": {"model": "qwen2.5:7b", "messages": USER}}
-    ]
+    [logged] = stub.requests
+    assert logged["path"] == "/v1/chat/completions"
+    assert logged["body"] == {"model": "qwen2.5:7b", "messages": USER}
+    assert logged["prompt_tokens"] == logged["prompt_tokens_used"] == 3
+    assert logged["truncated"] is False
+    assert logged["completion_tokens"] == 4
+    assert logged["finish_reason"] == "stop"
+    assert logged["max_tokens"] is None
+    assert logged["slot_wait"] < 1
 
 
 def test_streaming_assembles_scripted_content(stub: StubServer, client: OpenAI) -> None:
@@ -286,7 +292,7 @@ def test_defaults_apply_only_when_queue_has_no_match(stub: StubServer, client: O
         ask(client, "ordinary")
     assert ask(client, "special request") == "ok"
     stub.reset()
-    assert stub.defaults == {"ttft": 0.0, "tps": 0.0, "fault": None}
+    assert stub.defaults == DEFAULT_SETTINGS
     assert ask(client, "fine") == "Stub reply to: fine"
 
 
