@@ -26,6 +26,34 @@ def _fresh_runtime_config():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_model_limits():
+    """What a server said of its limits, and the token calibration, belong to one test."""
+    from apps.core.llm_limits import forget_model_limits
+
+    forget_model_limits()
+    yield
+
+
+@pytest.fixture
+def config(db):
+    """Change runtime settings for one test: config(critic_enabled=False)."""
+
+    def change(**values):
+        from apps.core.models import RuntimeConfig
+        from apps.core.services import runtime_config_save
+
+        current = RuntimeConfig.objects.order_by("pk").first() or RuntimeConfig()
+        for name, value in values.items():
+            setattr(current, name, value)
+        return runtime_config_save(config=current)
+
+    yield change
+    from apps.core.selectors import forget_runtime_config
+
+    forget_runtime_config()
+
+
 @pytest.fixture
 def default_schedules(db):
     """The beat schedules the migration creates; transactional tests flush them, so recreate."""
@@ -178,6 +206,12 @@ def celery_worker(transactional_db):
     from thalamus_site.celery import app
 
     with start_worker(
-        app, pool="solo", concurrency=1, perform_ping_check=False, shutdown_timeout=15
+        app,
+        pool="solo",
+        concurrency=1,
+        perform_ping_check=False,
+        shutdown_timeout=15,
+        # Both queues: memory upkeep and the background LLM calls.
+        queues=[settings.CELERY_TASK_DEFAULT_QUEUE, settings.THALAMUS_BACKGROUND_QUEUE],
     ) as worker:
         yield worker

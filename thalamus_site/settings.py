@@ -255,6 +255,20 @@ THALAMUS_LLM_TIMEOUT = env_int("THALAMUS_LLM_TIMEOUT", 60, minimum=1, maximum=36
 CELERY_BROKER_URL = celery_url(REDIS_URL)
 CELERY_RESULT_BACKEND = celery_url(REDIS_URL)
 CELERY_TASK_DEFAULT_QUEUE = INSTANCE
+# Background LLM calls have a queue and a worker of their own (`up` starts it).
+THALAMUS_BACKGROUND_QUEUE = f"{INSTANCE}.llm"
+THALAMUS_BACKGROUND_CONCURRENCY = env_int(
+    "THALAMUS_BACKGROUND_CONCURRENCY", 1, minimum=1, maximum=64
+)
+CELERY_TASK_ROUTES = {
+    name: {"queue": THALAMUS_BACKGROUND_QUEUE}
+    for name in (
+        "cognition.reflect",
+        "cognition.criticise",
+        "cognition.summarise_episode",
+        "apps.chat.tasks.title_conversation",
+    )
+}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

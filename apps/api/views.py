@@ -24,7 +24,8 @@ from apps.api.services import ConversationBusy, api_turn_start
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user
 from apps.chat.services import ChatError, ChatRateLimited
-from apps.cognition.answer import AnswerFailed, answer_reply, estimate_tokens
+from apps.cognition.answer import AnswerFailed, answer_reply
+from apps.core.llm_limits import CHAT, role_endpoint, token_counter
 
 MODEL_ID = "thalamus"
 MODEL_CREATED = 1735689600
@@ -150,7 +151,7 @@ def _usage(reply: Message) -> dict:
         prompt_tokens = reply.trace.get("prompt_tokens_estimate") or 0
     completion_tokens = reply.completion_tokens
     if completion_tokens is None:
-        completion_tokens = estimate_tokens(reply.content)
+        completion_tokens = token_counter(role_endpoint(CHAT)).text(reply.content)
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,

@@ -21,10 +21,30 @@ from django.utils import timezone
 from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
+from apps.cognition.budget import Piece, PromptTooLong, fit, message_piece
 from apps.cognition.prompts import fill_prompt, prompt_text, render_prompt
-from apps.core.llm import async_llm_client, llm_client, stream_chat_chunks
+from apps.core.llm import (
+    async_llm_client,
+    chat_active_clear,
+    chat_active_mark,
+    llm_client,
+    stream_chat_chunks,
+)
+from apps.core.llm_limits import (
+    CHAT,
+    Endpoint,
+    ModelLimits,
+    TokenCounter,
+    learn_from_refusal,
+    model_limits,
+    role_endpoint,
+    token_counter,
+    usage_check,
+)
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
+from apps.memory.renderer import episode_line, knowledge_line, memory_line, render_memory_block
+from apps.memory.selectors import MemoryContext
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +59,6 @@ class _StreamCutOff(Exception):
     pass
 
 
-def estimate_tokens(text: str) -> int:
-    return len(text) // 4 + 1
-
-
 @dataclass
 class PreparedTurn:
     reply: Message
@@ -50,17 +66,23 @@ class PreparedTurn:
     temperature: float
     base_url: str
     messages: list[dict]
+    max_tokens: int
     trace: dict = field(default_factory=dict)
+    # Sent to Ollama, which otherwise runs the model with a window of its own choosing.
+    extra_body: dict | None = None
 
 
 @dataclass
 class MemoryForTurn:
-    """What a turn needs besides its history: the memory block and the system prompt around it."""
+    """What a turn needs besides its history: what memory holds, the model's limits, the
+    system prompt's template."""
 
-    block: str
-    trace: dict
+    context: MemoryContext
     ms: float
-    system: str
+    template: str
+    user_name: str
+    limits: ModelLimits
+    counter: TokenCounter
     config: RuntimeConfig
 
 
@@ -83,46 +105,151 @@ def memory_for_turn(
     # Read before the recall, which spends most of its time waiting on the embedding, rather
     # than after it, when the answer waits on this.
     template = prompt_text("answer")
+    limits = model_limits(CHAT, config)
+    counter = token_counter(role_endpoint(CHAT, config))
     context = memory_context_for_turn(
         user=user, conversation=conversation, text=text, config=config, embedded=embedded
     )
-    system = fill_prompt(
-        "answer",
-        template,
-        date=timezone.localdate().isoformat(),
-        user_name=user.get_full_name() or user.get_username(),
-        memory=context.prompt_block or NOTHING_REMEMBERED,
-    )
     return MemoryForTurn(
-        context.prompt_block,
-        context.trace,
-        (time.perf_counter() - started) * 1000,
-        system,
-        config,
+        context=context,
+        ms=(time.perf_counter() - started) * 1000,
+        template=template,
+        user_name=user.get_full_name() or user.get_username(),
+        limits=limits,
+        counter=counter,
+        config=config,
     )
+
+
+class MessageTooLong(Exception):
+    """The user's message does not fit the model's window even on its own."""
+
+
+def _knowledge_order(triples: list, text: str) -> list[float]:
+    """How relevant each triple is to the turn: identity first, then words shared with it."""
+    words = {word.casefold() for word in text.split() if len(word) > 2}
+    order = []
+    for triple in triples:
+        said = f"{triple.subject} {triple.predicate.name} {triple.object}".replace("_", " ")
+        shared = sum(1 for word in said.split() if word.casefold() in words)
+        order.append(shared + (100 if triple.category == "identity" else 0))
+    return order
 
 
 def build_turn(*, reply: Message, history: list[Message], memory: MemoryForTurn) -> PreparedTurn:
-    """The request for the LLM from parts already read; no database access."""
+    """The request for the LLM from parts already read; no database access.
+
+    Everything is fitted to the model's window minus the answer's cap, by the one budgeting
+    function: first the oldest history goes (the last exchange is kept longest), then the least
+    relevant knowledge, then the lowest-scored memories and episodes. The user's message itself
+    is never cut; one that cannot fit on its own raises MessageTooLong.
+    """
     started = time.perf_counter()
     config = memory.config
-    budget = config.token_budget - estimate_tokens(memory.system)
-    kept: list[Message] = []
-    for message in reversed(history):
-        cost = estimate_tokens(message.content)
-        if kept and cost > budget:
-            break
-        kept.append(message)
-        budget -= cost
-    kept.reverse()
-    messages = [{"role": "system", "content": memory.system}] + [
-        {"role": m.role, "content": m.content} for m in kept
+    context = memory.context
+    limits = memory.limits
+    question, earlier = (history[-1], history[:-1]) if history else (None, [])
+    system_frame = fill_prompt(
+        "answer",
+        memory.template,
+        date=timezone.localdate().isoformat(),
+        user_name=memory.user_name,
+        memory=NOTHING_REMEMBERED,
+    )
+    knowledge_order = _knowledge_order(context.knowledge, question.content if question else "")
+    pieces = [message_piece(system_frame)]
+    pieces += [
+        Piece(
+            knowledge_line(triple=triple, language=context.language, user=context.user),
+            100 + order,
+        )
+        for triple, order in zip(context.knowledge, knowledge_order, strict=True)
     ]
+    pieces += [Piece(memory_line(hit.description), 1000 + hit.score) for hit in context.memories]
+    pieces += [
+        Piece(
+            episode_line(
+                summary=hit.summary,
+                ended_at=hit.ended_at,
+                lesson=hit.lesson,
+                language=context.language,
+            ),
+            1000 + hit.score,
+        )
+        for hit in context.episodes
+    ]
+    last_exchange = len(earlier) - 2
+    pieces += [
+        message_piece(message.content, index + (10_000 if index >= last_exchange else 0))
+        for index, message in enumerate(earlier)
+    ]
+    if question is not None:
+        pieces.append(message_piece(question.content))
+    try:
+        texts = fit(pieces, budget=limits.prompt_budget, counter=memory.counter)
+    except PromptTooLong as exc:
+        raise MessageTooLong(
+            f"Your message is too long for the model: it needs about {exc.needed:,} tokens "
+            f"and {limits.model} has room for {exc.budget:,} (a {limits.context:,}-token window "
+            f"with {limits.reply_cap:,} kept for the answer). Shorten it, or give the model a "
+            "larger context window."
+        ) from exc
+    offset = 1
+    kept_triples = [
+        t for t, text in zip(context.knowledge, texts[offset:], strict=False) if text is not None
+    ]
+    offset += len(context.knowledge)
+    kept_memories = [
+        hit for hit, text in zip(context.memories, texts[offset:], strict=False) if text
+    ]
+    offset += len(context.memories)
+    kept_episodes = [
+        hit for hit, text in zip(context.episodes, texts[offset:], strict=False) if text
+    ]
+    offset += len(context.episodes)
+    kept_history = [message for message, text in zip(earlier, texts[offset:], strict=False) if text]
+    if question is not None:
+        kept_history.append(question)
+    block = render_memory_block(
+        knowledge=kept_triples,
+        memories=kept_memories,
+        episodes=kept_episodes,
+        language=context.language,
+        user=context.user,
+    )
+    system = fill_prompt(
+        "answer",
+        memory.template,
+        date=timezone.localdate().isoformat(),
+        user_name=memory.user_name,
+        memory=block or NOTHING_REMEMBERED,
+    )
+    messages = [{"role": "system", "content": system}] + [
+        {"role": m.role, "content": m.content} for m in kept_history
+    ]
+    memory_trace = dict(context.trace)
+    kept_ids = {hit.id for hit in kept_memories}
+    kept_episode_ids = {hit.id for hit in kept_episodes}
+    kept_triple_ids = {triple.id for triple in kept_triples}
+    memory_trace["memories"] = [m for m in memory_trace["memories"] if m["id"] in kept_ids]
+    memory_trace["episodes"] = [e for e in memory_trace["episodes"] if e["id"] in kept_episode_ids]
+    memory_trace["triples"] = [t for t in memory_trace["triples"] if t["id"] in kept_triple_ids]
+    memory_trace["dropped_for_budget"] = {
+        "memories": len(context.memories) - len(kept_memories),
+        "episodes": len(context.episodes) - len(kept_episodes),
+        "triples": len(context.knowledge) - len(kept_triples),
+    }
     trace = {
-        "memory": memory.trace,
-        "history_messages": len(kept),
-        "history_dropped": len(history) - len(kept),
-        "prompt_tokens_estimate": sum(estimate_tokens(m["content"]) for m in messages),
+        "memory": memory_trace,
+        "history_messages": len(kept_history),
+        "history_dropped": len(history) - len(kept_history),
+        "prompt_tokens_estimate": memory.counter.messages(messages),
+        "limits": {
+            "context": limits.context,
+            "max_tokens": limits.reply_cap,
+            "prompt_budget": limits.prompt_budget,
+            "source": limits.source,
+        },
         "timings_ms": {
             "memory": round(memory.ms, 2),
             "context": round((time.perf_counter() - started) * 1000, 2),
@@ -130,11 +257,13 @@ def build_turn(*, reply: Message, history: list[Message], memory: MemoryForTurn)
     }
     return PreparedTurn(
         reply=reply,
-        model=config.chat_model or settings.THALAMUS_CHAT_MODEL,
+        model=limits.model,
         temperature=config.temperature,
-        base_url=config.llm_base_url or settings.THALAMUS_LLM_BASE_URL,
+        base_url=limits.base_url,
         messages=messages,
+        max_tokens=limits.reply_cap,
         trace=trace,
+        extra_body={"options": {"num_ctx": limits.context}} if limits.server == "ollama" else None,
     )
 
 
@@ -202,6 +331,22 @@ def _failure_sentence(exc: Exception, *, base_url: str, streamed: bool) -> str:
 
 
 def _finish(*, turn: PreparedTurn, **outcome) -> Message:
+    chat_active_clear(base_url=turn.base_url, reply_id=turn.reply.pk)
+    endpoint = Endpoint(turn.base_url, turn.model)
+    if outcome.get("prompt_tokens"):
+        usage_check(
+            endpoint=endpoint,
+            messages=turn.messages,
+            prompt_tokens=outcome["prompt_tokens"],
+            role=CHAT,
+        )
+    elif learn_from_refusal(
+        endpoint=endpoint, messages=turn.messages, error=turn.trace.get("error_detail", "")
+    ):
+        outcome["error"] = (
+            "The conversation did not fit the model's context window. Thalamus has measured "
+            "the window and fits the next try to it: press Retry."
+        )
     return chat_services.message_finish(
         message=turn.reply, trace=turn.trace, background=False, **outcome
     )
@@ -248,16 +393,19 @@ async def answer_reply(
             )
         )
         raise
+    except MessageTooLong as exc:
+        failed = await database_sync_to_async(
+            chat_services.message_fail_open, thread_sensitive=False
+        )(reply_id=reply_id, error=str(exc))
+        if on_saved is not None and failed is not None:
+            await on_saved(failed)
+        raise AnswerFailed(str(exc)) from exc
     # Marking the reply as streaming is not needed for the request: it runs while the LLM
     # thinks about its first token, and is awaited before the outcome is saved.
     streaming = asyncio.ensure_future(
-        database_sync_to_async(chat_services.message_start_streaming, thread_sensitive=False)(
-            message=turn.reply,
-            model=turn.model,
-            trace={**turn.trace, "timings_ms": dict(turn.trace["timings_ms"])},
-        )
+        database_sync_to_async(_start_streaming, thread_sensitive=False)(turn=turn)
     )
-    lease = asyncio.ensure_future(_keep_lease(turn.reply.pk))
+    lease = asyncio.ensure_future(_keep_lease(turn))
     parts: list[str] = []
     ttft_ms = None
     usage = None
@@ -274,7 +422,9 @@ async def answer_reply(
             model=turn.model,
             messages=turn.messages,
             temperature=turn.temperature,
+            max_tokens=turn.max_tokens,
             stream_options={"include_usage": True},
+            **(turn.extra_body or {}),
         )
         async with stream:
             async for chunk in stream:
@@ -330,12 +480,27 @@ async def answer_reply(
         raise AnswerFailed(error)
 
 
-async def _keep_lease(reply_id: int) -> None:
+def _start_streaming(*, turn: PreparedTurn) -> None:
+    chat_services.message_start_streaming(
+        message=turn.reply,
+        model=turn.model,
+        trace={**turn.trace, "timings_ms": dict(turn.trace["timings_ms"])},
+    )
+    # Background calls to this endpoint wait, or give way, until the answer is done.
+    chat_active_mark(base_url=turn.base_url, reply_id=turn.reply.pk)
+
+
+def _renew(*, turn: PreparedTurn) -> None:
+    chat_services.reply_lease_renew(reply_id=turn.reply.pk)
+    chat_active_mark(base_url=turn.base_url, reply_id=turn.reply.pk)
+
+
+async def _keep_lease(turn: PreparedTurn) -> None:
     """Renew the reply's lease while it is generated, so no one takes it for orphaned."""
-    renew = sync_to_async(chat_services.reply_lease_renew, thread_sensitive=False)
+    renew = sync_to_async(_renew, thread_sensitive=False)
     while True:
         await asyncio.sleep(chat_services.REPLY_LEASE_SECONDS / 3)
-        await renew(reply_id=reply_id)
+        await renew(turn=turn)
 
 
 def generate_title(*, messages: list[Message]) -> str:

@@ -104,6 +104,14 @@ def _is_about_user(subject: str, user) -> bool:
     )
 
 
+def knowledge_line(*, triple: Triple, language: str, user=None) -> str:
+    """One triple as its line in `render_knowledge` (to weigh it against a budget)."""
+    language = language if language in LANGUAGES else "en"
+    label = triple.predicate.label(language)
+    prefix = "" if _is_about_user(triple.subject, user) else f"{triple.subject} — "
+    return f"- {prefix}{label}: {triple.object}"
+
+
 def render_knowledge(*, triples: Iterable[Triple], language: str, user=None) -> str:
     """Group triples by category (in Category's order), then one line per subject+predicate."""
     language = language if language in LANGUAGES else "en"
@@ -126,3 +134,44 @@ def render_knowledge(*, triples: Iterable[Triple], language: str, user=None) -> 
             prefix = f"{subject} — " if subject else ""
             lines.append(f"- {prefix}{label}: {', '.join(values)}")
     return "\n".join(lines)
+
+
+MEMORY_HEADINGS = {
+    "en": ("Relevant memories", "Past episodes", "lesson"),
+    "it": ("Ricordi pertinenti", "Episodi passati", "lezione"),
+    "de": ("Relevante Erinnerungen", "Frühere Episoden", "Lehre"),
+    "fr": ("Souvenirs pertinents", "Épisodes passés", "leçon"),
+    "es": ("Recuerdos relevantes", "Episodios pasados", "lección"),
+}
+
+
+def memory_line(description: str) -> str:
+    return f"- {' '.join(description.split())}"
+
+
+def episode_line(*, summary: str, ended_at, lesson: str, language: str) -> str:
+    lesson_word = MEMORY_HEADINGS.get(language, MEMORY_HEADINGS["en"])[2]
+    return "- {} ({}){}".format(
+        " ".join(summary.split()),
+        ended_at.date().isoformat(),
+        f" — {lesson_word}: {lesson}" if lesson else "",
+    )
+
+
+def render_memory_block(*, knowledge, memories, episodes, language: str, user=None) -> str:
+    """The memory part of the system prompt: the knowledge graph, memories, then episodes."""
+    memory_heading, episode_heading, _ = MEMORY_HEADINGS.get(language, MEMORY_HEADINGS["en"])
+    rendered = render_knowledge(triples=knowledge, language=language, user=user)
+    sections = [rendered] if rendered else []
+    if memories:
+        lines = "\n".join(memory_line(hit.description) for hit in memories)
+        sections.append(f"{memory_heading}:\n{lines}")
+    if episodes:
+        lines = "\n".join(
+            episode_line(
+                summary=hit.summary, ended_at=hit.ended_at, lesson=hit.lesson, language=language
+            )
+            for hit in episodes
+        )
+        sections.append(f"{episode_heading}:\n{lines}")
+    return "\n\n".join(sections)

@@ -18,7 +18,6 @@ from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.embedding import Embedder, EmbeddingError, get_embedder
 from apps.memory.models import MemoryNode, Predicate, RetrievalPlan, Triple
-from apps.memory.renderer import render_knowledge
 from apps.memory.router import Route, route_turn
 from apps.memory.schemas import PlanStep, RetrievalPlanSchema
 
@@ -525,8 +524,27 @@ def plan_and_knowledge(
 
 @dataclass
 class MemoryContext:
-    prompt_block: str
+    """What memory holds for a turn, best first; the answer fits it to the model's window."""
+
     trace: dict = field(default_factory=dict)
+    knowledge: list[Triple] = field(default_factory=list)
+    memories: list[MemoryHit] = field(default_factory=list)
+    episodes: list[EpisodeHit] = field(default_factory=list)
+    language: str = "en"
+    user: object = None
+
+    @property
+    def prompt_block(self) -> str:
+        """Everything, unbudgeted."""
+        from apps.memory.renderer import render_memory_block
+
+        return render_memory_block(
+            knowledge=self.knowledge,
+            memories=self.memories,
+            episodes=self.episodes,
+            language=self.language,
+            user=self.user,
+        )
 
 
 def _embed_queries(embedder: Embedder, texts: list[str]) -> tuple[dict[str, list[float]], str]:
@@ -718,14 +736,6 @@ def memory_context_for_turn(
         mark = lap("episodes", mark)
 
     language = config.renderer_language
-    prompt_block, kept_memories, kept_episodes = assemble_prompt_block(
-        knowledge=render_knowledge(triples=triples, language=language, user=user),
-        memories=memories,
-        episodes=episodes,
-        budget_tokens=max(config.token_budget // 3, 200),
-        language=language,
-    )
-    lap("render", mark)
     timings["total"] = round((time.perf_counter() - started) * 1000, 2)
 
     trace.update(
@@ -737,10 +747,8 @@ def memory_context_for_turn(
                 "steps": [step.model_dump(mode="json") for step in steps],
             },
             "vector_search": bool(vectors),
-            "memories": [hit.as_trace() for hit in kept_memories],
-            "episodes": [hit.as_trace() for hit in kept_episodes],
-            "dropped_for_budget": (len(memories) - len(kept_memories))
-            + (len(episodes) - len(kept_episodes)),
+            "memories": [hit.as_trace() for hit in memories],
+            "episodes": [hit.as_trace() for hit in episodes],
             "triples": [
                 {
                     "id": triple.id,
@@ -755,7 +763,14 @@ def memory_context_for_turn(
             "timings_ms": timings,
         }
     )
-    return MemoryContext(prompt_block=prompt_block, trace=trace)
+    return MemoryContext(
+        trace=trace,
+        knowledge=triples,
+        memories=memories,
+        episodes=episodes,
+        language=language,
+        user=user,
+    )
 
 
 def mark_memories_used(trace: dict) -> None:
@@ -765,61 +780,3 @@ def mark_memories_used(trace: dict) -> None:
     ids = [item["id"] for item in trace.get("memories", []) if "id" in item]
     if ids:
         mark_accessed.delay_on_commit(ids)
-
-
-_HEADINGS = {
-    "en": ("Relevant memories", "Past episodes", "lesson"),
-    "it": ("Ricordi pertinenti", "Episodi passati", "lezione"),
-    "de": ("Relevante Erinnerungen", "Frühere Episoden", "Lehre"),
-    "fr": ("Souvenirs pertinents", "Épisodes passés", "leçon"),
-    "es": ("Recuerdos relevantes", "Episodios pasados", "lección"),
-}
-
-
-def estimate_tokens(text: str) -> int:
-    return max(1, round(len(text.split()) * 1.3))
-
-
-def assemble_prompt_block(
-    *,
-    knowledge: str,
-    memories: list[MemoryHit],
-    episodes: list[EpisodeHit],
-    budget_tokens: int,
-    language: str,
-) -> tuple[str, list[MemoryHit], list[EpisodeHit]]:
-    """The block for the system prompt; over budget, the lowest-scored items go first."""
-    memory_heading, episode_heading, lesson_word = _HEADINGS.get(language, _HEADINGS["en"])
-    memory_lines = {hit.id: f"- {' '.join(hit.description.split())}" for hit in memories}
-    episode_lines = {
-        hit.id: "- {} ({}){}".format(
-            " ".join(hit.summary.split()),
-            hit.ended_at.date().isoformat(),
-            f" — {lesson_word}: {hit.lesson}" if hit.lesson else "",
-        )
-        for hit in episodes
-    }
-    kept_memories, kept_episodes = list(memories), list(episodes)
-    used = estimate_tokens(knowledge) if knowledge else 0
-    used += sum(estimate_tokens(line) for line in memory_lines.values())
-    used += sum(estimate_tokens(line) for line in episode_lines.values())
-    while used > budget_tokens and (kept_memories or kept_episodes):
-        lowest_memory = kept_memories[-1] if kept_memories else None
-        lowest_episode = kept_episodes[-1] if kept_episodes else None
-        if lowest_episode is None or (
-            lowest_memory is not None and lowest_memory.score <= lowest_episode.score
-        ):
-            kept_memories.pop()
-            used -= estimate_tokens(memory_lines[lowest_memory.id])
-        else:
-            kept_episodes.pop()
-            used -= estimate_tokens(episode_lines[lowest_episode.id])
-
-    sections = [knowledge] if knowledge else []
-    if kept_memories:
-        lines = "\n".join(memory_lines[hit.id] for hit in kept_memories)
-        sections.append(f"{memory_heading}:\n{lines}")
-    if kept_episodes:
-        lines = "\n".join(episode_lines[hit.id] for hit in kept_episodes)
-        sections.append(f"{episode_heading}:\n{lines}")
-    return "\n\n".join(sections), kept_memories, kept_episodes

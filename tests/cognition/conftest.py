@@ -5,8 +5,6 @@ import time
 import pytest
 
 from apps.chat.models import Conversation, Message
-from apps.core.models import RuntimeConfig
-from apps.core.services import runtime_config_save
 
 
 def wait_for(predicate, timeout: float = 15.0):
@@ -36,22 +34,6 @@ def turn(user):
         )
 
     return make_turn
-
-
-@pytest.fixture
-def config(db):
-    """Change runtime settings for one test: config(critic_enabled=False)."""
-
-    def change(**values) -> RuntimeConfig:
-        current = RuntimeConfig.objects.order_by("pk").first() or RuntimeConfig()
-        for name, value in values.items():
-            setattr(current, name, value)
-        return runtime_config_save(config=current)
-
-    yield change
-    from apps.core.selectors import forget_runtime_config
-
-    forget_runtime_config()
 
 
 def memory(description: str, **extra) -> dict:

@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from apps.chat import services
 from apps.chat.models import Conversation, Message
-from apps.cognition.answer import estimate_tokens, prepare_turn
+from apps.cognition.answer import MessageTooLong, prepare_turn
+from apps.core.llm_limits import CHAT, role_endpoint, token_counter
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
 
@@ -44,11 +45,13 @@ def test_the_request_is_the_system_prompt_and_the_last_n_messages(user, llm_stub
     assert turn.trace["history_messages"] == 4 and turn.trace["history_dropped"] == 0
 
 
-def test_older_messages_beyond_the_token_budget_are_dropped_the_newest_never(user, llm_stub):
+def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(user, llm_stub):
     runtime_config_save(
-        config=RuntimeConfig(short_term_window=10, token_budget=256, turns_per_minute=0)
+        config=RuntimeConfig(
+            short_term_window=10, context_tokens=1024, answer_max_tokens=256, turns_per_minute=0
+        )
     )
-    filler = " lorem ipsum" * 12  # ~37 tokens a message
+    filler = " lorem ipsum" * 40  # ~150 tokens a message, as estimated
     conversation = _conversation(user, 5, filler)
     reply = services.message_send(conversation=conversation, content="and now?" + filler).reply
 
@@ -58,13 +61,14 @@ def test_older_messages_beyond_the_token_budget_are_dropped_the_newest_never(use
     assert 1 < len(history) < 10, "some kept, some dropped"
     assert history[-1] == {"role": "user", "content": "and now?" + filler}
     assert history[0]["content"] != "answer 0" + filler
-    kept = estimate_tokens(system["content"]) + sum(estimate_tokens(m["content"]) for m in history)
-    assert kept <= 256
+    counter = token_counter(role_endpoint(CHAT))
+    assert counter.messages(turn.messages) <= 1024 - 256
+    assert turn.max_tokens == 256
     assert turn.trace["history_dropped"] == 10 - len(history)
+    assert turn.trace["limits"]["context"] == 1024
 
-    # A new message longer than the whole budget is still sent, alone.
+    # A new message too long for the window on its own is refused with a sentence.
     services.message_finish(message=reply, status=Message.Status.COMPLETE, content="ok")
-    huge = services.message_send(conversation=conversation, content="long " * 400).reply
-    assert prepare_turn(reply_id=huge.pk).messages[1:] == [
-        {"role": "user", "content": ("long " * 400).strip()}
-    ]
+    huge = services.message_send(conversation=conversation, content="long " * 800).reply
+    with pytest.raises(MessageTooLong, match="too long for the model"):
+        prepare_turn(reply_id=huge.pk)

@@ -5,79 +5,126 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('core', '0008_retrieval_context'),
+        ("core", "0008_retrieval_context"),
     ]
 
     operations = [
         migrations.RemoveField(
-            model_name='runtimeconfig',
-            name='token_budget',
+            model_name="runtimeconfig",
+            name="token_budget",
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='answer_max_tokens',
-            field=models.PositiveIntegerField(default=1024, help_text='The longest answer, in tokens; a longer one stops there with a Continue button.', validators=[django.core.validators.MinValueValidator(16), django.core.validators.MaxValueValidator(100000)]),
+            model_name="runtimeconfig",
+            name="answer_max_tokens",
+            field=models.PositiveIntegerField(
+                default=1024,
+                help_text="The longest answer, in tokens; a longer one stops there with a Continue button.",
+                validators=[
+                    django.core.validators.MinValueValidator(16),
+                    django.core.validators.MaxValueValidator(100000),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='background_max_tokens',
-            field=models.PositiveIntegerField(default=1024, help_text='The longest reply of a reflection, critique or episode call, in tokens.', validators=[django.core.validators.MinValueValidator(64), django.core.validators.MaxValueValidator(100000)]),
+            model_name="runtimeconfig",
+            name="background_max_tokens",
+            field=models.PositiveIntegerField(
+                default=1024,
+                help_text="The longest reply of a reflection, critique or episode call, in tokens.",
+                validators=[
+                    django.core.validators.MinValueValidator(64),
+                    django.core.validators.MaxValueValidator(100000),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='background_timeout_seconds',
-            field=models.PositiveIntegerField(default=180, help_text='How long one background LLM call may take.', validators=[django.core.validators.MinValueValidator(5), django.core.validators.MaxValueValidator(1800)]),
+            model_name="runtimeconfig",
+            name="background_timeout_seconds",
+            field=models.PositiveIntegerField(
+                default=180,
+                help_text="How long one background LLM call may take.",
+                validators=[
+                    django.core.validators.MinValueValidator(5),
+                    django.core.validators.MaxValueValidator(1800),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='background_wait_seconds',
-            field=models.PositiveIntegerField(default=120, help_text='How long a background call waits while an answer streams from the same endpoint (a local server answers one request at a time). 0: never waits.', validators=[django.core.validators.MaxValueValidator(3600)]),
+            model_name="runtimeconfig",
+            name="background_wait_seconds",
+            field=models.PositiveIntegerField(
+                default=120,
+                help_text="How long a background call waits while an answer streams from the same endpoint (a local server answers one request at a time). 0: never waits.",
+                validators=[django.core.validators.MaxValueValidator(3600)],
+            ),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='context_tokens',
-            field=models.PositiveIntegerField(default=4096, help_text="A model's context window, in tokens, when its server does not report one (llama.cpp /props, Ollama /api/show and vLLM's /v1/models do).", validators=[django.core.validators.MinValueValidator(512), django.core.validators.MaxValueValidator(2000000)]),
+            model_name="runtimeconfig",
+            name="context_tokens",
+            field=models.PositiveIntegerField(
+                default=4096,
+                help_text="A model's context window, in tokens, when its server does not report one (llama.cpp /props, Ollama /api/show and vLLM's /v1/models do).",
+                validators=[
+                    django.core.validators.MinValueValidator(512),
+                    django.core.validators.MaxValueValidator(2000000),
+                ],
+            ),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='critic_base_url',
+            model_name="runtimeconfig",
+            name="critic_base_url",
             field=models.URLField(blank=True, help_text="Blank: the chat's endpoint."),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='episode_base_url',
+            model_name="runtimeconfig",
+            name="episode_base_url",
             field=models.URLField(blank=True, help_text="Blank: the chat's endpoint."),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='episode_model',
-            field=models.CharField(blank=True, help_text='Blank: chat model.', max_length=200),
+            model_name="runtimeconfig",
+            name="episode_model",
+            field=models.CharField(blank=True, help_text="Blank: chat model.", max_length=200),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='reflection_base_url',
+            model_name="runtimeconfig",
+            name="reflection_base_url",
             field=models.URLField(blank=True, help_text="Blank: the chat's endpoint."),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='reflection_model',
-            field=models.CharField(blank=True, help_text='Blank: chat model.', max_length=200),
+            model_name="runtimeconfig",
+            name="reflection_model",
+            field=models.CharField(blank=True, help_text="Blank: chat model.", max_length=200),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='title_base_url',
+            model_name="runtimeconfig",
+            name="title_base_url",
             field=models.URLField(blank=True, help_text="Blank: the chat's endpoint."),
         ),
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='title_model',
-            field=models.CharField(blank=True, help_text='Blank: chat model.', max_length=200),
+            model_name="runtimeconfig",
+            name="title_model",
+            field=models.CharField(blank=True, help_text="Blank: chat model.", max_length=200),
         ),
         migrations.AlterField(
-            model_name='event',
-            name='kind',
-            field=models.CharField(choices=[('perception', 'Perception'), ('critique', 'Critique'), ('debate', 'Internal debate'), ('promotion', 'Promotion'), ('link', 'Link'), ('decay', 'Decay'), ('episode', 'Episode'), ('edit', 'Edit'), ('turn', 'Turn'), ('error', 'Error'), ('warning', 'Warning')], db_index=True, max_length=16),
+            model_name="event",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("perception", "Perception"),
+                    ("critique", "Critique"),
+                    ("debate", "Internal debate"),
+                    ("promotion", "Promotion"),
+                    ("link", "Link"),
+                    ("decay", "Decay"),
+                    ("episode", "Episode"),
+                    ("edit", "Edit"),
+                    ("turn", "Turn"),
+                    ("error", "Error"),
+                    ("warning", "Warning"),
+                ],
+                db_index=True,
+                max_length=16,
+            ),
         ),
     ]

@@ -53,8 +53,24 @@ class Command(BaseCommand):
             help="Also start the built-in demo LLM and point Thalamus at it (no Ollama needed).",
         )
         parser.add_argument("--worker-concurrency", type=int, default=2)
+        parser.add_argument(
+            "--background-concurrency",
+            type=int,
+            default=settings.THALAMUS_BACKGROUND_CONCURRENCY,
+            help="Background LLM calls at once (default THALAMUS_BACKGROUND_CONCURRENCY or 1); "
+            "a local server with one slot answers one request at a time anyway.",
+        )
 
-    def handle(self, *args, host: str, port: int, demo: bool, worker_concurrency: int, **options):
+    def handle(
+        self,
+        *args,
+        host: str,
+        port: int,
+        demo: bool,
+        worker_concurrency: int,
+        background_concurrency: int,
+        **options,
+    ):
         started_at = time.monotonic()
         self._print_lock = threading.Lock()
         self._stopping = threading.Event()
@@ -69,7 +85,7 @@ class Command(BaseCommand):
                 signal.signal(signum, self._on_signal)
             self._prepare_database()
             env = self._child_env(demo)
-            self._start_children(host, port, env, worker_concurrency)
+            self._start_children(host, port, env, worker_concurrency, background_concurrency)
             self._wait_until_served(host, port, started_at)
             failed = self._supervise()
         finally:
@@ -149,7 +165,9 @@ class Command(BaseCommand):
             env["THALAMUS_DEMO"] = "1"
         return env
 
-    def _start_children(self, host: str, port: int, env: dict, concurrency: int) -> None:
+    def _start_children(
+        self, host: str, port: int, env: dict, concurrency: int, background_concurrency: int
+    ) -> None:
         python = sys.executable
         children = [
             Child(
@@ -183,6 +201,27 @@ class Command(BaseCommand):
                     str(concurrency),
                     "--hostname",
                     f"thalamus-{os.getpid()}@%h",
+                ],
+            ),
+            # The background LLM calls (reflection, critic, episodes, titles) on a queue and a
+            # worker of their own, so they never crowd out memory upkeep, nor each other.
+            Child(
+                "llm",
+                [
+                    python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "thalamus_site",
+                    "worker",
+                    "--loglevel",
+                    "INFO",
+                    "--queues",
+                    settings.THALAMUS_BACKGROUND_QUEUE,
+                    "--concurrency",
+                    str(background_concurrency),
+                    "--hostname",
+                    f"thalamus-llm-{os.getpid()}@%h",
                 ],
             ),
             Child(

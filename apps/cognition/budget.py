@@ -1,0 +1,127 @@
+"""The one budgeting function: every prompt fits the model's window minus the reply's cap.
+
+A prompt is a list of pieces. Over budget, droppable pieces go first, lowest `keep` first (the
+answer's oldest history, its least relevant knowledge, its lowest-scored memories); then long
+bodies marked `shorten` lose their middle behind a visible marker (a reflection's exchange, an
+episode's messages) — they are never dropped whole. What still does not fit is refused with the
+counts, so the caller can say so in one sentence instead of sending the server a prompt it
+would refuse (llama.cpp) or silently cut (Ollama).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from apps.core.llm_limits import TOKENS_PER_MESSAGE, TokenCounter
+
+NEVER = math.inf
+# A shortened body keeps at least this much, split between its start and its end.
+MIN_KEPT_TOKENS = 48
+MARKER = "\n[… {count:,} characters left out …]\n"
+
+
+@dataclass
+class Piece:
+    text: str
+    keep: float = NEVER
+    shorten: bool = False
+    # Tokens the piece costs besides its text (a chat message's role markers).
+    extra: int = 0
+
+
+def message_piece(text: str, keep: float = NEVER, shorten: bool = False) -> Piece:
+    return Piece(text, keep, shorten, TOKENS_PER_MESSAGE)
+
+
+class PromptTooLong(Exception):
+    """Even with everything droppable dropped and every long body shortened, it does not fit."""
+
+    def __init__(self, *, needed: int, budget: int):
+        super().__init__(f"the prompt needs about {needed} tokens; {budget} are available")
+        self.needed = needed
+        self.budget = budget
+
+
+def shorten_middle(text: str, keep_chars: int) -> str:
+    """`text` with its middle replaced by a marker so that about `keep_chars` remain."""
+    if len(text) <= keep_chars:
+        return text
+    keep_chars = max(keep_chars, 2)
+    head = keep_chars * 2 // 3
+    tail = keep_chars - head
+    left_out = len(text) - head - tail
+    return text[:head] + MARKER.format(count=left_out) + text[len(text) - tail :]
+
+
+def fit(pieces: list[Piece], *, budget: int, counter: TokenCounter) -> list[str | None]:
+    """The pieces' texts in their order, None for each dropped one, shortened where needed."""
+    texts: list[str | None] = [piece.text for piece in pieces]
+    costs = [counter.text(piece.text) + piece.extra for piece in pieces]
+    total = sum(costs)
+    droppable = sorted(
+        (i for i, piece in enumerate(pieces) if piece.keep != NEVER and not piece.shorten),
+        key=lambda i: (pieces[i].keep, i),
+    )
+    for i in droppable:
+        if total <= budget:
+            break
+        total -= costs[i]
+        texts[i] = None
+    longest_first = sorted(
+        (i for i, piece in enumerate(pieces) if piece.shorten), key=lambda i: -costs[i]
+    )
+    for i in longest_first:
+        if total <= budget:
+            break
+        wanted = max(costs[i] - (total - budget), MIN_KEPT_TOKENS + pieces[i].extra)
+        if wanted >= costs[i]:
+            continue
+        marker_tokens = counter.text(MARKER.format(count=len(pieces[i].text)))
+        keep_chars = int((wanted - pieces[i].extra - marker_tokens) * counter.chars_per_token)
+        shortened = shorten_middle(pieces[i].text, max(keep_chars, 0))
+        cost = counter.text(shortened) + pieces[i].extra
+        total -= costs[i] - cost
+        texts[i] = shortened
+    if total > budget:
+        raise PromptTooLong(needed=total, budget=budget)
+    return texts
+
+
+def fill_to_fit(name: str, *, role: str, slots: dict[str, list[Piece]], empty: str = "") -> str:
+    """Prompt template `name` with each slot's pieces (one a line), fitted to `role`'s model.
+
+    Used for the background prompts (reflection, critic, episode): a long message in them is
+    shortened in its middle, known memories beyond the budget are left out, least relevant
+    first.
+    """
+    from apps.cognition.prompts import fill_prompt, prompt_text
+    from apps.core.llm_limits import model_limits, role_endpoint, token_counter
+
+    template = prompt_text(name)
+    limits = model_limits(role)
+    counter = token_counter(role_endpoint(role))
+    frame = fill_prompt(name, template, **{slot: "" for slot in slots})
+    pieces = [message_piece(frame)]
+    for slot_pieces in slots.values():
+        pieces += slot_pieces
+    texts = iter(fit(pieces, budget=limits.prompt_budget, counter=counter)[1:])
+    values = {}
+    for slot, slot_pieces in slots.items():
+        kept = [text for text in (next(texts) for _ in slot_pieces) if text is not None]
+        values[slot] = "\n".join(kept) or empty
+    return fill_prompt(name, template, **values)
+
+
+def ranked_lines(lines: list[str]) -> list[Piece]:
+    """Lines best first: over budget the last ones go first."""
+    return [Piece(line, keep=-index) for index, line in enumerate(lines)]
+
+
+def fixed_lines(lines: list[str]) -> list[Piece]:
+    return [Piece(line) for line in lines]
+
+
+def bodies(lines: list[str]) -> list[Piece]:
+    """Long texts that may lose their middle but are never left out."""
+    return [Piece(line, shorten=True) for line in lines]
