@@ -6,7 +6,7 @@ import openai
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models, transaction
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from apps.cognition.prompts import (
     PROMPT_PLACEHOLDERS,
@@ -15,6 +15,7 @@ from apps.cognition.prompts import (
     prompt_path,
 )
 from apps.core.llm import llm_client
+from apps.core.llm_limits import all_model_limits, truncation_warnings
 from apps.core.models import Event, PromptOverride, RuntimeConfig
 from apps.core.services import runtime_config_save
 
@@ -47,6 +48,7 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                     "temperature",
                     "context_tokens",
                     "answer_max_tokens",
+                    "model_limits",
                 ]
             },
         ),
@@ -108,6 +110,51 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
         ("Limits", {"fields": ["max_message_chars", "turns_per_minute"]}),
         ("Toggles", {"fields": ["reflection_enabled", "critic_enabled", "debate_enabled"]}),
     ]
+
+    readonly_fields = ["model_limits"]
+
+    @admin.display(description="Models in use")
+    def model_limits(self, obj):
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    limits.role,
+                    limits.model,
+                    limits.base_url,
+                    f"{limits.context:,}",
+                    f"{limits.reply_cap:,}" if limits.reply_cap else "—",
+                    limits.source,
+                )
+                for limits in all_model_limits()
+            ),
+        )
+        return format_html(
+            "<table><thead><tr><th>Role</th><th>Model</th><th>Endpoint</th>"
+            "<th>Context (tokens)</th><th>Reply cap</th><th>Window from</th></tr></thead>"
+            "<tbody>{}</tbody></table>",
+            rows,
+        )
+
+    def _warn_about_truncation(self, request) -> None:
+        for warning in truncation_warnings():
+            self.message_user(
+                request,
+                f"{warning['model']} at {warning['base_url']} read only "
+                f"{warning['reported_prompt_tokens']:,} of about "
+                f"{warning['sent_tokens_estimate']:,} prompt tokens: {warning['fix']}",
+                messages.WARNING,
+            )
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        if request.method == "GET":
+            self._warn_about_truncation(request)
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def changelist_view(self, request, extra_context=None):
+        self._warn_about_truncation(request)
+        return super().changelist_view(request, extra_context)
 
     def has_add_permission(self, request):
         return not RuntimeConfig.objects.exists()

@@ -72,6 +72,24 @@ def check_llm() -> dict:
         return {"ok": False, "base_url": base_url, "error": _error(exc)}
 
 
+def check_models() -> dict:
+    """Each role's model, window and reply cap, and any silent truncation seen in the last day."""
+    from apps.core.llm_limits import all_model_limits, truncation_warnings
+
+    try:
+        roles = {limits.role: limits.as_dict() for limits in all_model_limits()}
+        warnings = truncation_warnings()
+    except Exception as exc:
+        return {"ok": False, "error": _error(exc)}
+    result = {"ok": not warnings, "roles": roles, "truncation_warnings": warnings}
+    if warnings:
+        result["error"] = (
+            f"{warnings[0]['model']} at {warnings[0]['base_url']} silently drops the start of "
+            f"long prompts: {warnings[0]['fix']}"
+        )
+    return result
+
+
 def system_health() -> tuple[bool, dict]:
     """(healthy, report): healthy needs database and redis; the rest is reported only."""
     report = {
@@ -80,6 +98,7 @@ def system_health() -> tuple[bool, dict]:
         "redis": check_redis(),
         "worker": check_worker(),
         "llm": check_llm(),
+        "models": check_models(),
     }
     healthy = report["database"]["ok"] and report["redis"]["ok"]
     return healthy, {"status": "ok" if healthy else "error", **report}

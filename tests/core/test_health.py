@@ -52,3 +52,29 @@ def test_a_running_worker_beats_and_healthz_sees_it(celery_worker, client):
         time.sleep(0.1)
     worker = client.get("/healthz").json()["worker"]
     assert worker["ok"] is True and worker["hostname"] == celery_worker.hostname
+
+
+@pytest.mark.django_db
+def test_healthz_shows_each_models_window_and_cap(client, llm_stub, config):
+    config(answer_max_tokens=900)
+    llm_stub.set_defaults(server="llamacpp", context=8192)
+
+    models = client.get("/healthz").json()["models"]
+
+    assert models["ok"] is True
+    chat = models["roles"]["chat"]
+    assert (chat["context"], chat["reply_cap"], chat["source"]) == (8192, 900, "llama.cpp /props")
+    assert set(models["roles"]) == {"chat", "reflection", "critic", "episode", "title", "embedding"}
+
+
+@pytest.mark.django_db
+def test_healthz_reports_a_server_that_silently_truncates(client, llm_stub):
+    from apps.core.llm_limits import CHAT, role_endpoint, truncation_warn
+
+    truncation_warn(endpoint=role_endpoint(CHAT), role=CHAT, sent_estimate=3900, reported=2048)
+
+    models = client.get("/healthz").json()["models"]
+
+    assert models["ok"] is False
+    assert "OLLAMA_CONTEXT_LENGTH" in models["error"]
+    assert models["truncation_warnings"][0]["reported_prompt_tokens"] == 2048

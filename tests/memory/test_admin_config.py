@@ -102,7 +102,10 @@ def test_every_runtime_setting_is_editable_in_the_admin():
     from django.contrib import admin
 
     model_admin = admin.site._registry[RuntimeConfig]
-    in_admin = {name for _, options in model_admin.fieldsets for name in options["fields"]}
+    in_admin = set()
+    for _, options in model_admin.fieldsets:
+        for entry in options["fields"]:
+            in_admin.update(entry if isinstance(entry, tuple) else [entry])
     editable = {f.name for f in RuntimeConfig._meta.fields if f.editable and f.name != "id"}
     assert editable - in_admin == set()
 
@@ -177,3 +180,23 @@ def test_an_endpoint_typed_without_a_scheme_is_taken_as_plain_http(admin_client,
         admin_client.post(reverse("admin:core_runtimeconfig_add"), _config_form(llm_base_url=typed))
     assert RuntimeConfig.objects.get().llm_base_url == f"http://{typed}"
     assert not [w for w in caught if issubclass(w.category, RemovedInDjango60Warning)]
+
+
+def test_the_configuration_page_shows_each_models_window_and_cap(admin_client, llm_stub):
+    llm_stub.set_defaults(server="llamacpp", context=4096)
+
+    page = admin_client.get(reverse("admin:core_runtimeconfig_add")).content.decode()
+
+    assert "Models in use" in page
+    assert "llama.cpp /props" in page and "4,096" in page and "1,024" in page
+
+
+def test_the_configuration_page_warns_of_a_server_that_silently_truncates(admin_client, llm_stub):
+    from apps.core.llm_limits import CHAT, role_endpoint, truncation_warn
+
+    truncation_warn(endpoint=role_endpoint(CHAT), role=CHAT, sent_estimate=3900, reported=2048)
+
+    response = admin_client.get(reverse("admin:core_runtimeconfig_changelist"), follow=True)
+
+    texts = [str(m) for m in response.context["messages"]]
+    assert any("2,048" in text and "num_ctx" in text for text in texts), texts
