@@ -493,12 +493,12 @@ def shape_reply(
     if loop or not eos:
         if limit is None:
             raise ValueError("a model that never stops needs a limit")
-        missing = max(0, limit - len(text.split()))
+        missing = limit - len(text.split())
         ends_a_word = bool(text) and not text[-1].isspace()
-        if loop:
+        if missing > 0 and loop:
             more = LOOP_LINE * (missing // len(LOOP_LINE.split()) + 1)
             text += ("\n" if ends_a_word else "") + more
-        else:
+        elif missing > 0:
             text += (" " if ends_a_word else "") + filler_text(seed, missing)
     if limit is not None and len(text.split()) > limit:
         return first_words(text, limit), True
@@ -1261,10 +1261,13 @@ class _Handler(BaseHTTPRequestHandler):
                     body, plan, ttft, text, finish_reason, model, completion_id, usage, garbage_body
                 )
             else:
-                generating = (usage["completion_tokens"] - 1) / plan.tps if plan.tps else 0.0
+                generating = 0.0
+                if runaway and plan.tps:
+                    # so that a client's timeout meets a runaway reply as it would a real one
+                    generating = (usage["completion_tokens"] - 1) / plan.tps
                 self._send_completion(
                     ttft,
-                    generating if runaway else 0.0,
+                    generating,
                     text,
                     finish_reason,
                     model,
