@@ -197,6 +197,8 @@ class Command(BaseCommand):
                     "worker",
                     "--loglevel",
                     "INFO",
+                    "--queues",
+                    settings.CELERY_TASK_DEFAULT_QUEUE,
                     "--concurrency",
                     str(concurrency),
                     "--hostname",
