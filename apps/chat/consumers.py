@@ -97,7 +97,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 )
                 await self._fail_if_orphaned(message_id)
         elif action == "retry":
-            await self._retry(_int(data.get("message_id")))
+            await self._reopen(_int(data.get("message_id")), services.message_retry)
+        elif action == "continue":
+            await self._reopen(_int(data.get("message_id")), services.message_continue)
 
     async def _send_message(self, content: str) -> None:
         # Recall what the memory knows while the message is being saved: both need only the
@@ -149,14 +151,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
             )
         )
 
-    async def _retry(self, message_id: int | None) -> None:
+    async def _reopen(self, message_id: int | None, reopen: Callable[..., Message]) -> None:
+        """Answer one of this conversation's replies again: a Retry, or a Continue from its
+        text so far."""
         message = await database_sync_to_async(message_of)(
             conversation=self.conversation, message_id=message_id
         )
         if message is None:
             return
         try:
-            message = await database_sync_to_async(services.message_retry)(message=message)
+            message = await database_sync_to_async(reopen)(message=message)
         except services.ChatError as exc:
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
@@ -166,7 +170,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             + broadcasts.render_composer(self.conversation, message, max_chars=self.max_chars),
             sender=self,
         )
-        start_reply(self.conversation, message.pk, max_chars=self.max_chars, sender=self)
+        start_reply(
+            self.conversation,
+            message.pk,
+            max_chars=self.max_chars,
+            sender=self,
+            text=message.content,
+        )
 
     async def _fail_if_orphaned(self, message_id: int | None) -> None:
         """A Stop for a reply no process is generating (it died) fails it, and shows Retry."""
@@ -256,10 +266,17 @@ def start_reply(
     max_chars: int | None,
     sender: ChatConsumer | None = None,
     opening: Callable[[], str] | None = None,
+    text: str = "",
 ) -> asyncio.Task:
     task = asyncio.create_task(
         stream_reply(
-            conversation, reply_id, turn, max_chars=max_chars, sender=sender, opening=opening
+            conversation,
+            reply_id,
+            turn,
+            max_chars=max_chars,
+            sender=sender,
+            opening=opening,
+            text=text,
         )
     )
     RUNNING[reply_id] = (conversation.pk, task)
@@ -275,6 +292,7 @@ async def stream_reply(
     max_chars: int | None,
     sender: ChatConsumer | None = None,
     opening: Callable[[], str] | None = None,
+    text: str = "",
 ) -> None:
     """Generate a reply, pushing its growing text to every page showing the conversation.
 
@@ -283,7 +301,8 @@ async def stream_reply(
     renders what pages show before the first token (the new messages); it is rendered and pushed
     while the LLM thinks (or after OPENING_LATEST_SECONDS of preparing the turn, whichever comes
     first), and always before any text of the answer. `max_chars` is the message size limit,
-    for the composer pushed at the end.
+    for the composer pushed at the end. `text` is the reply's text so far, which a Continue
+    writes on from.
     """
     group = broadcasts.conversation_group(conversation.pk)
     opened: asyncio.Future | None = None
@@ -317,7 +336,6 @@ async def stream_reply(
             )
         )
 
-    text = ""
     last_flush = 0.0
     task = asyncio.current_task()
     opening_timer = asyncio.get_running_loop().call_later(OPENING_LATEST_SECONDS, open_pages)

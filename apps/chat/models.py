@@ -39,6 +39,13 @@ class Message(models.Model):
         FAILED = "failed", "Failed"
         CANCELLED = "cancelled", "Cancelled"
 
+    class FinishReason(models.TextChoices):
+        STOP = "stop", "Stop"
+        # Reached the answer's token cap; the user may have it continued.
+        LENGTH = "length", "Length"
+        # Cut by Thalamus: the model was repeating a block (apps.cognition.runaway).
+        LOOP = "loop", "Loop"
+
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="messages"
     )
@@ -51,6 +58,10 @@ class Message(models.Model):
     ttft_ms = models.FloatField(null=True, blank=True, help_text="Time to first token.")
     latency_ms = models.FloatField(null=True, blank=True, help_text="Total time of the reply.")
     error = models.TextField(blank=True)
+    # The send statement inserts rows with raw SQL, hence the database default too.
+    finish_reason = models.CharField(
+        max_length=16, choices=FinishReason.choices, blank=True, default="", db_default=""
+    )
     trace = models.JSONField(default=dict, blank=True)
     reply_to = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies"
@@ -89,6 +100,16 @@ class Message(models.Model):
     @property
     def is_open(self) -> bool:
         return self.status in OPEN_STATUSES
+
+    @property
+    def can_continue(self) -> bool:
+        """An answer cut short that the model can write on from: one stopped at its cap or in a
+        loop, or a failed or stopped one (a continuation that broke off) with text to keep."""
+        if self.role != Message.Role.ASSISTANT or not self.content.strip():
+            return False
+        if self.status == Message.Status.COMPLETE:
+            return self.finish_reason in {self.FinishReason.LENGTH, self.FinishReason.LOOP}
+        return self.status in {Message.Status.FAILED, Message.Status.CANCELLED}
 
 
 # A reply still being generated (as chat_one_open_reply and the send statement spell them).

@@ -276,6 +276,7 @@ def message_retry(*, message: Message) -> Message:
         raise ChatError(_BUSY)
     message.content = ""
     message.error = ""
+    message.finish_reason = ""
     message.status = Message.Status.PENDING
     message.trace = {}
     message.ttft_ms = message.latency_ms = None
@@ -286,9 +287,34 @@ def message_retry(*, message: Message) -> Message:
     return message
 
 
+@transaction.atomic
+def message_continue(*, message: Message) -> Message:
+    """Open an answer cut short (at its cap, in a loop, or broken off) to be written on: it is
+    generated again from where its text stops, and that text is kept whatever happens."""
+    if not message.can_continue:
+        raise ChatError("Only an answer that was cut short can be continued.")
+    Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
+    if live_open_reply(conversation=message.conversation) is not None:
+        raise ChatError(_BUSY)
+    message.error = ""
+    message.finish_reason = ""
+    message.status = Message.Status.PENDING
+    reply_lease_renew(reply_id=message.pk)
+    with _busy_on_conflict(), transaction.atomic():
+        message.save(update_fields=["error", "finish_reason", "status"])
+    return message
+
+
 def message_cancel_open(*, reply_id: int) -> None:
     """A reply stopped before anything was generated: cancelled, with no text."""
     _close_if_open(reply_id, status=Message.Status.CANCELLED)
+
+
+def message_fail_open(*, reply_id: int, error: str) -> Message | None:
+    """A reply that could not be asked for (its prompt cannot fit): failed, with the reason."""
+    if not _close_if_open(reply_id, status=Message.Status.FAILED, error=error):
+        return None
+    return Message.objects.get(pk=reply_id)
 
 
 def message_start_streaming(*, message: Message, model: str, trace: dict) -> None:
@@ -303,6 +329,7 @@ def message_finish(
     status: str,
     content: str,
     error: str = "",
+    finish_reason: str = "",
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
     ttft_ms: float | None = None,
@@ -315,6 +342,7 @@ def message_finish(
     message.status = status
     message.content = content
     message.error = error
+    message.finish_reason = finish_reason
     message.prompt_tokens = prompt_tokens
     message.completion_tokens = completion_tokens
     message.ttft_ms = ttft_ms
@@ -326,6 +354,7 @@ def message_finish(
             "status",
             "content",
             "error",
+            "finish_reason",
             "prompt_tokens",
             "completion_tokens",
             "ttft_ms",

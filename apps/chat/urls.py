@@ -13,4 +13,5 @@ urlpatterns = [
     path("<int:pk>/delete", views.conversation_delete, name="delete"),
     path("<int:pk>/send", views.message_send, name="send"),
     path("<int:pk>/retry", views.message_retry, name="retry"),
+    path("<int:pk>/continue", views.message_continue, name="continue"),
 ]

@@ -121,6 +121,19 @@ def message_send(request, pk: int):
 @require_POST
 def message_retry(request, pk: int):
     """The no-JavaScript Retry of a failed or stopped answer, answered without streaming."""
+    reply = _get_reply_for_user(request, pk)
+    return _answer_and_show(request, pk, lambda: services.message_retry(message=reply))
+
+
+@require_POST
+def message_continue(request, pk: int):
+    """The no-JavaScript Continue of an answer cut short, written on without streaming."""
+    reply = _get_reply_for_user(request, pk)
+    return _answer_and_show(request, pk, lambda: services.message_continue(message=reply))
+
+
+def _get_reply_for_user(request, pk: int) -> Message:
+    """The message the form names, in the user's conversation `pk`."""
     conversation = _get_conversation_for_user(request, pk)
     message_id = request.POST.get("message_id", "")
     reply = message_of(
@@ -128,12 +141,12 @@ def message_retry(request, pk: int):
     )
     if reply is None:
         raise Http404("No such answer.")
-    return _answer_and_show(request, pk, lambda: services.message_retry(message=reply))
+    return reply
 
 
 def _answer_and_show(request, pk: int, open_reply: Callable[[], Message]):
-    """Open a reply (a send or a retry), answer it without streaming, show the page again; a
-    refusal (busy, too fast, too long) is shown there as a sentence."""
+    """Open a reply (a send, a retry, a continue), answer it without streaming, show the page
+    again; a refusal (busy, too fast, too long) is shown there as a sentence."""
     try:
         reply = open_reply()
     except services.ChatError as exc:

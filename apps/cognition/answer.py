@@ -23,6 +23,7 @@ from apps.chat.models import Message
 from apps.chat.selectors import history_before
 from apps.cognition.budget import Piece, PromptTooLong, fit, message_piece
 from apps.cognition.prompts import fill_prompt, prompt_text, render_prompt
+from apps.cognition.runaway import clean_title, repeated_tail
 from apps.core.llm import (
     async_llm_client,
     chat_active_clear,
@@ -121,6 +122,13 @@ def memory_for_turn(
     )
 
 
+# Asked, not saved, after an answer cut short (Continue).
+CONTINUE = (
+    "Your answer above was cut off. Continue it exactly where it stopped, without repeating "
+    "anything you already wrote and without any preamble."
+)
+
+
 class MessageTooLong(Exception):
     """The user's message does not fit the model's window even on its own."""
 
@@ -136,8 +144,13 @@ def _knowledge_order(triples: list, text: str) -> list[float]:
     return order
 
 
-def build_turn(*, reply: Message, history: list[Message], memory: MemoryForTurn) -> PreparedTurn:
+def build_turn(
+    *, reply: Message, history: list[Message], memory: MemoryForTurn, continue_from: str = ""
+) -> PreparedTurn:
     """The request for the LLM from parts already read; no database access.
+
+    With `continue_from` (an answer cut short, its text so far), the request ends with that
+    answer and the instruction to write on from where it stops.
 
     Everything is fitted to the model's window minus the answer's cap, by the one budgeting
     function: first the oldest history goes (the last exchange is kept longest), then the least
@@ -185,6 +198,9 @@ def build_turn(*, reply: Message, history: list[Message], memory: MemoryForTurn)
     ]
     if question is not None:
         pieces.append(message_piece(question.content))
+    if continue_from:
+        # Its end is where to write on from; its middle may go.
+        pieces += [message_piece(continue_from, shorten=True), message_piece(CONTINUE)]
     try:
         texts = fit(pieces, budget=limits.prompt_budget, counter=memory.counter)
     except PromptTooLong as exc:
@@ -227,6 +243,11 @@ def build_turn(*, reply: Message, history: list[Message], memory: MemoryForTurn)
     messages = [{"role": "system", "content": system}] + [
         {"role": m.role, "content": m.content} for m in kept_history
     ]
+    if continue_from:
+        messages += [
+            {"role": "assistant", "content": texts[-2]},
+            {"role": "user", "content": CONTINUE},
+        ]
     memory_trace = dict(context.trace)
     kept_ids = {hit.id for hit in kept_memories}
     kept_episode_ids = {hit.id for hit in kept_episodes}
@@ -272,7 +293,8 @@ def turn_history(*, reply: Message, config: RuntimeConfig | None = None) -> list
 
 
 def prepare_turn(*, reply_id: int) -> PreparedTurn:
-    """The request for a saved reply with everything read here, in turn (Retry, the API)."""
+    """The request for a saved reply with everything read here, in turn (Retry, Continue, the
+    API); a reply with text is continued from it."""
     reply = Message.objects.select_related("conversation__owner").get(pk=reply_id)
     conversation = reply.conversation
     config = runtime_config()
@@ -283,7 +305,7 @@ def prepare_turn(*, reply_id: int) -> PreparedTurn:
         text=history[-1].content if history else "",
         config=config,
     )
-    return build_turn(reply=reply, history=history, memory=memory)
+    return build_turn(reply=reply, history=history, memory=memory, continue_from=reply.content)
 
 
 @dataclass
@@ -406,10 +428,13 @@ async def answer_reply(
         database_sync_to_async(_start_streaming, thread_sensitive=False)(turn=turn)
     )
     lease = asyncio.ensure_future(_keep_lease(turn))
-    parts: list[str] = []
+    kept = turn.reply.content  # a Continue writes on from the text so far
+    written = ""
+    unchecked = 0
     ttft_ms = None
     usage = None
     finished = False
+    finish = Message.FinishReason.STOP
     outcome = Message.Status.FAILED
     error = ""
     llm_started = time.perf_counter()
@@ -434,15 +459,27 @@ async def answer_reply(
                 if delta:
                     if ttft_ms is None:
                         ttft_ms = (time.perf_counter() - started) * 1000
-                    parts.append(delta)
+                        delta = _joint(kept, delta) + delta
+                    written += delta
                     yield delta
+                    unchecked += len(delta)
+                    if unchecked >= LOOP_CHECK_CHARS:
+                        unchecked = 0
+                        loop_at = repeated_tail(written)
+                        if loop_at is not None:
+                            # Leaving the stream closes it, which frees the server's slot.
+                            written = written[:loop_at]
+                            finish = Message.FinishReason.LOOP
+                            break
                 if finish_reason:
                     finished = True
-        if not finished:
+                    if finish_reason == "length":
+                        finish = Message.FinishReason.LENGTH
+        if not finished and finish != Message.FinishReason.LOOP:
             raise _StreamCutOff("the stream ended without a finish reason")
         outcome = Message.Status.COMPLETE
     except (openai.OpenAIError, ValueError, _StreamCutOff) as exc:
-        error = _failure_sentence(exc, base_url=turn.base_url, streamed=bool(parts))
+        error = _failure_sentence(exc, base_url=turn.base_url, streamed=bool(written))
         turn.trace["error_detail"] = f"{type(exc).__name__}: {exc}"[:500]
     except BaseException:
         # Cancelled (Stop, or the server shutting down): keep what arrived.
@@ -453,16 +490,19 @@ async def answer_reply(
         now = time.perf_counter()
         turn.trace["timings_ms"]["llm"] = round((now - llm_started) * 1000, 2)
         turn.trace["timings_ms"]["total"] = round((now - started) * 1000, 2)
-        content = "".join(parts)
+        completion_tokens = usage.completion_tokens if usage else None
+        if kept and completion_tokens is not None and turn.reply.completion_tokens:
+            completion_tokens += turn.reply.completion_tokens
         # The streaming mark must land first, or it would overwrite the outcome.
         await asyncio.gather(streaming, return_exceptions=True)
         saved = await database_sync_to_async(_finish, thread_sensitive=False)(
             turn=turn,
             status=outcome,
-            content=content,
+            content=kept + written,
             error=error,
+            finish_reason=finish if outcome == Message.Status.COMPLETE else "",
             prompt_tokens=usage.prompt_tokens if usage else None,
-            completion_tokens=usage.completion_tokens if usage else None,
+            completion_tokens=completion_tokens,
             ttft_ms=ttft_ms,
             latency_ms=(now - started) * 1000,
         )
@@ -478,6 +518,18 @@ async def answer_reply(
             )
     if outcome == Message.Status.FAILED:
         raise AnswerFailed(error)
+
+
+# How much new text arrives between two looks for a loop at the end of the answer.
+LOOP_CHECK_CHARS = 64
+
+
+def _joint(kept: str, delta: str) -> str:
+    """The space between an answer's text so far and the first words of its continuation,
+    which a model starts as a new turn, without the space its next token would have had."""
+    if kept and not kept[-1].isspace() and delta[0].isalnum():
+        return " "
+    return ""
 
 
 def _start_streaming(*, turn: PreparedTurn) -> None:
@@ -514,5 +566,4 @@ def generate_title(*, messages: list[Message]) -> str:
         temperature=0.2,
         max_tokens=24,
     )
-    title = (response.choices[0].message.content or "").strip().splitlines()
-    return title[0][:80] if title else ""
+    return clean_title(response.choices[0].message.content or "")
