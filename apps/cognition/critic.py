@@ -11,9 +11,17 @@ from django.conf import settings
 from django.db.models import Q
 
 from apps.chat.models import Message
-from apps.cognition.prompts import render_prompt
-from apps.cognition.reflection import TRACE_KEY, error_record, exchange_text, memory_lines
-from apps.cognition.schemas import CriticVerdict, InvalidReply, complete_as
+from apps.cognition.budget import bodies, fill_to_fit, fixed_lines, ranked_lines
+from apps.cognition.reflection import (
+    NOTHING_YET,
+    TRACE_KEY,
+    error_record,
+    exchange_lines,
+    node_line,
+)
+from apps.cognition.schemas import CriticVerdict, InvalidReply
+from apps.cognition.structured import complete_as
+from apps.core.llm_limits import CRITIC
 from apps.core.selectors import runtime_config
 from apps.memory import services as memory_services
 from apps.memory.models import Critique, MemoryNode
@@ -50,7 +58,6 @@ def criticise_turn(*, message_id: int) -> list[Critique]:
         return []
     owner = reply.conversation.owner
     model = config.critic_model or config.chat_model or settings.THALAMUS_CHAT_MODEL
-    exchange = exchange_text(reply)
     already = set(Critique.objects.filter(message=reply).values_list("node_id", flat=True))
     critiques = []
     for node in nodes_to_doubt(reply=reply, limit=config.max_memory_results):
@@ -67,15 +74,19 @@ def criticise_turn(*, message_id: int) -> list[Critique]:
                     exclude_ids=[node.pk],
                 )
             ]
-        prompt = render_prompt(
+        prompt = fill_to_fit(
             "criticise",
-            memory=memory_lines([node]),
-            known=memory_lines(known),
-            exchange=exchange,
+            role=CRITIC,
+            slots={
+                "memory": fixed_lines([node_line(node)]),
+                "known": ranked_lines([node_line(near) for near in known]),
+                "exchange": bodies(exchange_lines(reply)),
+            },
+            empty=NOTHING_YET,
         )
         try:
             verdict = complete_as(
-                CriticVerdict, messages=[{"role": "user", "content": prompt}], model=model
+                CriticVerdict, role="critic", messages=[{"role": "user", "content": prompt}]
             )
         except (InvalidReply, openai.BadRequestError, openai.APIResponseValidationError) as exc:
             error_record(owner=owner, step="critique", message_id=reply.pk, error=str(exc))

@@ -10,16 +10,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 import openai
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.chat.models import Conversation, Message
-from apps.cognition.prompts import render_prompt
+from apps.cognition.budget import bodies, fill_to_fit
 from apps.cognition.reflection import error_record
-from apps.cognition.schemas import EpisodeSummary, InvalidReply, complete_as
+from apps.cognition.schemas import EpisodeSummary, InvalidReply
+from apps.cognition.structured import complete_as
+from apps.core.llm_limits import EPISODE
 from apps.core.models import Event
 from apps.core.selectors import runtime_config
 from apps.core.services import event_record
@@ -82,7 +83,6 @@ def idle_conversations(*, idle_minutes: int, limit: int) -> list[int]:
 
 
 def episode_summarise(*, conversation_id: int) -> Episode | None:
-    config = runtime_config()
     conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
     if conversation is None:
         return None
@@ -90,14 +90,15 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
     stretch = _stretch(conversation_id, covered)
     if len(stretch) < MIN_STRETCH:
         return None
-    budget = config.token_budget * 4
-    lines = [f"{message.role}: {message.content}" for message in stretch]
-    transcript = "\n".join(lines)[-budget:]
-    model = config.chat_model or settings.THALAMUS_CHAT_MODEL
-    prompt = render_prompt("episode", transcript=transcript)
+    # Every message of the stretch stays in the transcript; long ones lose their middle.
+    prompt = fill_to_fit(
+        "episode",
+        role=EPISODE,
+        slots={"transcript": bodies([f"{m.role}: {m.content}" for m in stretch])},
+    )
     try:
         summary = complete_as(
-            EpisodeSummary, messages=[{"role": "user", "content": prompt}], model=model
+            EpisodeSummary, role="episode", messages=[{"role": "user", "content": prompt}]
         )
     except (InvalidReply, openai.BadRequestError, openai.APIResponseValidationError) as exc:
         error_record(owner=conversation.owner, step="episode", message_id=None, error=str(exc))

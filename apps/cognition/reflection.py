@@ -11,42 +11,58 @@ from __future__ import annotations
 import logging
 
 import openai
-from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.chat.models import Message
-from apps.cognition.prompts import render_prompt
-from apps.cognition.schemas import InvalidReply, LearntMemory, Reflection, complete_as
+from apps.cognition import grounding
+from apps.cognition.budget import bodies, fill_to_fit, ranked_lines
+from apps.cognition.prompts import PLACEHOLDER, prompt_text
+from apps.cognition.schemas import InvalidReply, LearntMemory, Reflection
+from apps.cognition.structured import complete_as
+from apps.core.llm_limits import REFLECTION
 from apps.core.models import Event
 from apps.core.selectors import runtime_config
 from apps.core.services import event_record
+from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.models import MemoryNode
+from apps.memory.renderer import render_knowledge
 
 logger = logging.getLogger(__name__)
 
 TRACE_KEY = "reflection"
 NOTHING_YET = "(nothing yet)"
+# A memory starts at confidence 1; one claimed as the user's words that the user never wrote
+# starts lower, so the critic must vouch for it before it counts as much.
+STARTING_CONFIDENCE = 1
+UNGROUNDED_CONFIDENCE = 0
 
 
-def exchange_text(reply: Message) -> str:
+def exchange_lines(reply: Message) -> list[str]:
     lines = []
     if reply.reply_to_id is not None:
         lines.append(f"user: {reply.reply_to.content}")
     lines.append(f"assistant: {reply.content}")
-    return "\n".join(lines)
+    return lines
+
+
+def exchange_text(reply: Message) -> str:
+    return "\n".join(exchange_lines(reply))
+
+
+def node_line(node: MemoryNode) -> str:
+    return (
+        f"[{node.pk}] {node.kind}, topic {node.topic or '-'}, key {node.fact_key or '-'}: "
+        f"{node.description}"
+    )
 
 
 def memory_lines(nodes: list[MemoryNode]) -> str:
     if not nodes:
         return NOTHING_YET
-    return "\n".join(
-        f"[{node.pk}] {node.kind}, topic {node.topic or '-'}, key {node.fact_key or '-'}: "
-        f"{node.description}"
-        for node in nodes
-    )
+    return "\n".join(node_line(node) for node in nodes)
 
 
 def _embed(texts: list[str]) -> list[list[float]] | None:
@@ -101,8 +117,31 @@ def _set_outcome(message_id: int, outcome: dict) -> None:
         )
 
 
-def reflect_on_message(*, message_id: int) -> dict | None:
-    """Reflect on one completed reply; the outcome stored in its trace, or None if skipped."""
+def reflection_fail(*, reply: Message, error: str, attempts: int) -> bool:
+    """Mark the reply's reflection failed for good, once, and say so in an error event."""
+    outcome = {
+        "error": error[:500],
+        "failed": True,
+        "attempts": attempts,
+        "at": timezone.now().isoformat(),
+    }
+    with transaction.atomic():
+        if not _claim(reply.pk, outcome):
+            return False
+        error_record(
+            owner=reply.conversation.owner, step="reflection", message_id=reply.pk, error=error
+        )
+    return True
+
+
+def reflect_on_message(
+    *, message_id: int, attempts: int = 1, last_attempt: bool = True
+) -> dict | None:
+    """Reflect on one completed reply; the outcome stored in its trace, or None if skipped.
+
+    An unusable reply from the model raises InvalidReply for the task to try again, unless
+    this is the `last_attempt`: then the reply is marked failed.
+    """
     config = runtime_config()
     if not config.reflection_enabled:
         return None
@@ -120,32 +159,117 @@ def reflect_on_message(*, message_id: int) -> dict | None:
                 owner_id=owner.pk, vector=vectors[0], limit=config.max_memory_results
             )
         ]
-    prompt = render_prompt("reflect", memories=memory_lines(known), exchange=exchange)
-    model = config.chat_model or settings.THALAMUS_CHAT_MODEL
+    prompt = fill_to_fit(
+        "reflect",
+        role=REFLECTION,
+        slots={
+            "memories": ranked_lines([node_line(node) for node in known]),
+            "exchange": bodies(exchange_lines(reply)),
+        },
+        empty=NOTHING_YET,
+    )
     try:
         reflection = complete_as(
-            Reflection, messages=[{"role": "user", "content": prompt}], model=model
+            Reflection, role="reflection", messages=[{"role": "user", "content": prompt}]
         )
-    except (InvalidReply, openai.BadRequestError, openai.APIResponseValidationError) as exc:
-        with transaction.atomic():
-            if _claim(reply.pk, {"error": str(exc)[:500], "at": timezone.now().isoformat()}):
-                error_record(owner=owner, step="reflection", message_id=reply.pk, error=str(exc))
+        if reflection.memories and all(
+            grounding.is_junk(item.description) for item in reflection.memories
+        ):
+            raise InvalidReply("every memory in the reply is empty or a placeholder")
+    except InvalidReply as exc:
+        if not last_attempt:
+            raise
+        reflection_fail(reply=reply, error=str(exc), attempts=attempts)
+        return None
+    except (openai.BadRequestError, openai.APIResponseValidationError) as exc:
+        reflection_fail(reply=reply, error=str(exc), attempts=attempts)
         return None
     return _apply(reply=reply, reflection=reflection, known={node.pk: node for node in known})
+
+
+def echo_sources(*, reply: Message, known: list[MemoryNode]) -> list[tuple[str, str]]:
+    """What the assistant said or was shown this turn, each with the reason an echo of it is
+    not a fact about the user: its reply, its system prompt, the memories and knowledge."""
+    config = runtime_config()
+    owner = reply.conversation.owner
+    recalled_ids = [
+        item["id"] for item in (reply.trace.get("memory") or {}).get("memories", []) if "id" in item
+    ]
+    recalled = MemoryNode.objects.filter(pk__in=recalled_ids).values_list("description", flat=True)
+    triples = memory_selectors.knowledge_triples_for(user_id=owner.pk)
+    return [
+        ("echoes the assistant's reply", reply.content),
+        ("echoes the system prompt", PLACEHOLDER.sub("\n", prompt_text("answer"))),
+        ("repeats a remembered memory", "\n".join([*recalled, *(n.description for n in known)])),
+        (
+            "repeats the knowledge block",
+            render_knowledge(triples=triples, language=config.renderer_language, user=owner),
+        ),
+    ]
+
+
+def memory_grounding(
+    *, item: LearntMemory, said: str, sources: list[tuple[str, str]]
+) -> tuple[str, str, int] | str:
+    """(source, quote, starting confidence) of a proposed memory, or why it is not stored.
+
+    A memory claimed as the user's words is theirs only if its quote is a span of the user's
+    message; otherwise it is stored as inferred, less trusted. One that repeats what the
+    assistant said or saw, and that the user's message does not support, is not stored.
+    """
+    if grounding.is_junk(item.description):
+        return "empty or placeholder text"
+    quoted = item.source == "user" and grounding.quote_found(quote=item.quote, text=said)
+    if quoted:
+        return MemoryNode.Source.USER, item.quote.strip(), STARTING_CONFIDENCE
+    for reason, source in sources:
+        if grounding.echoes(item.description, source) and not grounding.supported_by(
+            text=item.description, source=source, said=said
+        ):
+            return reason
+    if item.source == "user":
+        return MemoryNode.Source.INFERRED, "", UNGROUNDED_CONFIDENCE
+    return MemoryNode.Source.INFERRED, "", STARTING_CONFIDENCE
 
 
 def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNode]) -> dict | None:
     config = runtime_config()
     owner = reply.conversation.owner
-    texts = [_memory_text(item) for item in reflection.memories]
+    said = reply.reply_to.content if reply.reply_to_id is not None else ""
+    sources = echo_sources(reply=reply, known=list(known.values()))
+    outcome: dict = {
+        "created": [],
+        "updated": [],
+        "left": [],
+        "rejected": [],
+        "triples": [],
+        "plan_steps": 0,
+    }
+    kept: list[tuple[LearntMemory, tuple[str, str, int] | None]] = []
+    for item in reflection.memories:
+        if item.action == "leave":
+            kept.append((item, None))
+            continue
+        judged = memory_grounding(item=item, said=said, sources=sources)
+        if isinstance(judged, str):
+            outcome["rejected"].append({"text": item.description[:200], "reason": judged})
+        else:
+            kept.append((item, judged))
+    texts = [_memory_text(item) for item, _ in kept]
     vectors = _embed(texts) if texts else []
-    outcome: dict = {"created": [], "updated": [], "left": [], "triples": [], "plan_steps": 0}
     with transaction.atomic():
         if not _claim(reply.pk, {"at": timezone.now().isoformat()}):
             return None
-        for index, item in enumerate(reflection.memories):
+        for index, (item, judged) in enumerate(kept):
             vector = vectors[index] if vectors else None
-            _remember(item=item, vector=vector, reply=reply, known=known, outcome=outcome)
+            _remember(
+                item=item,
+                grounded=judged,
+                vector=vector,
+                reply=reply,
+                known=known,
+                outcome=outcome,
+            )
         for triple in reflection.triples:
             try:
                 stored = memory_services.triple_upsert(
@@ -171,8 +295,9 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
             kind=Event.Kind.PERCEPTION,
             summary=(
                 f"reflected on a turn: {len(outcome['created'])} new, "
-                f"{len(outcome['updated'])} updated, {len(outcome['left'])} unchanged "
-                f"memories; {len(outcome['triples'])} triples"
+                f"{len(outcome['updated'])} updated, {len(outcome['left'])} unchanged, "
+                f"{len(outcome['rejected'])} rejected memories; "
+                f"{len(outcome['triples'])} triples"
             ),
             owner=owner,
             payload={"message_id": reply.pk, "conversation_id": reply.conversation_id, **outcome},
@@ -196,6 +321,7 @@ def _memory_text(item: LearntMemory) -> str:
 def _remember(
     *,
     item: LearntMemory,
+    grounded: tuple[str, str, int] | None,
     vector: list[float] | None,
     reply: Message,
     known: dict[int, MemoryNode],
@@ -220,8 +346,9 @@ def _remember(
     ):
         outcome["left"].append(target.pk)
         return
-    if item.action == "leave":
+    if item.action == "leave" or grounded is None:
         return
+    source, quote, confidence = grounded
     if target is not None:
         node = memory_services.memory_node_revise(
             node=target,
@@ -229,6 +356,8 @@ def _remember(
             importance=item.importance,
             origin_context=item.origin,
             source_message=reply,
+            source=source,
+            quote=quote,
         )
         outcome["updated"].append(node.pk)
         return
@@ -241,6 +370,9 @@ def _remember(
         importance=item.importance,
         origin_context=item.origin,
         source_message=reply,
+        source=source,
+        quote=quote,
+        confidence_score=confidence,
         vector=vector,
     )
     outcome["created"].append(node.pk)

@@ -2,7 +2,9 @@
 
 Every task is acks_late with reject-on-worker-lost (a killed worker's task comes back) and has
 a time limit below the broker's visibility timeout. Transient LLM failures retry with
-exponential backoff; when the last retry fails too, an error event says so.
+exponential backoff; when the last retry fails too, an error event says so. A reflection the
+model answers unusably is asked again a few times, with backoff, then marked failed on its
+message: no turn is dropped without a trace.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ from contextlib import contextmanager
 
 import openai
 from celery import shared_task
+from celery.utils.time import get_exponential_backoff_interval
 
 from apps.chat.models import Conversation, Message
 from apps.cognition import critic, episodes, reflection
+from apps.cognition.schemas import InvalidReply
 from apps.core.selectors import runtime_config
 
 TRANSIENT_LLM_ERRORS = (
@@ -35,6 +39,10 @@ LLM_TASK = {
     "soft_time_limit": 240,
     "time_limit": 300,
 }
+
+# Attempts at a reflection whose replies are unusable, and the backoff between them (seconds).
+INVALID_REPLY_ATTEMPTS = 3
+INVALID_REPLY_BACKOFF = 5
 
 
 @contextmanager
@@ -63,11 +71,36 @@ def _owner_of_conversation(conversation_id: int):
 
 
 @shared_task(name="cognition.reflect", **LLM_TASK)
-def reflect(self, message_id: int) -> None:
-    with _last_retry_recorded(
-        self, step="reflection", owner_of=lambda: _owner_of_message(message_id)
-    ):
-        reflection.reflect_on_message(message_id=message_id)
+def reflect(self, message_id: int, invalid_replies: int = 0) -> None:
+    attempts = self.request.retries + 1
+    out_of_retries = self.request.retries >= self.max_retries
+    try:
+        reflection.reflect_on_message(
+            message_id=message_id,
+            attempts=attempts,
+            last_attempt=out_of_retries or invalid_replies + 1 >= INVALID_REPLY_ATTEMPTS,
+        )
+    except InvalidReply as exc:
+        countdown = get_exponential_backoff_interval(
+            factor=INVALID_REPLY_BACKOFF, retries=invalid_replies, maximum=300, full_jitter=True
+        )
+        raise self.retry(
+            exc=exc,
+            countdown=countdown,
+            args=[message_id],
+            kwargs={"invalid_replies": invalid_replies + 1},
+        ) from exc
+    except TRANSIENT_LLM_ERRORS as exc:
+        if not out_of_retries:
+            raise
+        error = f"gave up after {attempts} attempts: {exc}"
+        reply = reflection.reflectable_reply(message_id)
+        if reply is not None:
+            reflection.reflection_fail(reply=reply, error=error, attempts=attempts)
+        else:
+            reflection.error_record(
+                owner=_owner_of_message(message_id), step="reflection", message_id=None, error=error
+            )
 
 
 @shared_task(name="cognition.criticise", **LLM_TASK)

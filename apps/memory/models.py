@@ -57,6 +57,12 @@ class MemoryNode(models.Model):
         VOLATILE = "volatile", "Volatile"
         PROMOTED = "promoted", "Promoted"
 
+    class Source(models.TextChoices):
+        USER = "user", "The user said it"
+        INFERRED = "inferred", "Inferred by the assistant"
+        ADMIN = "admin", "Added by an admin"
+        IMPORTED = "imported", "Imported"
+
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -79,6 +85,15 @@ class MemoryNode(models.Model):
         default=0.5, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
     )
     origin_context = models.TextField(blank=True)
+    source = models.CharField(
+        max_length=16,
+        choices=Source.choices,
+        default=Source.INFERRED,
+        help_text="Where the memory comes from: the user's own words, or not.",
+    )
+    quote = models.TextField(
+        blank=True, help_text="The user's words it comes from, as they wrote them."
+    )
     source_message = models.ForeignKey(
         "chat.Message",
         null=True,

@@ -62,18 +62,23 @@ def memory_node_create(
     state: str = MemoryNode.State.VOLATILE,
     origin_context: str = "",
     source_message: Message | None = None,
+    source: str | None = None,
+    quote: str = "",
     embed: bool = True,
     vector: list[float] | None = None,
 ) -> MemoryNode:
     """Store a memory; a fact whose key already has a current value evolves that value.
 
     `vector`, when the caller already embedded "topic: description", saves embedding it again.
+    `source` by default: inferred from the message that formed it, else added by an admin.
 
     The current row keeps its id (links and traces still point at it); its previous value is
     copied into a superseded row. Without a vector (embedder down, or `embed=False`) the node is
     saved pending and a task embeds it after commit.
     """
     description = description.strip()
+    if source is None:
+        source = MemoryNode.Source.INFERRED if source_message else MemoryNode.Source.ADMIN
     embedding_text = f"{topic}: {description}" if topic else description
     if vector is not None:
         marker = get_embedder().marker
@@ -101,6 +106,8 @@ def memory_node_create(
             node.importance = importance
             node.origin_context = origin_context
             node.source_message = source_message
+            node.source = source
+            node.quote = quote
             for name, value in embedding_fields.items():
                 setattr(node, name, value)
             node.save()
@@ -116,6 +123,8 @@ def memory_node_create(
                 importance=importance,
                 origin_context=origin_context,
                 source_message=source_message,
+                source=source,
+                quote=quote,
                 created_at=now,
                 **embedding_fields,
             )
@@ -137,6 +146,8 @@ def _copy_into_history(*, current: MemoryNode, now: datetime) -> MemoryNode:
         importance=current.importance,
         origin_context=current.origin_context,
         source_message_id=current.source_message_id,
+        source=current.source,
+        quote=current.quote,
         embedding=current.embedding,
         embedding_status=current.embedding_status,
         embedding_model=current.embedding_model,
@@ -419,8 +430,13 @@ def memory_node_revise(
     importance: float | None = None,
     origin_context: str = "",
     source_message: Message | None = None,
+    source: str | None = None,
+    quote: str = "",
 ) -> MemoryNode:
-    """Give a node a new value, keeping the old one as a superseded row (as fact keys do)."""
+    """Give a node a new value, keeping the old one as a superseded row (as fact keys do).
+
+    The new value's `source` and `quote` replace the old ones; without a source, both stay.
+    """
     if node.fact_key:
         return memory_node_create(
             owner=node.owner,
@@ -431,6 +447,8 @@ def memory_node_revise(
             importance=node.importance if importance is None else importance,
             origin_context=origin_context or node.origin_context,
             source_message=source_message,
+            source=source or node.source,
+            quote=quote if source else node.quote,
         )
     description = description.strip()
     text = f"{node.topic}: {description}" if node.topic else description
@@ -445,6 +463,8 @@ def memory_node_revise(
             current.importance = importance
         current.origin_context = origin_context or current.origin_context
         current.source_message = source_message or current.source_message
+        if source:
+            current.source, current.quote = source, quote
         current.embedding = vector
         current.embedding_model = marker
         current.embedding_status = (

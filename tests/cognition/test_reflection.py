@@ -91,24 +91,31 @@ def test_a_fact_update_evolves_the_fact_instead_of_duplicating_it(user, turn, ll
     assert outcome["updated"] == [milan.pk] and outcome["left"] == [milan.pk, milan.pk]
 
 
-def test_garbage_json_is_repaired_once_then_nothing_is_written_and_an_error_is_recorded(
-    celery_worker, user, turn, llm_stub, config
+def test_garbage_json_is_repaired_once_per_attempt_then_the_turn_is_marked_failed(
+    celery_worker, user, turn, llm_stub, config, monkeypatch
 ):
     config(critic_enabled=False)
+    monkeypatch.setattr(tasks, "INVALID_REPLY_BACKOFF", 0)
     reply = turn("I have a cat named Miso", "Cute!")
     llm_stub.script(
-        {"fault": "garbage", "match": "reflective memory"},
-        {"fault": "garbage", "match": "does not match the required JSON schema"},
+        *[
+            {"fault": "garbage", "match": "reflective memory"},
+            {"fault": "garbage", "match": "does not match the required JSON schema"},
+        ]
+        * tasks.INVALID_REPLY_ATTEMPTS
     )
 
-    tasks.reflect.delay(reply.pk).get(timeout=15)
+    tasks.reflect.delay(reply.pk).get(timeout=30)
 
     error = Event.objects.get(owner=user, kind="error")
     assert error.payload["step"] == "reflection" and error.payload["message_id"] == reply.pk
+    reply.refresh_from_db()
+    assert reply.trace["reflection"]["failed"] is True
+    assert reply.trace["reflection"]["attempts"] == tasks.INVALID_REPLY_ATTEMPTS
     assert not MemoryNode.objects.exists() and not Triple.objects.exists()
     assert not RetrievalPlan.objects.exists()
     chats = [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
-    assert len(chats) == 2
+    assert len(chats) == 2 * tasks.INVALID_REPLY_ATTEMPTS
 
 
 def test_a_repaired_reply_is_used(celery_worker, user, turn, llm_stub, config):
@@ -142,3 +149,5 @@ def test_an_llm_500_is_retried_then_recorded(
     assert len(chats) == 3
     assert "gave up after 3 attempts" in Event.objects.get(owner=user, kind="error").summary
     assert not MemoryNode.objects.exists()
+    reply.refresh_from_db()
+    assert reply.trace["reflection"]["failed"] is True

@@ -1,0 +1,194 @@
+"""Asking a background role for a reply of a Pydantic model's shape, so weak models survive.
+
+Servers differ in what they accept: some take `response_format` json_schema, some only
+json_object, some neither (an HTTP 400 naming it). The first refusal moves an endpoint one step
+down that ladder, and the step that works is remembered in the shared cache per base URL and
+model, so every later call goes straight to it. Without json_schema the schema is written into
+the prompt.
+
+Small models also wrap their JSON in prose or a ```json fence, or keep rambling after it until
+max_tokens: the reply is read as a whole, then as a fenced block, then as the first balanced
+JSON object in it. A reply that still does not validate gets one repair call, then
+`InvalidReply`. Nothing else is raised but the openai SDK's errors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TypeVar
+
+import openai
+from django.core.cache import cache
+from pydantic import BaseModel, ValidationError
+
+from apps.cognition.schemas import InvalidReply
+from apps.core.llm import background_completion
+from apps.core.llm_limits import Endpoint, role_endpoint
+
+Shape = TypeVar("Shape", bound=BaseModel)
+
+JSON_SCHEMA, JSON_OBJECT, PROMPT = "json_schema", "json_object", "prompt"
+MODES = (JSON_SCHEMA, JSON_OBJECT, PROMPT)
+# A server's abilities change when it is upgraded or swapped, not from one day to the next.
+MODE_SECONDS = 7 * 24 * 3600
+
+REPAIR_REQUEST = (
+    "That reply does not match the required JSON schema: {errors}\n"
+    "Reply again with only the corrected JSON object."
+)
+SCHEMA_REQUEST = (
+    "Reply with one JSON object only, no other text, matching this JSON schema:\n{schema}"
+)
+
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
+# A 400 about the request's size names the context, not the format: that one is re-raised.
+_CONTEXT_ERROR = re.compile(r"context (size|length|window)|too long|too many tokens", re.I)
+
+
+def _mode_key(endpoint: Endpoint) -> str:
+    return f"structured:mode:{endpoint.key}"
+
+
+def structured_mode(*, endpoint: Endpoint) -> str:
+    """How `endpoint` is asked for JSON: json_schema until a refusal taught otherwise."""
+    mode = cache.get(_mode_key(endpoint))
+    return mode if mode in MODES else JSON_SCHEMA
+
+
+def structured_mode_forget(*, endpoint: Endpoint) -> None:
+    cache.delete(_mode_key(endpoint))
+
+
+def refuses_format(exc: openai.BadRequestError) -> bool:
+    """Does this 400 refuse the response_format (and not, say, a prompt too long)?"""
+    text = str(exc)
+    if _CONTEXT_ERROR.search(text):
+        return False
+    return bool(re.search(r"response_format|json_schema|json_object|grammar", text, re.I))
+
+
+def _request(schema: type[BaseModel], mode: str, messages: list[dict]) -> dict:
+    if mode == JSON_SCHEMA:
+        return {
+            "messages": messages,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+            },
+        }
+    instruction = SCHEMA_REQUEST.format(schema=json.dumps(schema.model_json_schema()))
+    *earlier, last = messages
+    asked = [*earlier, {**last, "content": f"{last['content']}\n\n{instruction}"}]
+    if mode == JSON_OBJECT:
+        return {"messages": asked, "response_format": {"type": "json_object"}}
+    return {"messages": asked}
+
+
+def _ask(schema: type[BaseModel], *, role: str, messages: list[dict]) -> str:
+    endpoint = role_endpoint(role)
+    mode = structured_mode(endpoint=endpoint)
+    while True:
+        try:
+            completion = background_completion(role=role, **_request(schema, mode, messages))
+        except openai.BadRequestError as exc:
+            if mode == PROMPT or not refuses_format(exc):
+                raise
+            mode = MODES[MODES.index(mode) + 1]
+            cache.set(_mode_key(endpoint), mode, MODE_SECONDS)
+            continue
+        return completion.content or ""
+
+
+def json_candidates(text: str) -> list[str]:
+    """Where the JSON may be in a reply: all of it, a fenced block, the first balanced object."""
+    candidates = [text.strip()]
+    candidates += [block.strip() for block in _FENCE.findall(text)]
+    found = first_json_object(text)
+    if found is not None:
+        candidates.append(found)
+    return list(dict.fromkeys(candidate for candidate in candidates if candidate))
+
+
+def first_json_object(text: str) -> str | None:
+    """The first `{…}` span of `text` that parses as a JSON object, or None."""
+    start = text.find("{")
+    while start != -1:
+        end = _balanced_end(text, start)
+        if end is not None:
+            span = text[start : end + 1]
+            try:
+                if isinstance(json.loads(span), dict):
+                    return span
+            except ValueError:
+                pass
+        start = text.find("{", start + 1)
+    return None
+
+
+def _balanced_end(text: str, start: int) -> int | None:
+    """The index of the brace closing the one at `start`; braces inside strings don't count."""
+    depth = 0
+    in_string = escaped = False
+    for index in range(start, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index
+    return None
+
+
+def parse_reply(schema: type[Shape], text: str) -> Shape:
+    """The first candidate of `text` that validates; else the most telling ValidationError."""
+    error: ValidationError | None = None
+    for candidate in json_candidates(text) or [text]:
+        try:
+            return schema.model_validate_json(candidate)
+        except ValidationError as exc:
+            # JSON of the wrong shape says more to a repair than text that is not JSON at all.
+            if error is None or (_is_json_error(error) and not _is_json_error(exc)):
+                error = exc
+    assert error is not None
+    raise error
+
+
+def _is_json_error(exc: ValidationError) -> bool:
+    return any(error["type"] == "json_invalid" for error in exc.errors())
+
+
+def complete_as(schema: type[Shape], *, role: str, messages: list[dict]) -> Shape:
+    """Ask `role`'s endpoint for a reply of `schema`'s shape; one repair, then InvalidReply."""
+    reply = _ask(schema, role=role, messages=messages)
+    try:
+        return parse_reply(schema, reply)
+    except ValidationError as exc:
+        errors = _error_sentence(exc)
+    repair = [
+        *messages,
+        {"role": "assistant", "content": reply},
+        {"role": "user", "content": REPAIR_REQUEST.format(errors=errors)},
+    ]
+    reply = _ask(schema, role=role, messages=repair)
+    try:
+        return parse_reply(schema, reply)
+    except ValidationError as exc:
+        raise InvalidReply(_error_sentence(exc)) from exc
+
+
+def _error_sentence(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(map(str, error['loc'])) or 'reply'}: {error['msg']}"
+        for error in exc.errors()[:5]
+    )
