@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -81,6 +82,9 @@ async def stream_chat_chunks(client: AsyncOpenAI, **body) -> AsyncStream[object]
 
 CHAT_ACTIVE_SECONDS = 120
 POLL_SECONDS = 0.2
+# How often a generating background call looks for an answer to give way to: the answer's first
+# token waits this long at most, on top of the server freeing its slot.
+GIVE_WAY_CHECK_SECONDS = 0.05
 MAX_GIVE_WAYS = 5
 
 
@@ -205,30 +209,49 @@ def _collect(
     timeout: float,
     base_url: str | None,
 ) -> Completion:
-    """Stream one completion to its end; with `base_url`, give way to an answer that starts."""
+    """Stream one completion to its end; with `base_url`, give way to an answer that starts.
+
+    A watcher thread closes the response the moment an answer starts: the server may still be
+    reading the prompt (no chunk arrives for seconds on a CPU), and closing frees its slot.
+    """
     started = time.monotonic()
-    checked = started
     parts: list[str] = []
     finish_reason = None
     usage = None
     stream = client.chat.completions.create(**body, extra_body=extra_body)
-    with stream:
-        for chunk in stream:
-            if chunk.usage is not None:
-                usage = chunk.usage
-            if chunk.choices:
-                choice = chunk.choices[0]
-                if choice.delta is not None and choice.delta.content:
-                    parts.append(choice.delta.content)
-                if choice.finish_reason:
-                    finish_reason = choice.finish_reason
-            now = time.monotonic()
-            if now - started > timeout:
-                raise openai.APITimeoutError(request=stream.response.request)
-            if base_url is not None and now - checked >= POLL_SECONDS:
-                checked = now
-                if chat_active(base_url):
-                    raise _GaveWay
+    done = threading.Event()
+    gave_way = threading.Event()
+
+    def give_way_when_the_chat_starts() -> None:
+        while not done.wait(GIVE_WAY_CHECK_SECONDS):
+            if chat_active(base_url):
+                gave_way.set()
+                stream.response.close()
+                return
+
+    if base_url is not None:
+        threading.Thread(target=give_way_when_the_chat_starts, daemon=True).start()
+    try:
+        with stream:
+            for chunk in stream:
+                if chunk.usage is not None:
+                    usage = chunk.usage
+                if chunk.choices:
+                    choice = chunk.choices[0]
+                    if choice.delta is not None and choice.delta.content:
+                        parts.append(choice.delta.content)
+                    if choice.finish_reason:
+                        finish_reason = choice.finish_reason
+                if time.monotonic() - started > timeout:
+                    raise openai.APITimeoutError(request=stream.response.request)
+    except Exception:
+        if gave_way.is_set():
+            raise _GaveWay from None
+        raise
+    finally:
+        done.set()
+    if gave_way.is_set() and finish_reason is None:
+        raise _GaveWay
     return Completion(
         content="".join(parts),
         finish_reason=finish_reason,

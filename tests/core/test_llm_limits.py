@@ -196,6 +196,25 @@ def test_a_generating_background_call_gives_way_to_an_answer_that_starts(llm_stu
     assert len(llm_stub.requests) == 2
 
 
+def test_a_background_call_gives_way_even_while_the_server_reads_its_prompt(llm_stub, config):
+    config(background_wait_seconds=30)
+    llm_stub.set_defaults(slots=1, ttft=1.5)
+    base_url = role_endpoint(CHAT).base_url
+    threading.Timer(0.3, lambda: chat_active_mark(base_url=base_url, reply_id=4)).start()
+    threading.Timer(0.6, lambda: chat_active_clear(base_url=base_url, reply_id=4)).start()
+
+    started = time.monotonic()
+    completion = background_completion(
+        role=REFLECTION, messages=[{"role": "user", "content": "hello"}]
+    )
+
+    assert completion.gave_way == 1 and completion.content
+    # Closed before its first token and asked again after the answer; had it held on, the
+    # answer would have waited for its whole reply.
+    assert len(llm_stub.requests) == 2
+    assert time.monotonic() - started < 4
+
+
 def test_a_background_call_past_its_time_limit_times_out(llm_stub, config):
     config(background_timeout_seconds=5)
     llm_stub.set_defaults(tps=4, eos=False)
