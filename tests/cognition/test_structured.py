@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from apps.cognition import structured
+from apps.cognition.schemas import EpisodeSummary, InvalidReply
+from apps.cognition.structured import complete_as, first_json_object, json_candidates
+from apps.core.llm_limits import role_endpoint
+
+SUMMARY = {"summary": "Talked about Rome", "decisions": "", "outcome": "", "lesson": ""}
+ASK = [{"role": "user", "content": "Summarise this stretch of conversation."}]
+
+
+def test_json_in_prose_with_a_fence_is_found():
+    reply = f"Sure! Here it is:\n```json\n{json.dumps(SUMMARY)}\n```\nAnything else?"
+
+    assert json.dumps(SUMMARY) in json_candidates(reply)
+
+
+def test_json_followed_by_rambling_is_found():
+    reply = json.dumps(SUMMARY) + " and then the model went on and on { about nothing"
+
+    assert json.loads(first_json_object(reply)) == SUMMARY
+
+
+def test_braces_and_escaped_quotes_inside_strings_do_not_end_the_object():
+    tricky = {"summary": 'a "}" brace and a \\ backslash {', "decisions": "}", "outcome": ""}
+    reply = "Note {this}: " + json.dumps(tricky) + "} trailing"
+
+    assert json.loads(first_json_object(reply)) == tricky
+
+
+def test_a_reply_without_json_has_no_object():
+    assert first_json_object("No JSON here, only {braces} and {more: of them}") is None
+    assert first_json_object('{"cut": "off') is None
+
+
+@pytest.fixture
+def fresh_modes(db):
+    """The stub's endpoint starts, and ends, as never refused."""
+    endpoint = role_endpoint("episode")
+    structured.structured_mode_forget(endpoint=endpoint)
+    yield endpoint
+    structured.structured_mode_forget(endpoint=endpoint)
+
+
+def _formats(llm_stub) -> list[str | None]:
+    return [
+        (r["body"].get("response_format") or {}).get("type")
+        for r in llm_stub.requests
+        if r["path"].endswith("/chat/completions")
+    ]
+
+
+def test_a_server_without_json_schema_is_asked_for_json_object_from_then_on(llm_stub, fresh_modes):
+    llm_stub.set_defaults(response_formats=["json_object"])
+    llm_stub.script({"json": SUMMARY}, {"json": SUMMARY})
+
+    assert complete_as(EpisodeSummary, role="episode", messages=ASK).summary == SUMMARY["summary"]
+    assert complete_as(EpisodeSummary, role="episode", messages=ASK).summary == SUMMARY["summary"]
+
+    assert _formats(llm_stub) == ["json_schema", "json_object", "json_object"]
+    assert structured.structured_mode(endpoint=fresh_modes) == "json_object"
+    asked = llm_stub.requests[-1]["body"]["messages"][-1]["content"]
+    assert '"summary"' in asked  # the schema is written into the prompt
+
+
+def test_a_server_without_response_format_gets_the_schema_in_the_prompt_from_then_on(
+    llm_stub, fresh_modes
+):
+    llm_stub.set_defaults(response_formats=[])
+    fenced = f"Here you go:\n```json\n{json.dumps(SUMMARY)}\n```"
+    llm_stub.script({"content": fenced}, {"content": fenced})
+
+    complete_as(EpisodeSummary, role="episode", messages=ASK)
+    complete_as(EpisodeSummary, role="episode", messages=ASK)
+
+    assert _formats(llm_stub) == ["json_schema", "json_object", None, None]
+    assert structured.structured_mode(endpoint=fresh_modes) == "prompt"
+
+
+def test_a_server_that_takes_json_schema_stays_on_it(llm_stub, fresh_modes):
+    llm_stub.script({"json": SUMMARY}, {"json": SUMMARY})
+
+    complete_as(EpisodeSummary, role="episode", messages=ASK)
+    complete_as(EpisodeSummary, role="episode", messages=ASK)
+
+    assert _formats(llm_stub) == ["json_schema", "json_schema"]
+
+
+def test_a_prompt_too_long_is_not_taken_for_a_refused_format(llm_stub, fresh_modes):
+    llm_stub.set_defaults(context=5, overflow="reject")
+
+    with pytest.raises(openai.BadRequestError):
+        complete_as(EpisodeSummary, role="episode", messages=ASK)
+
+    assert _formats(llm_stub) == ["json_schema"]
+    assert structured.structured_mode(endpoint=fresh_modes) == "json_schema"
+
+
+def test_json_followed_by_rambling_until_max_tokens_is_used(llm_stub, fresh_modes):
+    llm_stub.set_defaults(eos=False)
+    llm_stub.script({"json": SUMMARY})
+
+    summary = complete_as(EpisodeSummary, role="episode", messages=ASK)
+
+    assert summary.summary == SUMMARY["summary"]
+    assert len(_formats(llm_stub)) == 1  # no repair call was needed
+
+
+def test_prose_around_the_json_needs_no_repair(llm_stub, fresh_modes):
+    llm_stub.set_defaults(json_junk="prose")
+
+    complete_as(EpisodeSummary, role="episode", messages=ASK)
+
+    assert len(_formats(llm_stub)) == 1
+
+
+def test_an_empty_object_is_repaired_once_then_invalid(llm_stub, fresh_modes):
+    llm_stub.set_defaults(json_junk="empty")
+
+    with pytest.raises(InvalidReply, match="summary"):
+        complete_as(EpisodeSummary, role="episode", messages=ASK)
+
+    assert len(_formats(llm_stub)) == 2
+    repair = llm_stub.requests[-1]["body"]["messages"][-1]["content"]
+    assert "does not match the required JSON schema" in repair
