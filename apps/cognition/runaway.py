@@ -21,7 +21,7 @@ _WORD = re.compile(r"[^\W\d_]{2,}")
 
 def repeated_tail(text: str) -> int | None:
     """Where the repeats begin when `text` ends in a loop: `text[:index]` keeps the repeated
-    block once (to the end of its line). None when it does not.
+    block once (to the end of its line, sentence or word). None when it does not.
 
     The end of the text may be part of a copy (the stream stops anywhere). Rules, dividers and
     rows of numbers repeat without words, and short repeated lines cover too little to count.
@@ -48,9 +48,13 @@ def repeated_tail(text: str) -> int | None:
             begin -= 1
         if len(_WORD.findall(tail, begin, begin + period)) < 2:
             continue
-        # The first copy ends at the end of its line when it can: "…that.\n", not "…that".
-        line_end = tail.find("\n", begin + period - 1, begin + 2 * period - 1)
-        return start + (line_end + 1 if line_end >= 0 else begin + period)
+        # The first copy ends where a line, a sentence or a word does: "…that.\n", not "…that".
+        first_end = begin + period
+        for boundary in ("\n", ". ", " "):
+            at = tail.find(boundary, first_end - len(boundary), first_end + period - 1)
+            if at >= 0:
+                return start + at + len(boundary)
+        return start + first_end
     return None
 
 
@@ -89,7 +93,7 @@ def clean_title(text: str) -> str:
 
 
 def _title_from(line: str) -> str:
-    title = line
+    title = re.sub(r"[*`]", "", line)  # emphasis and code marks anywhere in it
     for _ in range(3):  # "**Title:** \"…\"" takes a few rounds of peeling
         title = _ROLE_LABEL.sub("", title.strip(_MARKUP + " \t"))
         title = _TITLE_LABEL.sub("", title)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -392,4 +393,95 @@ async def test_a_stop_landing_as_the_finished_reply_is_shown_still_starts_reflec
     async with asyncio.timeout(20):
         while not any("reflective memory" in str(r["body"]) for r in llm_stub.requests):
             await asyncio.sleep(0.1)
+    await communicator.disconnect()
+
+
+async def test_an_answer_stopped_at_its_cap_is_kept_and_continue_writes_on_in_it(
+    user, conversation, llm_stub
+):
+    llm_stub.script(
+        {"content": "The first part of a long story,", "finish_reason": "length"},
+        {"content": "and then the end."},
+    )
+    communicator = await connect_socket(user, conversation.pk)
+    await _send(communicator, content="tell me a long story")
+    frames = await _receive_until(communicator, "msg-assistant complete")
+    assert "Stopped at 7 tokens." in frames[-1] and 'value="continue"' in frames[-1]
+    reply = await Message.objects.aget(role="assistant")
+    assert (reply.content, reply.finish_reason) == ("The first part of a long story,", "length")
+
+    await _send(communicator, action="continue", message_id=reply.pk)
+    frames = await _receive_until(communicator, "msg-assistant complete")
+    streamed = [f for f in frames if 'class="md-src"' in f and "and then" in f]
+    assert streamed and "The first part of a long story, and then" in streamed[0]
+    await reply.arefresh_from_db()
+    assert reply.content == "The first part of a long story, and then the end."
+    assert (reply.status, reply.finish_reason, reply.completion_tokens) == ("complete", "stop", 11)
+    assert "Stopped at" not in frames[-1] and 'value="continue"' not in frames[-1]
+    assert await Message.objects.acount() == 2
+    # Asked as the usual turn, then the answer so far and the request to write on from it.
+    sent = llm_stub.requests[-1]["body"]["messages"]
+    assert sent[-3] == {"role": "user", "content": "tell me a long story"}
+    assert sent[-2] == {"role": "assistant", "content": "The first part of a long story,"}
+    assert sent[-1]["role"] == "user" and "where it stopped" in sent[-1]["content"]
+    await communicator.disconnect()
+
+
+async def test_a_continuation_that_fails_keeps_the_text_before_it(user, conversation, llm_stub):
+    llm_stub.script(
+        {"content": "Kept words.", "finish_reason": "length"},
+        {"fault": "http_500"},
+    )
+    communicator = await connect_socket(user, conversation.pk)
+    await _send(communicator, content="go")
+    await _receive_until(communicator, "msg-assistant complete")
+    reply = await Message.objects.aget(role="assistant")
+    await _send(communicator, action="continue", message_id=reply.pk)
+    frames = await _receive_until(communicator, "msg-assistant failed")
+    assert "returned an error (HTTP 500)" in frames[-1] and "Kept words." in frames[-1]
+    assert 'value="retry"' in frames[-1] and 'value="continue"' in frames[-1]
+    await reply.arefresh_from_db()
+    assert (reply.status, reply.content) == ("failed", "Kept words.")
+    await communicator.disconnect()
+
+
+async def test_an_answer_repeating_itself_is_cut_and_marked(user, conversation, llm_stub, caplog):
+    caplog.set_level(logging.INFO, logger="thalamus.llm_stub")
+    line = "I will now repeat this sentence again.\n"
+    llm_stub.script({"content": "Sure.\n" + line * 200, "tps": 200})
+    communicator = await connect_socket(user, conversation.pk)
+    await _send(communicator, content="say something")
+    frames = await _receive_until(communicator, "msg-assistant complete")
+    assert "Stopped: the model began repeating itself." in frames[-1]
+    assert 'value="continue"' in frames[-1]
+    reply = await Message.objects.aget(role="assistant")
+    assert (reply.content, reply.finish_reason) == ("Sure.\n" + line, "loop")
+    # The stream was closed, which frees a local server's one slot at once.
+    async with asyncio.timeout(5):
+        while not any("client gone" in r.getMessage() for r in caplog.records):
+            await asyncio.sleep(0.05)
+    await communicator.disconnect()
+
+
+async def test_a_continue_from_another_users_socket_never_touches_my_answer(
+    user, other_user, llm_stub
+):
+    mine = await sync_to_async(Conversation.objects.create)(owner=user)
+    theirs = await sync_to_async(Conversation.objects.create)(owner=other_user)
+    llm_stub.script({"content": "Half of my private answer", "finish_reason": "length"})
+    communicator = await connect_socket(user, mine.pk)
+    await _send(communicator, content="private question")
+    await _receive_until(communicator, "msg-assistant complete")
+    reply = await Message.objects.aget(role="assistant")
+    attacker = await connect_socket(other_user, theirs.pk)
+    asked_before = len(llm_stub.requests)
+
+    await _send(attacker, action="continue", message_id=reply.pk)  # my reply's id, their socket
+
+    assert await attacker.receive_nothing(0.5)
+    assert await communicator.receive_nothing(0.2)
+    await reply.arefresh_from_db()
+    assert (reply.status, reply.finish_reason) == ("complete", "length")
+    assert len(llm_stub.requests) == asked_before
+    await attacker.disconnect()
     await communicator.disconnect()

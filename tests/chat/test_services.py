@@ -157,3 +157,61 @@ async def test_an_answer_keeps_its_lease_while_it_streams(user, llm_stub, monkey
         pass
     await watcher
     assert leased_late == 1
+
+
+def _capped(conversation, text: str = "The first half of a long answer") -> Message:
+    """An answer stopped at its token cap."""
+    reply = services.message_send(conversation=conversation, content="tell me all").reply
+    return services.message_finish(
+        message=reply,
+        status=Message.Status.COMPLETE,
+        content=text,
+        finish_reason=Message.FinishReason.LENGTH,
+        completion_tokens=1024,
+    )
+
+
+def test_continue_reopens_an_answer_cut_short_and_keeps_its_text(user):
+    conversation = Conversation.objects.create(owner=user)
+    reply = _capped(conversation)
+
+    continued = services.message_continue(message=reply)
+
+    reply.refresh_from_db()
+    assert reply.pk == continued.pk and reply.status == Message.Status.PENDING
+    assert reply.content == "The first half of a long answer"
+    assert (reply.finish_reason, reply.completion_tokens) == ("", 1024)
+    assert Message.objects.filter(conversation=conversation).count() == 2
+
+
+def test_only_an_answer_cut_short_can_be_continued(user):
+    conversation = Conversation.objects.create(owner=user)
+    sent = services.message_send(conversation=conversation, content="hi")
+    whole = services.message_finish(
+        message=sent.reply, status="complete", content="Hello!", finish_reason="stop"
+    )
+    broken = services.message_send(conversation=conversation, content="again").reply
+    services.message_finish(message=broken, status="failed", content="", error="x")
+
+    for message in (whole, sent.question, broken):
+        with pytest.raises(services.ChatError, match="cut short"):
+            services.message_continue(message=message)
+        status = message.status
+        message.refresh_from_db()
+        assert message.status == status  # untouched
+
+    # A continuation that broke off (failed or stopped) with text can be continued again.
+    cut = services.message_send(conversation=conversation, content="more").reply
+    services.message_finish(message=cut, status="failed", content="Half of it", error="x")
+    assert services.message_continue(message=cut).content == "Half of it"
+
+
+def test_a_continue_waits_while_another_answer_of_the_conversation_streams(user):
+    conversation = Conversation.objects.create(owner=user)
+    reply = _capped(conversation)
+    services.message_send(conversation=conversation, content="next")
+
+    with pytest.raises(services.ChatError, match="Wait for the current answer"):
+        services.message_continue(message=reply)
+    reply.refresh_from_db()
+    assert (reply.status, reply.finish_reason) == ("complete", "length")

@@ -80,6 +80,7 @@ def test_rename_and_delete(alice_client, user):
         ("post", "/c/{pk}/delete"),
         ("post", "/c/{pk}/send"),
         ("post", "/c/{pk}/retry"),
+        ("post", "/c/{pk}/continue"),
     ],
 )
 def test_another_users_conversation_is_404_on_every_path(
@@ -153,6 +154,42 @@ def test_retrying_without_javascript_answers_again(alice_client, user, other_use
     assert Message.objects.filter(conversation=conversation, role="user").count() == 1
 
 
+@pytest.mark.django_db(transaction=True)
+def test_continuing_without_javascript_writes_on_in_the_same_answer(
+    alice_client, user, other_user, llm_stub
+):
+    llm_stub.script(
+        {"content": "Part one", "finish_reason": "length"}, {"content": "and part two."}
+    )
+    conversation = Conversation.objects.create(owner=user)
+    alice_client.post(f"/c/{conversation.pk}/send", {"content": "hello"})
+    reply = Message.objects.get(role="assistant")
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "Stopped at 2 tokens." in page
+    assert f'method="post" action="/c/{conversation.pk}/continue"' in page
+
+    theirs = Conversation.objects.create(owner=other_user)
+    theirs_reply = Message.objects.create(
+        conversation=theirs, role="assistant", content="x y", finish_reason="length"
+    )
+    not_here = {"message_id": theirs_reply.pk}
+    assert alice_client.post(f"/c/{conversation.pk}/continue", not_here).status_code == 404
+    theirs_reply.refresh_from_db()
+    assert (theirs_reply.content, theirs_reply.finish_reason) == ("x y", "length")
+
+    response = alice_client.post(f"/c/{conversation.pk}/continue", {"message_id": reply.pk})
+    assert response.status_code == 302
+    reply.refresh_from_db()
+    assert (reply.status, reply.content) == ("complete", "Part one and part two.")
+    assert Message.objects.filter(conversation=conversation).count() == 2
+
+    # A whole answer is not continued: the refusal is shown on the page.
+    response = alice_client.post(
+        f"/c/{conversation.pk}/continue", {"message_id": reply.pk}, follow=True
+    )
+    assert "Only an answer that was cut short can be continued." in response.content.decode()
+
+
 def test_a_busy_conversation_refuses_a_second_message(user):
     conversation = Conversation.objects.create(owner=user)
     services.message_send(conversation=conversation, content="one")
@@ -198,3 +235,18 @@ def test_the_title_falls_back_to_a_truncation_when_the_llm_fails(
         assert time.monotonic() < deadline, "the title task never ran"
         time.sleep(0.1)
     assert Conversation.objects.get(pk=conversation.pk).title == "Sourdough starter questions"
+
+
+def test_a_title_of_chat_template_tokens_falls_back_to_the_first_words(
+    celery_worker, user, llm_stub, django_capture_on_commit_callbacks
+):
+    llm_stub.script({"content": "<|im_end|>user", "match": "short title"})
+    conversation = Conversation.objects.create(owner=user)
+    with django_capture_on_commit_callbacks(execute=True):
+        _complete_exchange(conversation, "Sourdough starter questions")
+    deadline = time.monotonic() + 10
+    while not Conversation.objects.get(pk=conversation.pk).title:
+        assert time.monotonic() < deadline, "the title task never ran"
+        time.sleep(0.1)
+    assert Conversation.objects.get(pk=conversation.pk).title == "Sourdough starter questions"
+    assert any("short title" in str(r["body"]) for r in llm_stub.requests), "the LLM was asked"
