@@ -6,6 +6,7 @@ import openai
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models, transaction
+from django.template.loader import render_to_string
 from django.utils.html import format_html, format_html_join
 
 from apps.cognition.prompts import (
@@ -18,6 +19,7 @@ from apps.core.llm import llm_client
 from apps.core.llm_limits import all_model_limits, truncation_warnings
 from apps.core.models import Event, PromptOverride, RuntimeConfig
 from apps.core.services import runtime_config_save
+from apps.dashboard.selectors import memory_write_rates
 
 ENDPOINT_CHECK_SECONDS = 3.0
 
@@ -108,10 +110,27 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
             },
         ),
         ("Limits", {"fields": ["max_message_chars", "turns_per_minute"]}),
-        ("Toggles", {"fields": ["reflection_enabled", "critic_enabled", "debate_enabled"]}),
+        (
+            "Toggles",
+            {
+                "fields": [
+                    "reflection_enabled",
+                    "memory_writes",
+                    "critic_enabled",
+                    "debate_enabled",
+                ]
+            },
+        ),
     ]
 
-    readonly_fields = ["model_limits"]
+    readonly_fields = ["model_limits", "memory_writes"]
+
+    @admin.display(description="Memory writes")
+    def memory_writes(self, obj):
+        return render_to_string(
+            "dashboard/_write_rate.html",
+            {"writes": memory_write_rates(owner_id=None), "all_users": True},
+        )
 
     @admin.display(description="Models in use")
     def model_limits(self, obj):

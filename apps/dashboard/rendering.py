@@ -14,6 +14,17 @@ def render_counters(*, counters: dict[str, int], oob: bool = False) -> str:
     return render_to_string("dashboard/_counters.html", {"counters": counters, "oob": oob})
 
 
+def render_write_rate(*, scope: selectors.MindScope, oob: bool = False) -> str:
+    return render_to_string(
+        "dashboard/_write_rate.html",
+        {
+            "writes": selectors.memory_write_rates(owner_id=scope.owner_id),
+            "all_users": scope.owner_id is None,
+            "oob": oob,
+        },
+    )
+
+
 def render_events_oob(events) -> str:
     if not events:
         return ""
@@ -34,6 +45,7 @@ def render_refresh(
     html = (
         render_events_oob(events)
         + render_counters(counters=selectors.mind_counters(scope=scope), oob=True)
+        + render_write_rate(scope=scope, oob=True)
         + render_graph_delta(selectors.graph_delta(graph_before, graph))
     )
     newest = max([after_event_id, *(event.pk for event in events)])

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from apps.chat.models import Message
+from apps.cognition.reflection import TRACE_KEY
 from apps.core.models import Event
 from apps.core.selectors import runtime_config
 from apps.core.services import mind_group
@@ -16,6 +19,9 @@ from apps.memory.models import Critique, Episode, MemoryLink, MemoryNode, Triple
 GRAPH_LIMIT = 2000
 GRAPH_LIMIT_MAX = 32000
 STREAM_LIMIT = 100
+# A turn younger than this with no reflection outcome yet is still being reflected on (its
+# retries back off for minutes); older, it counts as a turn whose memories were not written.
+REFLECTION_IN_FLIGHT = timedelta(minutes=10)
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,49 @@ def mind_counters(*, scope: MindScope) -> dict[str, int]:
         "episodes": scope.owned(Episode.objects.all()).count(),
         "triples": scope.owned(Triple.objects.filter(valid_to=None)).count(),
         "links": links.count(),
+    }
+
+
+@dataclass(frozen=True)
+class WriteRate:
+    """Of the `turns` (complete replies) in a window, how many were reflected on without error."""
+
+    turns: int
+    written: int
+
+    @property
+    def percent(self) -> int | None:
+        return round(100 * self.written / self.turns) if self.turns else None
+
+
+def memory_write_rates(*, owner_id: int | None) -> dict[str, WriteRate] | None:
+    """The memory write success rate over the last hour and day, for one user or (None) all.
+
+    None while reflection is switched off: no turn is then expected to write anything.
+    """
+    if not runtime_config().reflection_enabled:
+        return None
+    now = timezone.now()
+    replies = Message.objects.filter(
+        role=Message.Role.ASSISTANT,
+        status=Message.Status.COMPLETE,
+        created_at__gte=now - timedelta(days=1),
+    )
+    if owner_id is not None:
+        replies = replies.filter(conversation__owner_id=owner_id)
+    reflected = Q(trace__has_key=TRACE_KEY)
+    settled = reflected | Q(created_at__lt=now - REFLECTION_IN_FLIGHT)
+    written = reflected & ~Q(**{f"trace__{TRACE_KEY}__has_key": "error"})
+    last_hour = Q(created_at__gte=now - timedelta(hours=1))
+    counts = replies.aggregate(
+        hour_turns=Count("pk", filter=settled & last_hour),
+        hour_written=Count("pk", filter=written & last_hour),
+        day_turns=Count("pk", filter=settled),
+        day_written=Count("pk", filter=written),
+    )
+    return {
+        "hour": WriteRate(turns=counts["hour_turns"], written=counts["hour_written"]),
+        "day": WriteRate(turns=counts["day_turns"], written=counts["day_written"]),
     }
 
 

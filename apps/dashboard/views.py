@@ -24,6 +24,8 @@ def _page(request, who: str):
         {
             "mind": scope,
             "counters": selectors.mind_counters(scope=scope),
+            "writes": selectors.memory_write_rates(owner_id=scope.owner_id),
+            "all_users": scope.owner_id is None,
             "events": events,
             "last_event_id": events[0].pk if events else 0,
             "kinds": selectors.Event.Kind.choices,

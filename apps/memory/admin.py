@@ -143,6 +143,7 @@ class MemoryNodeAdmin(admin.ModelAdmin):
         "owner",
         "kind",
         "state",
+        "source",
         "confidence_score",
         "importance",
         "created_at",
@@ -154,13 +155,14 @@ class MemoryNodeAdmin(admin.ModelAdmin):
         OwnerFilter,
         "state",
         "kind",
+        "source",
         ConfidenceFilter,
         CurrentFilter,
         "embedding_status",
         "created_at",
     ]
     list_select_related = ["owner"]
-    search_fields = ["description", "topic", "fact_key"]
+    search_fields = ["description", "topic", "fact_key", "quote"]
     autocomplete_fields = ["owner"]
     raw_id_fields = ["source_message", "superseded_by"]
     date_hierarchy = "created_at"
@@ -174,6 +176,8 @@ class MemoryNodeAdmin(admin.ModelAdmin):
             "Provenance",
             {
                 "fields": [
+                    "source",
+                    "quote",
                     "origin_context",
                     "source_message",
                     "source_link",
@@ -187,6 +191,7 @@ class MemoryNodeAdmin(admin.ModelAdmin):
         ("Embedding", {"fields": ["embedding_status", "embedding_model"]}),
     ]
     readonly_fields = [
+        "source",
         "source_link",
         "created_at",
         "last_accessed_at",
@@ -238,6 +243,8 @@ class MemoryNodeAdmin(admin.ModelAdmin):
                 importance=data["importance"],
                 origin_context=data.get("origin_context", ""),
                 source_message=data.get("source_message"),
+                source=MemoryNode.Source.ADMIN,
+                quote=data.get("quote", ""),
             )
             obj.pk = node.pk
             return
@@ -248,6 +255,7 @@ class MemoryNodeAdmin(admin.ModelAdmin):
                 "fact_key",
                 "state",
                 "confidence_score",
+                "quote",
                 "origin_context",
                 "source_message",
                 "last_accessed_at",

@@ -13,3 +13,8 @@ def as_text(value) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@register.filter
+def thousands(value: int) -> str:
+    return f"{value:,}"

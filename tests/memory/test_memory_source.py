@@ -1,0 +1,85 @@
+"""Where a memory comes from: the user's words, an inference, an admin, an import."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from apps.chat.models import Conversation, Message
+from apps.memory import services
+from apps.memory.models import MemoryNode
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_memory_added_in_the_admin_is_marked_as_added_by_an_admin(admin_client, user):
+    response = admin_client.post(
+        reverse("admin:memory_memorynode_add"),
+        {
+            "owner": user.pk,
+            "description": "Alice is allergic to peanuts",
+            "kind": "fact",
+            "topic": "health",
+            "fact_key": "",
+            "state": "volatile",
+            "confidence_score": 2,
+            "importance": 0.8,
+            "quote": "",
+            "origin_context": "",
+            "links_out-TOTAL_FORMS": 0,
+            "links_out-INITIAL_FORMS": 0,
+            "critiques-TOTAL_FORMS": 0,
+            "critiques-INITIAL_FORMS": 0,
+        },
+    )
+
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert MemoryNode.objects.get().source == MemoryNode.Source.ADMIN
+
+
+def test_a_memory_formed_from_a_message_is_inferred_unless_told_otherwise(user):
+    conversation = Conversation.objects.create(owner=user)
+    message = Message.objects.create(conversation=conversation, role="assistant", content="ok")
+
+    node = services.memory_node_create(
+        owner=user, description="Plays chess", source_message=message, embed=False
+    )
+
+    assert node.source == MemoryNode.Source.INFERRED
+
+
+def test_the_admin_lists_and_filters_memories_by_source(admin_client, user):
+    services.memory_node_create(
+        owner=user, description="Keeps bees", source="user", quote="I keep bees", embed=False
+    )
+    services.memory_node_create(
+        owner=user, description="Likes honey", source="inferred", embed=False
+    )
+    url = reverse("admin:memory_memorynode_changelist")
+
+    body = admin_client.get(url, {"source": "user"}).content.decode()
+
+    assert "Keeps bees" in body and "Likes honey" not in body
+    assert "The user said it" in body
+
+
+def test_the_memory_browser_shows_the_source_and_the_quote(client, user):
+    services.memory_node_create(
+        owner=user, description="Keeps bees", source="user", quote="I keep bees", embed=False
+    )
+    client.force_login(user)
+
+    body = client.get(reverse("memory:list")).content.decode()
+
+    assert "The user said it" in body and "I keep bees" in body
+
+
+def test_the_dashboard_node_detail_shows_the_source(client, user):
+    node = services.memory_node_create(
+        owner=user, description="Keeps bees", source="user", quote="I keep bees", embed=False
+    )
+    client.force_login(user)
+
+    body = client.get(reverse("dashboard:node", args=[node.pk])).content.decode()
+
+    assert "The user said it" in body and "I keep bees" in body
