@@ -48,6 +48,8 @@ def test_a_worker_child_killed_mid_reflection_is_redelivered_and_writes_exactly_
             "worker",
             "--pool=prefork",
             "--concurrency=1",
+            # Reflection runs on the background LLM queue.
+            f"--queues={settings.CELERY_TASK_DEFAULT_QUEUE},{settings.THALAMUS_BACKGROUND_QUEUE}",
             "--without-gossip",
             "--without-mingle",
             "--loglevel=warning",
