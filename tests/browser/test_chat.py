@@ -180,3 +180,35 @@ def test_a_dropped_connection_is_shown_and_the_page_catches_up_when_it_is_back(
     page.wait_for_selector("#composer textarea:not([disabled])")
     assert page.locator("#stop-form button").count() == 0, "a Stop for a finished answer"
     assert page.locator(f"#msg-{reply.pk}").count() == 1
+
+
+def test_an_answer_stopped_at_its_cap_is_continued_in_the_same_bubble(
+    page, asgi_server, log_in, user, llm_stub
+):
+    llm_stub.script(
+        {"content": "Rome was not built in a day: it took", "finish_reason": "length"},
+        {"content": "centuries of *patient* work."},
+    )
+    log_in("alice")
+    _open_new_conversation(page, asgi_server)
+    page.fill("#composer textarea", "how long did Rome take?")
+    page.keyboard.press("Enter")
+    note = page.locator(".msg-assistant.complete .msg-note", has_text="Stopped at 9 tokens.")
+    note.wait_for()
+    reply = Message.objects.get(role="assistant")
+    bubble = page.locator(f"#msg-{reply.pk}")
+    assert bubble.locator("button", has_text="Retry").count() == 0
+    page.wait_for_selector("#composer textarea:not([disabled])")
+
+    bubble.locator("button", has_text="Continue").click()
+    page.locator(f"#msg-{reply.pk}.complete .md-out em", has_text="patient").wait_for()
+    assert (
+        bubble.locator(".md-out")
+        .inner_text()
+        .startswith("Rome was not built in a day: it took centuries")
+    )
+    assert page.locator(".msg-assistant").count() == 1
+    assert bubble.locator(".msg-note").count() == 0
+    assert bubble.locator("button", has_text="Continue").count() == 0
+    reply.refresh_from_db()
+    assert reply.content == "Rome was not built in a day: it took centuries of *patient* work."
