@@ -83,7 +83,7 @@ class Command(BaseCommand):
         try:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, self._on_signal)
-            self._prepare_database()
+            self._prepare_database(demo)
             env = self._child_env(demo)
             self._start_children(host, port, env, worker_concurrency, background_concurrency)
             self._wait_until_served(host, port, started_at)
@@ -98,7 +98,7 @@ class Command(BaseCommand):
     def _on_signal(self, signum, frame):
         self._stopping.set()
 
-    def _prepare_database(self) -> None:
+    def _prepare_database(self, demo: bool) -> None:
         try:
             connection.ensure_connection()
         except OperationalError as exc:
@@ -111,6 +111,7 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self._ensure_admin()
         self._load_seed_truths()
+        self._set_demo_pace(demo)
         connection.close()
 
     def _ensure_admin(self) -> None:
@@ -141,6 +142,15 @@ class Command(BaseCommand):
                 f"loaded seed truths from {result.path.name}: {result.triples} triples, "
                 f"{result.facts} facts, {result.predicates} predicates.",
             )
+
+    def _set_demo_pace(self, demo: bool) -> None:
+        from apps.core.demo import demo_pace_start, demo_pace_stop
+
+        if demo:
+            for line in demo_pace_start():
+                self._say("up", line)
+        elif demo_pace_stop():
+            self._say("up", "removed the demo's quick memory schedules; normal pace again.")
 
     def _child_env(self, demo: bool) -> dict[str, str]:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -1,0 +1,42 @@
+"""The demo model in Chromium: a newcomer chats and watches the Mind page remember."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.core.llm_stub import StubServer
+from apps.memory import tasks as memory_tasks
+from apps.memory.models import MemoryNode
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def demo_stub():
+    stub = StubServer(port=0, demo=True).start()
+    yield stub
+    stub.stop()
+
+
+def test_after_a_demo_chat_the_mind_page_shows_the_memory_criticised_and_promoted(
+    page, asgi_server, log_in, user, config, demo_stub, celery_worker
+):
+    config(llm_base_url=demo_stub.url, promotion_threshold=2)
+    log_in("alice")
+    page.click("text=+ New conversation")
+    page.wait_for_selector("#composer textarea:not([disabled])")
+    page.wait_for_selector(".chat[data-live='on']", state="attached")
+    page.fill("#composer textarea", "Hi! My name is Ada and I build synthesizers.")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".msg-assistant.complete")
+    assert "demo model" in page.locator(".msg-assistant.complete").inner_text()
+
+    page.goto(f"{asgi_server}/dashboard/")
+    page.locator("#live-status.on").wait_for()
+    stream = page.locator("#mind-stream")
+    stream.locator(".kind-critique", has_text="The user's name is Ada.").wait_for()
+    assert "withstands" in stream.locator(".kind-critique").first.inner_text()
+
+    memory_tasks.promote_and_link.delay().get(timeout=20)
+    stream.locator(".kind-promotion", has_text="promoted 2 memories").wait_for()
+    assert set(MemoryNode.objects.values_list("state", flat=True)) == {"promoted"}

@@ -1,0 +1,298 @@
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from django_celery_beat.models import PeriodicTask
+
+from apps.chat.models import Conversation
+from apps.cognition.schemas import CriticVerdict, EpisodeSummary, Reflection
+from apps.core.demo import (
+    DEMO_EVERY_SECONDS,
+    DEMO_PROMOTION_THRESHOLD,
+    DEMO_SCHEDULES,
+    demo_pace_start,
+    demo_pace_stop,
+)
+from apps.core.llm_stub import StubServer, demo_statements, demo_structured_reply
+from apps.core.models import RuntimeConfig
+from apps.core.selectors import runtime_config
+from apps.memory import tasks as memory_tasks
+from apps.memory.models import Critique, MemoryLink, MemoryNode, Triple
+
+ADA = "Hi! My name is Ada and I build synthesizers. I prefer tea."
+
+
+def wait_for(predicate, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def ask_demo(schema, prompt: str) -> dict:
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+    }
+    return json.loads(demo_structured_reply(response_format, prompt))
+
+
+def reflect_prompt(user_line: str, assistant_line: str = "Nice to meet you!") -> str:
+    return (
+        "What is already remembered (id, kind, topic, fact key, text):\n"
+        "[4] persona, topic home, key home_city: The user lives in Oslo.\n\n"
+        f"The exchange:\nuser: {user_line}\nassistant: {assistant_line}\n\nReply with JSON only."
+    )
+
+
+def critic_prompt(memory: str, user_line: str) -> str:
+    return (
+        f"The memory under review:\n[9] persona, topic name, key name: {memory}\n\n"
+        "What is already known (id, kind, topic, text):\n(nothing yet)\n\n"
+        f"The latest exchange:\nuser: {user_line}\nassistant: Hello!\n"
+    )
+
+
+# ------------------------------------------------------------------ statement extraction
+
+
+@pytest.mark.parametrize(
+    ("said", "description", "kind", "fact_key"),
+    [
+        ("My name is Ada.", "The user's name is Ada.", "persona", "name"),
+        ("I build synthesizers.", "The user builds synthesizers.", "fact", "builds_synthesizers"),
+        ("I prefer tea over coffee.", "The user prefers tea over coffee.", "preference", ""),
+        ("I live in Berlin.", "The user lives in Berlin.", "persona", "home_city"),
+        ("I work as a nurse.", "The user works as a nurse.", "persona", "occupation"),
+        ("I really love hiking", "The user loves hiking.", "preference", "preference_hiking"),
+        ("I hate rain!", "The user hates rain.", "preference", "preference_rain"),
+        ("My favourite colour is blue.", "The user's favourite colour is blue.", "preference", ""),
+        ("Ich heiße Hans.", "The user's name is Hans.", "persona", "name"),
+        ("Mi chiamo Giulia e vivo a Roma.", "The user lives in Roma.", "persona", "home_city"),
+        ("J’habite à Lyon.", "The user lives in Lyon.", "persona", "home_city"),
+        ("Trabajo como enfermera.", "The user works as enfermera.", "persona", "occupation"),
+    ],
+)
+def test_a_first_person_statement_becomes_a_third_person_memory(said, description, kind, fact_key):
+    found = {statement.description: statement for statement in demo_statements(said)}
+    assert description in found
+    assert found[description].kind == kind
+    assert found[description].quote == said
+    if fact_key:
+        assert found[description].fact_key == fact_key
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Hello there!",
+        "Do I like tea?",
+        "You said I like tea.",
+        "I like it.",
+        "I think so.",
+        "What do you know about Berlin?",
+    ],
+)
+def test_questions_hearsay_and_empty_statements_are_not_remembered(said):
+    assert demo_statements(said) == []
+
+
+def test_the_demo_reflection_reads_only_the_users_line_and_quotes_it():
+    prompt = reflect_prompt(ADA, assistant_line="Your name is Eve and I live in Paris.")
+    reply = Reflection.model_validate(ask_demo(Reflection, prompt))
+
+    assert [memory.description for memory in reply.memories] == [
+        "The user's name is Ada.",
+        "The user builds synthesizers.",
+        "The user prefers tea.",
+    ]
+    assert {memory.source for memory in reply.memories} == {"user"}
+    assert reply.memories[0].quote == "My name is Ada and I build synthesizers."
+    assert reply.memories[2].quote == "I prefer tea."
+    assert [memory.kind for memory in reply.memories] == ["persona", "fact", "preference"]
+    assert all(0.6 <= memory.importance <= 0.9 for memory in reply.memories)
+    assert [(t.subject, t.predicate, t.object, t.category) for t in reply.triples] == [
+        ("user", "name", "Ada", "identity"),
+        ("user", "builds", "synthesizers", None),
+        ("user", "prefers", "tea", "preferences"),
+    ]
+
+
+def test_a_reply_without_a_statement_remembers_nothing():
+    reply = ask_demo(Reflection, reflect_prompt("What is the capital of Norway?"))
+    assert reply["memories"] == [] and reply["triples"] == []
+
+
+def test_the_demo_reflection_follows_the_requested_schema():
+    schema = Reflection.model_json_schema()
+    memory_schema = schema["$defs"]["LearntMemory"]
+    for name in ("source", "quote"):
+        del memory_schema["properties"][name]
+    memory_schema["properties"]["mood"] = {"type": "string"}
+    memory_schema["required"].append("mood")
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "Reflection", "schema": schema},
+    }
+
+    reply = json.loads(demo_structured_reply(response_format, reflect_prompt("I live in Rome.")))
+
+    assert reply["memories"] == [
+        {
+            "action": "add",
+            "description": "The user lives in Rome.",
+            "kind": "persona",
+            "topic": "home",
+            "fact_key": "home_city",
+            "importance": 0.8,
+            "origin": "I live in Rome.",
+            "mood": "",
+        }
+    ]
+
+
+def test_the_demo_critic_upholds_what_the_user_said_and_doubts_the_rest():
+    upheld = CriticVerdict.model_validate(
+        ask_demo(CriticVerdict, critic_prompt("The user's name is Ada.", ADA))
+    )
+    doubted = CriticVerdict.model_validate(
+        ask_demo(CriticVerdict, critic_prompt("The user's name is Eve.", ADA))
+    )
+
+    assert upheld.verdict == "withstands"
+    assert "The user's name is Ada." in upheld.debate and "Against:" in upheld.debate
+    assert "My name is Ada and I build synthesizers." in upheld.debate
+    assert doubted.verdict == "fails"
+    assert "The user's name is Eve." in doubted.debate
+
+
+def test_the_demo_episode_summary_names_the_first_thing_the_user_said():
+    transcript = f"user: {ADA}\nassistant: Hi!\nuser: I live in Rome.\nassistant: Nice."
+    summary = EpisodeSummary.model_validate(ask_demo(EpisodeSummary, transcript))
+    assert "My name is Ada" in summary.summary
+
+
+def test_other_schemas_still_get_a_minimal_instance():
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "Other", "schema": Reflection.model_json_schema()},
+    }
+    assert demo_structured_reply(response_format, reflect_prompt(ADA)) is None
+
+
+def test_the_model_named_demo_remembers_through_any_stub(llm_stub):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=llm_stub.url, api_key="x", max_retries=0)
+    response = client.chat.completions.create(
+        model="demo",
+        messages=[{"role": "user", "content": reflect_prompt("I live in Rome.")}],
+        response_format={
+            "type": "json_schema",
+            "json_schema": {"name": "Reflection", "schema": Reflection.model_json_schema()},
+        },
+    )
+    reply = Reflection.model_validate_json(response.choices[0].message.content)
+    assert [memory.description for memory in reply.memories] == ["The user lives in Rome."]
+
+
+# ------------------------------------------------------------------------ demo pace
+
+
+@pytest.mark.django_db
+def test_the_demo_pace_adds_a_quick_schedule_and_a_reachable_threshold(default_schedules):
+    normal = {task.name: task.interval_id for task in PeriodicTask.objects.all()}
+
+    said = demo_pace_start()
+
+    quick = PeriodicTask.objects.get(name__in=list(DEMO_SCHEDULES))
+    assert quick.task == "memory.promote_and_link" and quick.enabled
+    assert (quick.interval.every, quick.interval.period) == (DEMO_EVERY_SECONDS, "seconds")
+    assert runtime_config().promotion_threshold == DEMO_PROMOTION_THRESHOLD
+    assert any("promotion threshold 2" in line for line in said)
+    for name, interval_id in normal.items():
+        assert PeriodicTask.objects.get(name=name).interval_id == interval_id
+
+    assert demo_pace_stop() == 1
+    assert set(PeriodicTask.objects.values_list("name", flat=True)) == set(normal)
+
+
+@pytest.mark.django_db
+def test_the_demo_keeps_a_runtime_config_that_was_set_before(config):
+    config(promotion_threshold=5)
+
+    said = demo_pace_start()
+    demo_pace_start()
+
+    assert RuntimeConfig.objects.get().promotion_threshold == 5
+    assert any("kept the runtime config's promotion threshold of 5" in line for line in said)
+    assert PeriodicTask.objects.filter(name__in=list(DEMO_SCHEDULES)).count() == 1
+
+
+# ---------------------------------------------------------------------- end to end
+
+
+@pytest.fixture
+def demo_stub():
+    stub = StubServer(port=0, demo=True).start()
+    yield stub
+    stub.stop()
+
+
+def test_a_demo_chat_forms_criticises_promotes_and_links_memories(
+    celery_worker, client, user, config, demo_stub
+):
+    demo_pace_start()
+    config(llm_base_url=demo_stub.url)
+    client.force_login(user)
+    conversation = Conversation.objects.create(owner=user)
+
+    client.post(f"/c/{conversation.pk}/send", {"content": ADA})
+    wait_for(lambda: Critique.objects.count() == 3)
+
+    nodes = {node.description: node for node in MemoryNode.objects.filter(owner=user)}
+    assert set(nodes) == {
+        "The user's name is Ada.",
+        "The user builds synthesizers.",
+        "The user prefers tea.",
+    }
+    name = nodes["The user's name is Ada."]
+    assert name.source == MemoryNode.Source.USER
+    assert name.quote == "My name is Ada and I build synthesizers."
+    assert name.fact_key == "name"
+    critique = Critique.objects.get(node=name)
+    assert critique.verdict == "withstands" and "Ada" in critique.debate
+    assert Triple.objects.filter(owner=user, object="Ada").exists()
+    wait_for(lambda: MemoryNode.objects.filter(owner=user, confidence_score=2).count() == 3)
+
+    memory_tasks.promote_and_link.delay().get(timeout=20)
+    assert set(MemoryNode.objects.filter(owner=user).values_list("state", flat=True)) == {
+        MemoryNode.State.PROMOTED
+    }
+
+    client.post(f"/c/{conversation.pk}/send", {"content": "I love green tea."})
+    green_tea = wait_for(
+        lambda: MemoryNode.objects.filter(
+            description="The user loves green tea.", confidence_score=2
+        ).first()
+    )
+    memory_tasks.promote_and_link.delay().get(timeout=20)
+
+    green_tea.refresh_from_db()
+    assert green_tea.state == MemoryNode.State.PROMOTED
+    assert MemoryLink.objects.filter(
+        source=green_tea, target=nodes["The user prefers tea."], kind=MemoryLink.Kind.SIMILAR
+    ).exists()
+
+
+def test_the_demo_notice_says_it_is_the_demo_model_and_where_memories_show(client, user, settings):
+    settings.THALAMUS_DEMO = True
+    client.force_login(user)
+    page = client.get("/dashboard/").content.decode()
+    assert "replies come from the built-in demo model, not a real LLM" in page
+    assert 'href="/dashboard/">Mind</a>' in page
