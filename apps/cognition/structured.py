@@ -47,7 +47,8 @@ _CONTEXT_ERROR = re.compile(r"context (size|length|window)|too long|too many tok
 
 
 def _mode_key(endpoint: Endpoint) -> str:
-    return f"structured:mode:{endpoint.key}"
+    # Under llm: like the rest of what Thalamus learnt of a server (forget_model_limits).
+    return f"llm:structured-mode:{endpoint.key}"
 
 
 def structured_mode(*, endpoint: Endpoint) -> str:

@@ -1,0 +1,186 @@
+"""A whole conversation with a weak local model, as llama.cpp with a small GGUF serves it.
+
+The stub behaves like that server: a 4,096-token window it refuses to exceed, no end of
+sequence (every reply runs on until max_tokens), 13 tokens a second, one request at a time.
+Twelve turns over the real websocket consumer and a real Celery worker, one of them a
+6,000-character paste, most stating a fact about the user. Memory must form from what the user
+said, never from what the assistant wrote, and nothing may overflow, run away or fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from apps.chat.models import Conversation, Message
+from apps.memory.models import MemoryNode
+from tests.chat.conftest import connect_socket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CONTEXT = 4096
+ANSWER_CAP = 40
+BACKGROUND_CAP = 96
+
+LOG = "\n".join(
+    f"2026-11-23 10:{n // 60:02d}:{n % 60:02d} worker-{n % 7} handled job {n} in {n % 97} ms"
+    for n in range(120)
+)
+# (the user's message, the fact it states or None, what the assistant says)
+TURNS = [
+    ("Hi there!", None, None),
+    ("My name is Ada Lovelace. What can you do?", "My name is Ada Lovelace", None),
+    ("I live in Turin, near the river. Is it cold there now?", "I live in Turin", None),
+    (
+        "I work as a firmware engineer. Any tips for debugging?",
+        "I work as a firmware engineer",
+        None,
+    ),
+    (
+        "I prefer short answers without emoji. How do I read a core dump?",
+        "I prefer short answers without emoji",
+        "You should install the GNU debugger and keep every core dump for a week.",
+    ),
+    ("My dog is called Pixel. Do dogs like snow?", "My dog is called Pixel", None),
+    (
+        "I maintain the build farm at work. Here is a log of last night:\n" + LOG,
+        "I maintain the build farm at work",
+        None,
+    ),
+    ("Thanks, that helps.", None, None),
+    ("I am learning Rust in the evenings. Where should I start?", "I am learning Rust", None),
+    (
+        "My favourite food is risotto. Can you suggest a wine?",
+        "My favourite food is risotto",
+        "A dry Barbera from Piedmont goes well with a creamy mushroom risotto.",
+    ),
+    ("I have two children, Marco and Lia. Ideas for a weekend?", "I have two children", None),
+    ("I run every Sunday morning. Is that enough exercise?", "I run every Sunday morning", None),
+]
+
+
+def _reflection(fact: str, echo: str | None) -> dict:
+    memories = [
+        {
+            "action": "add",
+            "description": f"The user said: {fact}.",
+            "kind": "fact",
+            "topic": fact.split()[-1].lower(),
+            "fact_key": "",
+            "importance": 0.7,
+            "origin": fact,
+            "source": "user",
+            "quote": fact,
+        }
+    ]
+    if echo is not None:
+        # A weak model taking the assistant's own advice for a fact about the user.
+        memories.append(
+            {
+                "action": "add",
+                "description": echo,
+                "kind": "fact",
+                "topic": "advice",
+                "fact_key": "",
+                "importance": 0.6,
+                "origin": "",
+                "source": "inferred",
+                "quote": "",
+            }
+        )
+    return {"memories": memories, "triples": [], "next_retrieval_plan": []}
+
+
+def _script(llm_stub) -> None:
+    for message, fact, answer in TURNS:
+        if answer is not None:
+            llm_stub.script({"content": answer, "match": message[:30]})
+        if fact is not None:
+            llm_stub.script(
+                {
+                    "json": _reflection(fact, answer),
+                    "match": f"The exchange:\nuser: {message[:30]}",
+                }
+            )
+
+
+async def _turn(communicator, text: str) -> None:
+    await communicator.send_to(text_data=json.dumps({"action": "send", "content": text}))
+    async with asyncio.timeout(60):
+        while True:
+            frame = await communicator.receive_from(60)
+            if "msg-assistant complete" in frame or "msg-assistant failed" in frame:
+                return
+
+
+def _wait_for_reflections(replies: list[int], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = Message.objects.filter(pk__in=replies, trace__has_key="reflection").count()
+        if done == len(replies):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{done} of {len(replies)} turns reflected in {timeout} s")
+
+
+@pytest.mark.timeout(400)
+async def test_a_weak_local_model_keeps_every_promise(user, llm_stub, config, celery_worker):
+    await sync_to_async(config)(
+        context_tokens=8192,  # the server's /props says 4,096; that must win
+        answer_max_tokens=ANSWER_CAP,
+        background_max_tokens=BACKGROUND_CAP,
+        critic_enabled=False,
+        turns_per_minute=0,
+    )
+    llm_stub.set_defaults(
+        server="llamacpp", context=CONTEXT, overflow="reject", eos=False, tps=13, slots=1
+    )
+    _script(llm_stub)
+    conversation = await Conversation.objects.acreate(owner=user, title="weak model")
+    communicator = await connect_socket(user, conversation.pk)
+    for message, _, _ in TURNS:
+        await _turn(communicator, message)
+    await communicator.disconnect()
+
+    replies = [
+        reply
+        async for reply in Message.objects.filter(
+            conversation=conversation, role=Message.Role.ASSISTANT
+        ).order_by("pk")
+    ]
+    assert len(replies) == len(TURNS)
+    # Every reply ends complete or cut at its cap, never failed.
+    assert [r.status for r in replies] == [Message.Status.COMPLETE] * len(TURNS), [
+        (r.status, r.error) for r in replies
+    ]
+    assert {r.finish_reason for r in replies} <= {"stop", "length", "loop"}
+    assert all(r.completion_tokens <= ANSWER_CAP for r in replies)
+
+    await sync_to_async(_wait_for_reflections)([r.pk for r in replies], timeout=240)
+
+    # No request exceeded the window, every one asked for a capped reply, none ran past it.
+    chats = [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
+    assert chats and all(r["prompt_tokens"] < CONTEXT for r in chats)
+    assert all(r["body"].get("max_tokens") for r in chats)
+    assert all(r["completion_tokens"] <= r["body"]["max_tokens"] for r in chats)
+
+    # A memory formed for each turn that stated a fact, quoting the user.
+    for (_, fact, _), reply in zip(TURNS, replies, strict=True):
+        formed = [
+            node async for node in MemoryNode.objects.filter(owner=user, source_message=reply)
+        ]
+        if fact is None:
+            continue
+        assert formed, f"no memory from {fact!r}: {reply.trace.get('reflection')}"
+        assert any(node.source == "user" and fact in node.quote for node in formed)
+
+    # None came from the assistant's words.
+    answers = " ".join(r.content for r in replies)
+    async for node in MemoryNode.objects.filter(owner=user):
+        assert node.description not in answers, node.description
+    assert not await MemoryNode.objects.filter(description__icontains="Barbera").aexists()
+    assert not await MemoryNode.objects.filter(description__icontains="GNU debugger").aexists()
