@@ -218,12 +218,18 @@ async def _complete(reply: Message, completion_id: str, created: int) -> HttpRes
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": reply.content},
-                    "finish_reason": "stop",
+                    "finish_reason": _finish_reason(reply),
                 }
             ],
             "usage": _usage(reply),
         }
     )
+
+
+def _finish_reason(reply: Message) -> str:
+    """OpenAI's words: an answer cut at its cap, or cut out of a repetition loop, is "length"."""
+    cut = {Message.FinishReason.LENGTH, Message.FinishReason.LOOP}
+    return "length" if reply.finish_reason in cut else "stop"
 
 
 def _event(payload: dict | str) -> str:
@@ -256,8 +262,8 @@ async def _stream(
     except AnswerFailed as exc:
         yield _event(_upstream_failed(exc).body())
         return
-    yield delta({}, finish_reason="stop")
+    finished = await Message.objects.aget(pk=reply.pk)
+    yield delta({}, finish_reason=_finish_reason(finished))
     if include_usage:
-        finished = await Message.objects.aget(pk=reply.pk)
         yield chunk([], usage=_usage(finished))
     yield _event("[DONE]")

@@ -8,7 +8,8 @@ from apps.chat.models import Conversation, Message
 from apps.cognition.answer import generate_title
 
 
-@shared_task(acks_late=True, time_limit=60, soft_time_limit=45)
+# A background LLM call may wait for the chat (background_wait_seconds) before its own time.
+@shared_task(acks_late=True, time_limit=450, soft_time_limit=400)
 def title_conversation(conversation_id: int) -> None:
     """Name a conversation from its first exchange; a truncation when the LLM cannot."""
     conversation = Conversation.objects.filter(pk=conversation_id, title="").first()

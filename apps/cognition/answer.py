@@ -21,18 +21,20 @@ from django.utils import timezone
 from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
-from apps.cognition.budget import Piece, PromptTooLong, fit, message_piece
-from apps.cognition.prompts import fill_prompt, prompt_text, render_prompt
+from apps.cognition.budget import Piece, PromptTooLong, bodies, fill_to_fit, fit, message_piece
+from apps.cognition.prompts import fill_prompt, prompt_text
 from apps.cognition.runaway import clean_title, repeated_tail
 from apps.core.llm import (
     async_llm_client,
+    background_completion,
     chat_active_clear,
     chat_active_mark,
-    llm_client,
     stream_chat_chunks,
 )
 from apps.core.llm_limits import (
     CHAT,
+    TITLE,
+    TITLE_MAX_TOKENS,
     Endpoint,
     ModelLimits,
     TokenCounter,
@@ -556,14 +558,13 @@ async def _keep_lease(turn: PreparedTurn) -> None:
 
 
 def generate_title(*, messages: list[Message]) -> str:
-    config = runtime_config()
-    exchange = "\n".join(f"{m.role}: {m.content[:500]}" for m in messages)
-    response = llm_client(
-        base_url=config.llm_base_url or settings.THALAMUS_LLM_BASE_URL, timeout=20.0
-    ).chat.completions.create(
-        model=config.chat_model or settings.THALAMUS_CHAT_MODEL,
-        messages=[{"role": "user", "content": render_prompt("title", exchange=exchange)}],
-        temperature=0.2,
-        max_tokens=24,
+    """A title for the conversation from its first exchange; "" when the model's is junk."""
+    prompt = fill_to_fit(
+        "title",
+        role=TITLE,
+        slots={"exchange": bodies([f"{m.role}: {m.content}" for m in messages])},
     )
-    return clean_title(response.choices[0].message.content or "")
+    completion = background_completion(
+        role=TITLE, messages=[{"role": "user", "content": prompt}], max_tokens=TITLE_MAX_TOKENS
+    )
+    return clean_title(completion.content)

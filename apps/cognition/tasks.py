@@ -36,8 +36,10 @@ LLM_TASK = {
     "retry_backoff_max": 300,
     "retry_jitter": True,
     "max_retries": 5,
-    "soft_time_limit": 240,
-    "time_limit": 300,
+    # A call may first wait for the chat (background_wait_seconds, 120 s) and then take its own
+    # time (background_timeout_seconds, 180 s); the broker's visibility timeout is 900 s.
+    "soft_time_limit": 400,
+    "time_limit": 450,
 }
 
 # Attempts at a reflection whose replies are unusable, and the backoff between them (seconds).

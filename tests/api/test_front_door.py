@@ -84,6 +84,20 @@ def test_a_streamed_reply_assembles_to_the_full_answer_with_usage(client_for, us
     assert Message.objects.get(role="assistant").content == answer
 
 
+def test_an_answer_cut_at_its_cap_finishes_with_length_streamed_or_not(
+    client_for, user, llm_stub, config
+):
+    config(answer_max_tokens=16)
+    llm_stub.script({"content": "word " * 40}, {"content": "word " * 40})
+
+    completion = _ask(client_for(user), "talk at length").parse()
+    chunks = list(_ask(client_for(user), "again", stream=True).parse())
+
+    assert completion.choices[0].finish_reason == "length"
+    assert completion.usage.completion_tokens == 16
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+
+
 def test_a_stream_without_include_usage_sends_no_usage_chunk(client_for, user, llm_stub):
     llm_stub.script({"content": "short answer"})
     chunks = list(

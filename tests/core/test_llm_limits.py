@@ -223,3 +223,21 @@ def test_a_background_call_past_its_time_limit_times_out(llm_stub, config):
         background_completion(
             role=REFLECTION, messages=[{"role": "user", "content": "hello"}], max_tokens=500
         )
+
+
+def test_a_server_that_drops_the_start_of_a_prompt_is_caught_and_reported(llm_stub, config):
+    # Ollama with its default num_ctx: no refusal, the oldest words silently go.
+    config(context_tokens=8192, background_max_tokens=64)
+    llm_stub.set_defaults(server="ollama", context=512, overflow="truncate")
+    long = "The user said many things. " * 300
+
+    completion = background_completion(
+        role=REFLECTION, messages=[{"role": "user", "content": long}]
+    )
+
+    assert completion.prompt_tokens < 512
+    # Ollama is sent the window it is budgeted for, but its /v1 ignores it, as this stub does.
+    assert llm_stub.requests[-1]["body"]["options"] == {"num_ctx": 512}
+    (warning,) = truncation_warnings()
+    assert warning["role"] == REFLECTION and warning["reported_prompt_tokens"] < 512
+    assert Event.objects.filter(kind=Event.Kind.WARNING).count() == 1
