@@ -7,7 +7,9 @@ costs more than the whole of Thalamus's own work on the hot path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -201,6 +203,17 @@ def background_completion(
         return completion
 
 
+def _hang_up(response) -> None:
+    """Close a response another thread is reading: shut its socket, so that the read ends now
+    and the server sees the client leave (closing the response alone waits for the read)."""
+    network_stream = response.extensions.get("network_stream")
+    sock = network_stream.get_extra_info("socket") if network_stream is not None else None
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+    response.close()
+
+
 def _collect(
     client: OpenAI,
     body: dict,
@@ -226,7 +239,7 @@ def _collect(
         while not done.wait(GIVE_WAY_CHECK_SECONDS):
             if chat_active(base_url):
                 gave_way.set()
-                stream.response.close()
+                _hang_up(stream.response)
                 return
 
     if base_url is not None:

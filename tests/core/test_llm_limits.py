@@ -197,22 +197,34 @@ def test_a_generating_background_call_gives_way_to_an_answer_that_starts(llm_stu
 
 
 def test_a_background_call_gives_way_even_while_the_server_reads_its_prompt(llm_stub, config):
+    """One slot, two seconds to read a prompt: the answer must not wait for the reflection."""
     config(background_wait_seconds=30)
-    llm_stub.set_defaults(slots=1, ttft=1.5)
+    llm_stub.set_defaults(slots=1, ttft=2.0)
     base_url = role_endpoint(CHAT).base_url
-    threading.Timer(0.3, lambda: chat_active_mark(base_url=base_url, reply_id=4)).start()
-    threading.Timer(0.6, lambda: chat_active_clear(base_url=base_url, reply_id=4)).start()
+    answered = []
 
-    started = time.monotonic()
+    def answer() -> None:
+        time.sleep(0.5)  # the reflection is half-way through reading its prompt
+        chat_active_mark(base_url=base_url, reply_id=4)
+        client = openai.OpenAI(base_url=base_url, api_key="x")
+        client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=5
+        )
+        chat_active_clear(base_url=base_url, reply_id=4)
+        answered.append(True)
+
+    chat = threading.Thread(target=answer)
+    chat.start()
     completion = background_completion(
         role=REFLECTION, messages=[{"role": "user", "content": "hello"}]
     )
+    chat.join()
 
-    assert completion.gave_way == 1 and completion.content
-    # Closed before its first token and asked again after the answer; had it held on, the
-    # answer would have waited for its whole reply.
-    assert len(llm_stub.requests) == 2
-    assert time.monotonic() - started < 4
+    assert answered and completion.gave_way == 1 and completion.content
+    first, answer_request, again = llm_stub.requests
+    # The slot was freed within moments of the answer's arrival, not after the prompt's 2 s.
+    assert answer_request["slot_wait"] < 0.3
+    assert again["body"]["messages"] == first["body"]["messages"]
 
 
 def test_a_background_call_past_its_time_limit_times_out(llm_stub, config):
