@@ -91,7 +91,12 @@ def _ask(schema: type[BaseModel], *, role: str, messages: list[dict]) -> str:
     mode = structured_mode(endpoint=endpoint)
     while True:
         try:
-            completion = background_completion(role=role, **_request(schema, mode, messages))
+            completion = background_completion(
+                role=role,
+                # A model without end of sequence rambles on after its JSON until max_tokens.
+                done=lambda text: first_json_object(text) is not None,
+                **_request(schema, mode, messages),
+            )
         except openai.BadRequestError as exc:
             if mode == PROMPT or not refuses_format(exc):
                 raise

@@ -12,6 +12,7 @@ import hashlib
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -145,8 +146,12 @@ def background_completion(
     response_format: dict | None = None,
     max_tokens: int | None = None,
     temperature: float = 0.2,
+    done: Callable[[str], bool] | None = None,
 ) -> Completion:
     """One background LLM call (reflection, critic, episode, title), after the chat.
+
+    `done(text so far)` may end the reply early: a model without end of sequence would write
+    on after its JSON until max_tokens, holding the server for nothing.
 
     Sends max_tokens (at most the role's reply cap) and, to Ollama, the context window it is
     budgeted for; waits while an answer streams from the same endpoint, gives way to one that
@@ -185,6 +190,7 @@ def background_completion(
                 extra_body=extra_body,
                 timeout=timeout,
                 base_url=limits.base_url if may_give_way else None,
+                done=done,
             )
         except _GaveWay:
             gave_way += 1
@@ -221,6 +227,7 @@ def _collect(
     extra_body: dict | None,
     timeout: float,
     base_url: str | None,
+    done: Callable[[str], bool] | None = None,
 ) -> Completion:
     """Stream one completion to its end; with `base_url`, give way to an answer that starts.
 
@@ -232,11 +239,11 @@ def _collect(
     finish_reason = None
     usage = None
     stream = client.chat.completions.create(**body, extra_body=extra_body)
-    done = threading.Event()
+    closed = threading.Event()
     gave_way = threading.Event()
 
     def give_way_when_the_chat_starts() -> None:
-        while not done.wait(GIVE_WAY_CHECK_SECONDS):
+        while not closed.wait(GIVE_WAY_CHECK_SECONDS):
             if chat_active(base_url):
                 gave_way.set()
                 _hang_up(stream.response)
@@ -251,10 +258,18 @@ def _collect(
                     usage = chunk.usage
                 if chunk.choices:
                     choice = chunk.choices[0]
-                    if choice.delta is not None and choice.delta.content:
-                        parts.append(choice.delta.content)
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
+                    if choice.delta is not None and choice.delta.content:
+                        parts.append(choice.delta.content)
+                        if (
+                            done is not None
+                            and "}" in choice.delta.content
+                            and done("".join(parts))
+                        ):
+                            finish_reason = finish_reason or "stop"
+                            _hang_up(stream.response)
+                            break
                 if time.monotonic() - started > timeout:
                     raise openai.APITimeoutError(request=stream.response.request)
     except Exception:
@@ -262,7 +277,7 @@ def _collect(
             raise _GaveWay from None
         raise
     finally:
-        done.set()
+        closed.set()
     if gave_way.is_set() and finish_reason is None:
         raise _GaveWay
     return Completion(

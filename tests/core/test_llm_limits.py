@@ -253,3 +253,20 @@ def test_a_server_that_drops_the_start_of_a_prompt_is_caught_and_reported(llm_st
     (warning,) = truncation_warnings()
     assert warning["role"] == REFLECTION and warning["reported_prompt_tokens"] < 512
     assert Event.objects.filter(kind=Event.Kind.WARNING).count() == 1
+
+
+def test_a_reply_that_is_done_is_not_read_to_its_cap(llm_stub, config):
+    llm_stub.set_defaults(eos=False, tps=50)
+    llm_stub.script({"content": '{"ok": true}'})
+
+    started = time.monotonic()
+    completion = background_completion(
+        role=REFLECTION,
+        messages=[{"role": "user", "content": "json please"}],
+        max_tokens=500,
+        done=lambda text: text.rstrip().endswith("}"),
+    )
+
+    assert completion.content.strip() == '{"ok": true}'
+    assert completion.finish_reason == "stop"
+    assert time.monotonic() - started < 2, "500 rambling tokens at 50/s would take 10 s"
