@@ -88,7 +88,6 @@ POLL_SECONDS = 0.2
 # How often a generating background call looks for an answer to give way to: the answer's first
 # token waits this long at most, on top of the server freeing its slot.
 GIVE_WAY_CHECK_SECONDS = 0.05
-MAX_GIVE_WAYS = 5
 
 
 def _active_key(base_url: str) -> str:
@@ -182,7 +181,9 @@ def background_completion(
     gave_way = 0
     while True:
         waited += wait_for_chat(limits.base_url, until=wait_until)
-        may_give_way = gave_way < MAX_GIVE_WAYS and time.monotonic() < wait_until
+        # Within its wait (background_wait_seconds) a call gives way as often as answers come;
+        # past it, it runs to its end, so a busy chat delays background work but never starves it.
+        may_give_way = time.monotonic() < wait_until
         try:
             completion = _collect(
                 client,

@@ -159,7 +159,7 @@ class Command(BaseCommand):
             stub_port = free_port()
             self._spawn(
                 Child(
-                    "llm",
+                    "stub",
                     [
                         sys.executable,
                         "-m",
