@@ -94,7 +94,7 @@ def _ask(schema: type[BaseModel], *, role: str, messages: list[dict]) -> str:
             completion = background_completion(
                 role=role,
                 # A model without end of sequence rambles on after its JSON until max_tokens.
-                done=lambda text: first_json_object(text) is not None,
+                done=json_object_closed,
                 **_request(schema, mode, messages),
             )
         except openai.BadRequestError as exc:
@@ -130,6 +130,22 @@ def first_json_object(text: str) -> str | None:
                 pass
         start = text.find("{", start + 1)
     return None
+
+
+def json_object_closed(text: str) -> bool:
+    """Has the reply so far finished a top-level JSON object (not just one nested in it)?"""
+    start = text.find("{")
+    while start != -1:
+        end = _balanced_end(text, start)
+        if end is None:
+            return False
+        try:
+            if isinstance(json.loads(text[start : end + 1]), dict):
+                return True
+        except ValueError:
+            pass
+        start = text.find("{", end + 1)
+    return False
 
 
 def _balanced_end(text: str, start: int) -> int | None:

@@ -89,10 +89,12 @@ class MemoryNode(models.Model):
         max_length=16,
         choices=Source.choices,
         default=Source.INFERRED,
+        db_default=Source.INFERRED,
         help_text="Where the memory comes from: the user's own words, or not.",
     )
+    # Rows written by set-based SQL (bulk loads, benchmarks) leave both to the database.
     quote = models.TextField(
-        blank=True, help_text="The user's words it comes from, as they wrote them."
+        blank=True, db_default="", help_text="The user's words it comes from, as they wrote them."
     )
     source_message = models.ForeignKey(
         "chat.Message",

@@ -128,3 +128,12 @@ def test_an_empty_object_is_repaired_once_then_invalid(llm_stub, fresh_modes):
     assert len(_formats(llm_stub)) == 2
     repair = llm_stub.requests[-1]["body"]["messages"][-1]["content"]
     assert "does not match the required JSON schema" in repair
+
+
+def test_a_reply_is_done_only_when_its_outer_object_closes():
+    from apps.cognition.structured import json_object_closed
+
+    assert not json_object_closed('{"memories": [{"action": "add"}')
+    assert not json_object_closed("Sure! {not json} and then")
+    assert json_object_closed('Sure! {not json} {"memories": [{"a": 1}]} and on and on')
+    assert json_object_closed('{"memories": []}')

@@ -61,7 +61,7 @@ def test_the_turn_gets_its_users_memories_and_graph_and_a_trace(
     assert trace["route"] in {"familiarity", "recollection"} and trace["reason"]
     assert trace["plan"]["source"] == "default"
     assert [triple["object"] for triple in trace["triples"]] == ["Marcello"]
-    assert {"plan_and_graph", "embed", "memories", "render", "total"} <= set(trace["timings_ms"])
+    assert {"plan_and_graph", "embed", "memories", "total"} <= set(trace["timings_ms"])
     assert trace["vector_search"] is True
     embeds = [r for r in llm_stub.requests if r["path"].endswith("/embeddings")]
     assert len(embeds) == 4  # three memories saved, one query embedded for the turn

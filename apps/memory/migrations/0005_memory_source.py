@@ -22,7 +22,9 @@ class Migration(migrations.Migration):
             model_name="memorynode",
             name="quote",
             field=models.TextField(
-                blank=True, help_text="The user's words it comes from, as they wrote them."
+                blank=True,
+                db_default="",
+                help_text="The user's words it comes from, as they wrote them.",
             ),
         ),
         migrations.AddField(
@@ -36,6 +38,7 @@ class Migration(migrations.Migration):
                     ("imported", "Imported"),
                 ],
                 default="inferred",
+                db_default="inferred",
                 help_text="Where the memory comes from: the user's own words, or not.",
                 max_length=16,
             ),
