@@ -135,15 +135,26 @@ class MessageTooLong(Exception):
     """The user's message does not fit the model's window even on its own."""
 
 
-def _knowledge_order(triples: list, text: str) -> list[float]:
-    """How relevant each triple is to the turn: identity first, then words shared with it."""
+# How long each part of the answer's prompt is kept when the window is too small (higher stays
+# longer): older history, then knowledge by relevance, then memories and episodes by score, then
+# who the user is (identity), then the last exchange; the system prompt and the message never go.
+KEEP_KNOWLEDGE = 100
+KEEP_MEMORY = 1000
+KEEP_IDENTITY = 5000
+KEEP_LAST_EXCHANGE = 10_000
+
+
+def _knowledge_keep(triples: list, text: str) -> list[float]:
+    """How long each triple stays: identity longest, the others by words shared with the turn."""
     words = {word.casefold() for word in text.split() if len(word) > 2}
-    order = []
+    keep = []
     for triple in triples:
+        if triple.category == "identity":
+            keep.append(KEEP_IDENTITY)
+            continue
         said = f"{triple.subject} {triple.predicate.name} {triple.object}".replace("_", " ")
-        shared = sum(1 for word in said.split() if word.casefold() in words)
-        order.append(shared + (100 if triple.category == "identity" else 0))
-    return order
+        keep.append(KEEP_KNOWLEDGE + sum(1 for word in said.split() if word.casefold() in words))
+    return keep
 
 
 def build_turn(
@@ -171,16 +182,18 @@ def build_turn(
         user_name=memory.user_name,
         memory=NOTHING_REMEMBERED,
     )
-    knowledge_order = _knowledge_order(context.knowledge, question.content if question else "")
+    knowledge_keep = _knowledge_keep(context.knowledge, question.content if question else "")
     pieces = [message_piece(system_frame)]
     pieces += [
         Piece(
             knowledge_line(triple=triple, language=context.language, user=context.user),
-            100 + order,
+            keep,
         )
-        for triple, order in zip(context.knowledge, knowledge_order, strict=True)
+        for triple, keep in zip(context.knowledge, knowledge_keep, strict=True)
     ]
-    pieces += [Piece(memory_line(hit.description), 1000 + hit.score) for hit in context.memories]
+    pieces += [
+        Piece(memory_line(hit.description), KEEP_MEMORY + hit.score) for hit in context.memories
+    ]
     pieces += [
         Piece(
             episode_line(
@@ -189,13 +202,15 @@ def build_turn(
                 lesson=hit.lesson,
                 language=context.language,
             ),
-            1000 + hit.score,
+            KEEP_MEMORY + hit.score,
         )
         for hit in context.episodes
     ]
     last_exchange = len(earlier) - 2
     pieces += [
-        message_piece(message.content, index + (10_000 if index >= last_exchange else 0))
+        message_piece(
+            message.content, index + (KEEP_LAST_EXCHANGE if index >= last_exchange else 0)
+        )
         for index, message in enumerate(earlier)
     ]
     if question is not None:

@@ -72,3 +72,45 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
     huge = services.message_send(conversation=conversation, content="long " * 800).reply
     with pytest.raises(MessageTooLong, match="too long for the model"):
         prepare_turn(reply_id=huge.pk)
+
+
+def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_first(user, llm_stub):
+    from apps.cognition.answer import build_turn, memory_for_turn, turn_history
+    from apps.memory import services as memory_services
+
+    runtime_config_save(
+        config=RuntimeConfig(context_tokens=1024, answer_max_tokens=256, turns_per_minute=0)
+    )
+    memory_services.predicate_upsert(name="has_name", category="identity")
+    memory_services.triple_upsert(owner=user, subject="user", predicate="has_name", object="Ada")
+    for n in range(6):
+        memory_services.triple_upsert(
+            owner=user,
+            subject="user",
+            predicate=f"collects_{n}",
+            object=f"old stamps from country number {n} " + "and more stamps " * 10,
+            category="preferences",
+        )
+    for n in range(8):
+        memory_services.memory_node_create(
+            owner=user,
+            description=f"The dog story number {n}: " + "dog " * (n + 1) + "park walk " * 40,
+            importance=0.2 + n / 10,
+        )
+    conversation = Conversation.objects.create(owner=user)
+    reply = services.message_send(conversation=conversation, content="what about my dog?").reply
+    history = turn_history(reply=reply)
+    memory = memory_for_turn(user=user, conversation=conversation, text=history[-1].content)
+
+    turn = build_turn(reply=reply, history=history, memory=memory)
+
+    counter = token_counter(role_endpoint(CHAT))
+    assert counter.messages(turn.messages) <= turn.trace["limits"]["prompt_budget"]
+    dropped = turn.trace["memory"]["dropped_for_budget"]
+    assert dropped["memories"] > 0 and dropped["triples"] > 0
+    kept = {m["id"] for m in turn.trace["memory"]["memories"]}
+    scores = {hit.id: hit.score for hit in memory.context.memories}
+    assert min(scores[i] for i in kept) >= max(s for i, s in scores.items() if i not in kept)
+    # Identity stays when other knowledge has to go, and the system prompt says so.
+    assert "Ada" in turn.messages[0]["content"]
+    assert [t["object"] for t in turn.trace["memory"]["triples"]][0] == "Ada"
