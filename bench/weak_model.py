@@ -1,6 +1,6 @@
 """Memory with a weak local model: the time from a message to the memory it forms.
 
-The stub is the test suite's weak model (tests/cognition/test_weak_local_model.py): llama.cpp's
+The stub is the test suite's weak model (tests/cognition/weak_conversation.py): llama.cpp's
 /props saying 4,096 tokens, no end of sequence, --tps tokens a second (13), one slot, and the
 same twelve scripted turns (a 6,000-character paste among them, most stating a fact). They run
 through `manage.py up` with the shipped settings except the answer's cap (--answer-cap, so a
@@ -30,13 +30,13 @@ from bench.turn_overhead import _setup_users
 
 
 def _serve_stub(tps: float, control) -> None:
-    from tests.cognition.test_weak_local_model import CONTEXT, _script
+    from tests.cognition.weak_conversation import CONTEXT, script
 
     with StubServer(port=0) as stub:
         stub.set_defaults(
             server="llamacpp", context=CONTEXT, overflow="reject", eos=False, tps=tps, slots=1
         )
-        _script(stub)
+        script(stub)
         control.send(stub.url)
         while control.recv() != "stop":
             pass
@@ -64,7 +64,7 @@ def _memory_formed(conversation_id: int, index: int) -> bool:
 async def _conversation(port: int, session_key: str, conversation_id: int, think: float):
     from asgiref.sync import sync_to_async
 
-    from tests.cognition.test_weak_local_model import TURNS
+    from tests.cognition.weak_conversation import TURNS
 
     uri = f"ws://127.0.0.1:{port}/ws/c/{conversation_id}/"
     headers = {"Cookie": f"sessionid={session_key}", "Origin": f"http://127.0.0.1:{port}"}

@@ -19,93 +19,9 @@ from asgiref.sync import sync_to_async
 from apps.chat.models import Conversation, Message
 from apps.memory.models import MemoryNode
 from tests.chat.conftest import connect_socket
+from tests.cognition.weak_conversation import ANSWER_CAP, BACKGROUND_CAP, CONTEXT, TURNS, script
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-CONTEXT = 4096
-ANSWER_CAP = 40
-BACKGROUND_CAP = 96
-
-LOG = "\n".join(
-    f"2026-11-23 10:{n // 60:02d}:{n % 60:02d} worker-{n % 7} handled job {n} in {n % 97} ms"
-    for n in range(120)
-)
-# (the user's message, the fact it states or None, what the assistant says)
-TURNS = [
-    ("Hi there!", None, None),
-    ("My name is Ada Lovelace. What can you do?", "My name is Ada Lovelace", None),
-    ("I live in Turin, near the river. Is it cold there now?", "I live in Turin", None),
-    (
-        "I work as a firmware engineer. Any tips for debugging?",
-        "I work as a firmware engineer",
-        None,
-    ),
-    (
-        "I prefer short answers without emoji. How do I read a core dump?",
-        "I prefer short answers without emoji",
-        "You should install the GNU debugger and keep every core dump for a week.",
-    ),
-    ("My dog is called Pixel. Do dogs like snow?", "My dog is called Pixel", None),
-    (
-        "I maintain the build farm at work. Here is a log of last night:\n" + LOG,
-        "I maintain the build farm at work",
-        None,
-    ),
-    ("Thanks, that helps.", None, None),
-    ("I am learning Rust in the evenings. Where should I start?", "I am learning Rust", None),
-    (
-        "My favourite food is risotto. Can you suggest a wine?",
-        "My favourite food is risotto",
-        "A dry Barbera from Piedmont goes well with a creamy mushroom risotto.",
-    ),
-    ("I have two children, Marco and Lia. Ideas for a weekend?", "I have two children", None),
-    ("I run every Sunday morning. Is that enough exercise?", "I run every Sunday morning", None),
-]
-
-
-def _reflection(fact: str, echo: str | None) -> dict:
-    memories = [
-        {
-            "action": "add",
-            "description": f"The user said: {fact}.",
-            "kind": "fact",
-            "topic": fact.split()[-1].lower(),
-            "fact_key": "",
-            "importance": 0.7,
-            "origin": fact,
-            "source": "user",
-            "quote": fact,
-        }
-    ]
-    if echo is not None:
-        # A weak model taking the assistant's own advice for a fact about the user.
-        memories.append(
-            {
-                "action": "add",
-                "description": echo,
-                "kind": "fact",
-                "topic": "advice",
-                "fact_key": "",
-                "importance": 0.6,
-                "origin": "",
-                "source": "inferred",
-                "quote": "",
-            }
-        )
-    return {"memories": memories, "triples": [], "next_retrieval_plan": []}
-
-
-def _script(llm_stub) -> None:
-    for message, fact, answer in TURNS:
-        if answer is not None:
-            llm_stub.script({"content": answer, "match": message[:30]})
-        if fact is not None:
-            llm_stub.script(
-                {
-                    "json": _reflection(fact, answer),
-                    "match": f"The exchange:\nuser: {message[:30]}",
-                }
-            )
 
 
 async def _turn(communicator, text: str) -> None:
@@ -139,7 +55,7 @@ async def test_a_weak_local_model_keeps_every_promise(user, llm_stub, config, ce
     llm_stub.set_defaults(
         server="llamacpp", context=CONTEXT, overflow="reject", eos=False, tps=13, slots=1
     )
-    _script(llm_stub)
+    script(llm_stub)
     conversation = await Conversation.objects.acreate(owner=user, title="weak model")
     communicator = await connect_socket(user, conversation.pk)
     for message, _, _ in TURNS:
