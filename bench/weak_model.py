@@ -36,7 +36,7 @@ def _serve_stub(tps: float, control) -> None:
         stub.set_defaults(
             server="llamacpp", context=CONTEXT, overflow="reject", eos=False, tps=tps, slots=1
         )
-        script(stub)
+        script(stub, tps)
         control.send(stub.url)
         while control.recv() != "stop":
             pass

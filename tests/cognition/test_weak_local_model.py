@@ -19,7 +19,14 @@ from asgiref.sync import sync_to_async
 from apps.chat.models import Conversation, Message
 from apps.memory.models import MemoryNode
 from tests.chat.conftest import connect_socket
-from tests.cognition.weak_conversation import ANSWER_CAP, BACKGROUND_CAP, CONTEXT, TURNS, script
+from tests.cognition.weak_conversation import (
+    ANSWER_CAP,
+    BACKGROUND_CAP,
+    CONTEXT,
+    TOKENS_PER_SECOND,
+    TURNS,
+    script,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,7 +60,12 @@ async def test_a_weak_local_model_keeps_every_promise(user, llm_stub, config, ce
         turns_per_minute=0,
     )
     llm_stub.set_defaults(
-        server="llamacpp", context=CONTEXT, overflow="reject", eos=False, tps=13, slots=1
+        server="llamacpp",
+        context=CONTEXT,
+        overflow="reject",
+        eos=False,
+        tps=TOKENS_PER_SECOND,
+        slots=1,
     )
     script(llm_stub)
     conversation = await Conversation.objects.acreate(owner=user, title="weak model")

@@ -7,6 +7,7 @@ load it.
 from __future__ import annotations
 
 CONTEXT = 4096
+TOKENS_PER_SECOND = 13.0
 ANSWER_CAP = 40
 BACKGROUND_CAP = 96
 
@@ -79,15 +80,16 @@ def _reflection(fact: str, echo: str | None) -> dict:
     return {"memories": memories, "triples": [], "next_retrieval_plan": []}
 
 
-def script(llm_stub) -> None:
-    """Queue the scripted answers and reflections on a StubServer."""
+def script(llm_stub, tps: float = TOKENS_PER_SECOND) -> None:
+    """Queue the scripted answers and reflections on a StubServer, generated at `tps`."""
     for message, fact, answer in TURNS:
         if answer is not None:
-            llm_stub.script({"content": answer, "match": message[:30]})
+            llm_stub.script({"content": answer, "match": message[:30], "tps": tps})
         if fact is not None:
             llm_stub.script(
                 {
                     "json": _reflection(fact, answer),
                     "match": f"The exchange:\nuser: {message[:30]}",
+                    "tps": tps,
                 }
             )
