@@ -964,6 +964,8 @@ class _Plan:
     tps: float
     fault: str | None
     finish_reason: str
+    # The scripted reply it came from: given back if its client leaves before the end.
+    scripted: dict[str, Any] | None = None
 
     @classmethod
     def from_reply(cls, reply: dict[str, Any]) -> _Plan:
@@ -979,6 +981,7 @@ class _Plan:
             tps=float(reply.get("tps", 0)),
             fault=reply.get("fault"),
             finish_reason=reply.get("finish_reason", "stop"),
+            scripted=reply,
         )
 
 
@@ -1219,6 +1222,13 @@ class StubServer:
             finish_reason="stop",
         )
 
+    def _give_back(self, plan: _Plan) -> None:
+        """A scripted reply whose client left before its end was not delivered: the next
+        matching request gets it, as a real model would write the same reply again."""
+        if plan.scripted is not None:
+            with self._cond:
+                self._queue.insert(0, plan.scripted)
+
     def _default_chat_content(
         self, body: dict[str, Any], last_user: str, json_junk: str | None
     ) -> str:
@@ -1313,6 +1323,7 @@ class _Handler(BaseHTTPRequestHandler):
     # plumbing --------------------------------------------------------------------
 
     def _dispatch(self, method: str) -> None:
+        self._plan = None
         started = self._started = time.monotonic()
         self._status = "-"
         self._note = ""
@@ -1422,10 +1433,16 @@ class _Handler(BaseHTTPRequestHandler):
             if self._abort_if_stopping(min(left, 0.05)):
                 return True
             if self._client_gone():
-                self._drop()
-                self._note = " (client gone)"
+                self._client_left()
                 return True
         return False
+
+    def _client_left(self) -> None:
+        self._drop()
+        self._note = " (client gone)"
+        plan = getattr(self, "_plan", None)
+        if plan is not None:
+            self.stub._give_back(plan)
 
     def _client_gone(self) -> bool:
         """True once the client has closed its end of the connection."""
@@ -1609,7 +1626,7 @@ class _Handler(BaseHTTPRequestHandler):
             last_user = _last_words(last_user, max(0, prompt_tokens_used - TRUNCATE_KEEP))
             self.stub._annotate(entry, prompt_tokens_used=prompt_tokens_used, truncated=True)
 
-        plan = self.stub._take_plan("chat", prompt_text)
+        plan = self._plan = self.stub._take_plan("chat", prompt_text)
         stream = bool(body.get("stream"))
         model = body.get("model") or DEFAULT_CHAT_MODEL
 
@@ -1808,8 +1825,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if delay > 0 and self._abort_if_stopping(delay):
                     return
             if index > 0 and self._client_gone():
-                self._drop()
-                self._note = " (client gone)"
+                self._client_left()
                 return
             self._write_event(delta({"content": token}))
             if index == 0:

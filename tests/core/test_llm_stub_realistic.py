@@ -369,6 +369,20 @@ def test_a_stream_the_client_abandons_frees_its_slot(stub: StubServer, client: O
     assert stub.max_concurrent == 1
 
 
+def test_a_scripted_reply_its_client_left_goes_to_the_next_request(
+    stub: StubServer, client: OpenAI
+) -> None:
+    stub.script({"content": "the one scripted answer " * 20, "tps": 50})
+    left = client.chat.completions.create(model="m", messages=user("q"), stream=True)
+    next(iter(left))
+    left.close()
+    stub.wait_for_requests(1)
+    time.sleep(0.2)  # the stub notices before its next token
+
+    assert complete(client, "q again")[0].startswith("the one scripted answer")
+    assert stub.pending == []
+
+
 def test_stop_is_prompt_while_a_request_waits_for_a_slot() -> None:
     server = StubServer(port=0).start()
     # the first request holds the only slot through its ttft, the second waits for it
