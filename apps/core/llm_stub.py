@@ -85,7 +85,7 @@ HANG_SECONDS = 30.0
 FAULTS = frozenset({"http_500", "http_429", "drop", "garbage", "hang"})
 ENDPOINTS = frozenset({"chat", "embeddings"})
 REPLY_KEYS = frozenset(
-    {"content", "json", "match", "ttft", "tps", "fault", "endpoint", "finish_reason"}
+    {"content", "json", "match", "ttft", "tps", "fault", "endpoint", "finish_reason", "resend"}
 )
 DEFAULT_SETTINGS: dict[str, Any] = {
     "ttft": 0.0,
@@ -1223,9 +1223,11 @@ class StubServer:
         )
 
     def _give_back(self, plan: _Plan) -> None:
-        """A scripted reply whose client left before its end was not delivered: the next
-        matching request gets it, as a real model would write the same reply again."""
-        if plan.scripted is not None:
+        """A scripted reply marked `resend` whose client left before its end was not
+        delivered: the next matching request gets it, as a real model would write the same
+        reply again (a client that gives way and asks later). Others are used up, as a
+        stopped answer is."""
+        if plan.scripted is not None and plan.scripted.get("resend"):
             with self._cond:
                 self._queue.insert(0, plan.scripted)
 

@@ -91,5 +91,7 @@ def script(llm_stub, tps: float = TOKENS_PER_SECOND) -> None:
                     "json": _reflection(fact, answer),
                     "match": f"The exchange:\nuser: {message[:30]}",
                     "tps": tps,
+                    # Asked again after giving way to an answer: the same reflection.
+                    "resend": True,
                 }
             )

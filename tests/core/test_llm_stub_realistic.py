@@ -369,10 +369,10 @@ def test_a_stream_the_client_abandons_frees_its_slot(stub: StubServer, client: O
     assert stub.max_concurrent == 1
 
 
-def test_a_scripted_reply_its_client_left_goes_to_the_next_request(
+def test_a_resend_reply_its_client_left_goes_to_the_next_request(
     stub: StubServer, client: OpenAI
 ) -> None:
-    stub.script({"content": "the one scripted answer " * 20, "tps": 50})
+    stub.script({"content": "the one scripted answer " * 20, "tps": 50, "resend": True})
     left = client.chat.completions.create(model="m", messages=user("q"), stream=True)
     next(iter(left))
     left.close()
