@@ -7,7 +7,7 @@ from django.contrib.postgres.search import SearchVectorField
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
@@ -81,6 +81,11 @@ class MemoryNode(models.Model):
     )
     state = models.CharField(max_length=16, choices=State.choices, default=State.VOLATILE)
     confidence_score = models.IntegerField(default=1)
+    start_confidence = models.SmallIntegerField(
+        default=1,
+        db_default=1,
+        help_text="The confidence it started with; decay forgets it unless raised above this.",
+    )
     importance = models.FloatField(
         default=0.5, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
     )
@@ -112,8 +117,18 @@ class MemoryNode(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     last_accessed_at = models.DateTimeField(null=True, blank=True)
+    valid_from = models.DateTimeField(
+        default=timezone.now,
+        db_default=Now(),
+        help_text="When this value began: its creation, or the change that gave it.",
+    )
     valid_to = models.DateTimeField(
         null=True, blank=True, help_text="Set when a newer value superseded this one."
+    )
+    valid_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the fact itself stops being true (an exam tomorrow); decay closes it then.",
     )
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="history"
