@@ -37,6 +37,15 @@ def render_source(message_id: int, text: str) -> str:
     return f'<textarea hidden class="md-src" id="msg-{message_id}-src">{escape(text)}</textarea>'
 
 
+def render_status(message_id: int, text: str) -> str:
+    """The line under a reply that says what happens before its text comes; "" hides it."""
+    hidden = "" if text else " hidden"
+    return (
+        f'<p class="msg-note msg-status" id="msg-{message_id}-status" role="status"{hidden}>'
+        f"{escape(text)}</p>"
+    )
+
+
 def render_composer(
     conversation: Conversation, open_reply: Message | None, *, max_chars: int | None
 ) -> str:

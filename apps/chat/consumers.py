@@ -22,6 +22,7 @@ from apps.cognition.answer import (
     build_turn,
     memory_for_turn,
 )
+from apps.cognition.debate import REVIEWING
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.selectors import start_turn_embedding
@@ -336,6 +337,15 @@ async def stream_reply(
             )
         )
 
+    status_shown = False
+
+    async def show_review() -> None:
+        # The internal debate: no text comes until the draft is reviewed (and maybe rewritten).
+        nonlocal status_shown
+        status_shown = True
+        await open_pages()
+        await broadcasts.push(group, broadcasts.render_status(reply_id, REVIEWING), sender=sender)
+
     last_flush = 0.0
     task = asyncio.current_task()
     opening_timer = asyncio.get_running_loop().call_later(OPENING_LATEST_SECONDS, open_pages)
@@ -343,7 +353,13 @@ async def stream_reply(
         # aclosing: a Stop that lands while pushing still closes the generator, which then
         # saves the partial answer as cancelled.
         async with aclosing(
-            answer_reply(reply_id=reply_id, turn=turn, on_request=open_pages, on_saved=show_final)
+            answer_reply(
+                reply_id=reply_id,
+                turn=turn,
+                on_request=open_pages,
+                on_saved=show_final,
+                on_review=show_review,
+            )
         ) as deltas:
             async for delta in deltas:
                 if task.cancelling():
@@ -356,9 +372,11 @@ async def stream_reply(
                 if now - last_flush >= FLUSH_SECONDS:
                     last_flush = now
                     await open_pages()
-                    await broadcasts.push(
-                        group, broadcasts.render_source(reply_id, text), sender=sender
-                    )
+                    html = broadcasts.render_source(reply_id, text)
+                    if status_shown:
+                        status_shown = False
+                        html += broadcasts.render_status(reply_id, "")
+                    await broadcasts.push(group, html, sender=sender)
     except AnswerFailed:
         pass
     except asyncio.CancelledError:

@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
 import openai
@@ -22,6 +23,13 @@ from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
 from apps.cognition.budget import Piece, PromptTooLong, bodies, fill_to_fit, fit, message_piece
+from apps.cognition.debate import (
+    DraftReview,
+    debate_record,
+    review_draft,
+    rewrite_messages,
+    rule_lines,
+)
 from apps.cognition.prompts import fill_prompt, prompt_text
 from apps.cognition.runaway import clean_title, repeated_tail
 from apps.core.llm import (
@@ -73,6 +81,12 @@ class PreparedTurn:
     trace: dict = field(default_factory=dict)
     # Sent to Ollama, which otherwise runs the model with a window of its own choosing.
     extra_body: dict | None = None
+    # The internal debate's rules and preferences (their lines); None: no debate this turn.
+    debate_rules: list[str] | None = None
+    counter: TokenCounter = field(default_factory=TokenCounter)
+    # While the debate's review runs the answer is not marked active: the review is a
+    # background call, which would wait for this very answer.
+    reviewing: bool = False
 
 
 @dataclass
@@ -87,6 +101,9 @@ class MemoryForTurn:
     limits: ModelLimits
     counter: TokenCounter
     config: RuntimeConfig
+    # The lines of the rules and preferences the internal debate holds the draft to; None when
+    # the debate is off.
+    rules: list[str] | None = None
 
 
 def memory_for_turn(
@@ -101,7 +118,7 @@ def memory_for_turn(
 
     `embedded`: the embedding of `text` already under way (`start_turn_embedding`).
     """
-    from apps.memory.selectors import memory_context_for_turn
+    from apps.memory.selectors import memory_context_for_turn, rules_and_preferences_for
 
     started = time.perf_counter()
     config = config or runtime_config()
@@ -113,6 +130,12 @@ def memory_for_turn(
     context = memory_context_for_turn(
         user=user, conversation=conversation, text=text, config=config, embedded=embedded
     )
+    rules = None
+    if config.debate_enabled:
+        descriptions = rules_and_preferences_for(user_id=user.pk).values_list(
+            "description", flat=True
+        )
+        rules = rule_lines(list(descriptions))
     return MemoryForTurn(
         context=context,
         ms=(time.perf_counter() - started) * 1000,
@@ -121,6 +144,7 @@ def memory_for_turn(
         limits=limits,
         counter=counter,
         config=config,
+        rules=rules,
     )
 
 
@@ -293,6 +317,11 @@ def build_turn(
             "context": round((time.perf_counter() - started) * 1000, 2),
         },
     }
+    # A continuation is not debated: its draft would be half an answer, already half shown.
+    debate_rules = memory.rules if not continue_from else None
+    if debate_rules == []:
+        trace["debate"] = {"skipped": "no rules or preferences to hold the draft to"}
+        debate_rules = None
     return PreparedTurn(
         reply=reply,
         model=limits.model,
@@ -302,6 +331,8 @@ def build_turn(
         max_tokens=limits.reply_cap,
         trace=trace,
         extra_body={"options": {"num_ctx": limits.context}} if limits.server == "ollama" else None,
+        debate_rules=debate_rules,
+        counter=memory.counter,
     )
 
 
@@ -386,9 +417,17 @@ def _finish(*, turn: PreparedTurn, **outcome) -> Message:
             "The conversation did not fit the model's context window. Thalamus has measured "
             "the window and fits the next try to it: press Retry."
         )
-    return chat_services.message_finish(
+    saved = chat_services.message_finish(
         message=turn.reply, trace=turn.trace, background=False, **outcome
     )
+    if "rules" in turn.trace.get("debate", {}):
+        debate_record(
+            owner=turn.reply.conversation.owner,
+            reply_id=turn.reply.pk,
+            conversation_id=turn.reply.conversation_id,
+            debate=turn.trace["debate"],
+        )
+    return saved
 
 
 def _queue_background(*, turn: PreparedTurn, message: Message) -> None:
@@ -407,6 +446,7 @@ async def answer_reply(
     turn: Awaitable[PreparedTurn] | None = None,
     on_request: Callable[[], object] | None = None,
     on_saved: Callable[[Message], Awaitable[object]] | None = None,
+    on_review: Callable[[], Awaitable[object]] | None = None,
 ) -> AsyncIterator[str]:
     """Stream the answer for a saved, pending reply, yielding text deltas.
 
@@ -417,6 +457,11 @@ async def answer_reply(
     request to the LLM goes out: work that can wait for the model's first token goes there.
     `on_saved` is awaited with the reply as saved with its outcome (to show it), before the
     background work the reply starts (reflection, its title) is queued.
+
+    With the internal debate on (RuntimeConfig.debate_enabled) and rules or preferences to hold
+    the answer to, the answer is drafted without streaming, reviewed, and rewritten if the
+    review finds it breaks one; `on_review` is awaited as the review starts (to say so), and
+    the final answer is streamed (the rewrite) or yielded in pieces (the draft).
     """
     started = time.perf_counter()
     if turn is None:
@@ -459,18 +504,14 @@ async def answer_reply(
         client = async_llm_client(base_url=turn.base_url, timeout=settings.THALAMUS_LLM_TIMEOUT)
         if on_request is not None:
             on_request()
-        stream = await stream_chat_chunks(
-            client,
-            model=turn.model,
-            messages=turn.messages,
-            temperature=turn.temperature,
-            max_tokens=turn.max_tokens,
-            stream_options={"include_usage": True},
-            **(turn.extra_body or {}),
-        )
-        async with stream:
-            async for chunk in stream:
-                delta, finish_reason, chunk_usage = _read_chunk(chunk)
+        if turn.debate_rules:
+            parts = _debated_parts(
+                turn=turn, client=client, streaming=streaming, on_review=on_review
+            )
+        else:
+            parts = _parts_of(await _open_stream(client, turn=turn, messages=turn.messages))
+        async with aclosing(parts):
+            async for delta, finish_reason, chunk_usage in parts:
                 if chunk_usage is not None:
                     usage = chunk_usage
                 if delta:
@@ -540,6 +581,156 @@ async def answer_reply(
 # How much new text arrives between two looks for a loop at the end of the answer.
 LOOP_CHECK_CHARS = 64
 
+Part = tuple[str, str | None, Usage | None]  # a text delta, the finish reason, the usage
+
+
+async def _open_stream(client, *, turn: PreparedTurn, messages: list[dict]):
+    return await stream_chat_chunks(
+        client,
+        model=turn.model,
+        messages=messages,
+        temperature=turn.temperature,
+        max_tokens=turn.max_tokens,
+        stream_options={"include_usage": True},
+        **(turn.extra_body or {}),
+    )
+
+
+async def _parts_of(stream) -> AsyncIterator[Part]:
+    async with stream:
+        async for chunk in stream:
+            yield _read_chunk(chunk)
+
+
+async def _complete(client, *, turn: PreparedTurn) -> tuple[str, str | None, Usage | None]:
+    """The answer in one piece (not streamed): its text, finish reason and usage."""
+    reply = await client.post(
+        "/chat/completions",
+        body={
+            "model": turn.model,
+            "messages": turn.messages,
+            "temperature": turn.temperature,
+            "max_tokens": turn.max_tokens,
+            "stream": False,
+            **(turn.extra_body or {}),
+        },
+        cast_to=object,
+    )
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ValueError(f"a completion has no choice: {reply!r:.200}")
+    message = choices[0].get("message") or {}
+    content = message.get("content") if isinstance(message, dict) else None
+    usage = reply.get("usage")
+    if isinstance(usage, dict):
+        usage = Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
+    else:
+        usage = None
+    return (content if isinstance(content, str) else ""), choices[0].get("finish_reason"), usage
+
+
+# The approved draft goes to the page in pieces of about this many characters.
+DRAFT_PIECE_CHARS = 48
+
+
+async def _draft_parts(draft: str, finish_reason: str | None, usage: Usage | None):
+    for start in range(0, len(draft), DRAFT_PIECE_CHARS):
+        yield draft[start : start + DRAFT_PIECE_CHARS], None, None
+        await asyncio.sleep(0)  # a Stop lands between pieces
+    yield "", finish_reason or "stop", usage
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 2)
+
+
+async def _debated_parts(
+    *,
+    turn: PreparedTurn,
+    client,
+    streaming: asyncio.Future,
+    on_review: Callable[[], Awaitable[object]] | None,
+) -> AsyncIterator[Part]:
+    """The internal debate (CLAM §4): draft, antagonistic review, rewrite if a rule is broken.
+
+    A review that fails (an HTTP error, JSON that never validates) lets the draft through, with
+    the error in the trace: the draft is a finished answer, and the review only a check of it.
+    """
+    debate = turn.trace["debate"] = {"rules": len(turn.debate_rules), "timings_ms": {}}
+    timings = debate["timings_ms"]
+    try:
+        started = time.perf_counter()
+        draft, finish_reason, usage = await _complete(client, turn=turn)
+        timings["draft"] = _ms_since(started)
+        debate["draft"] = draft
+        if on_review is not None:
+            await on_review()
+        started = time.perf_counter()
+        review = await _review(turn=turn, draft=draft, streaming=streaming)
+        timings["review"] = _ms_since(started)
+    except asyncio.CancelledError:
+        debate["cancelled"] = True
+        raise
+    if review is None or review.verdict != "rewrite":
+        debate["rewritten"] = False
+        async for part in _draft_parts(draft, finish_reason, usage):
+            yield part
+        return
+    started = time.perf_counter()
+    try:
+        messages = rewrite_messages(
+            messages=turn.messages,
+            draft=draft,
+            review=review,
+            budget=turn.trace["limits"]["prompt_budget"],
+            counter=turn.counter,
+        )
+        stream = await _open_stream(client, turn=turn, messages=messages)
+    except (openai.OpenAIError, PromptTooLong) as exc:
+        # Nothing of the rewrite was shown yet: the draft is still an answer.
+        debate["error"] = f"the rewrite failed: {type(exc).__name__}: {exc}"[:500]
+        debate["rewritten"] = False
+        async for part in _draft_parts(draft, finish_reason, usage):
+            yield part
+        return
+    debate["rewritten"] = True
+    async for delta, finish, rewrite_usage in _parts_of(stream):
+        if rewrite_usage is not None:
+            # The prompt counted is the answer's own (turn.messages), as checked against usage.
+            rewrite_usage = Usage(
+                usage.prompt_tokens if usage else None, rewrite_usage.completion_tokens
+            )
+        yield delta, finish, rewrite_usage
+    timings["rewrite"] = _ms_since(started)
+
+
+async def _review(
+    *, turn: PreparedTurn, draft: str, streaming: asyncio.Future
+) -> DraftReview | None:
+    """The review of the draft; None, with the error in the trace, when it fails."""
+    debate = turn.trace["debate"]
+    # The mark of this answer as streaming must land before it is lifted for the review.
+    await asyncio.wait([streaming])
+    turn.reviewing = True
+    await sync_to_async(chat_active_clear, thread_sensitive=False)(
+        base_url=turn.base_url, reply_id=turn.reply.pk
+    )
+    try:
+        review = await sync_to_async(review_draft, thread_sensitive=False)(
+            rules=turn.debate_rules, question=turn.messages[-1]["content"], draft=draft
+        )
+    except Exception as exc:  # noqa: BLE001 — any failure of the review sends the draft.
+        logger.warning("the review of reply %s's draft failed: %s", turn.reply.pk, exc)
+        debate["error"] = f"the review failed: {type(exc).__name__}: {exc}"[:500]
+        review = None
+    else:
+        debate["review"] = review.model_dump()
+    turn.reviewing = False
+    await sync_to_async(chat_active_mark, thread_sensitive=False)(
+        base_url=turn.base_url, reply_id=turn.reply.pk
+    )
+    return review
+
 
 def _joint(kept: str, delta: str) -> str:
     """The space between an answer's text so far and the first words of its continuation,
@@ -561,7 +752,8 @@ def _start_streaming(*, turn: PreparedTurn) -> None:
 
 def _renew(*, turn: PreparedTurn) -> None:
     chat_services.reply_lease_renew(reply_id=turn.reply.pk)
-    chat_active_mark(base_url=turn.base_url, reply_id=turn.reply.pk)
+    if not turn.reviewing:
+        chat_active_mark(base_url=turn.base_url, reply_id=turn.reply.pk)
 
 
 async def _keep_lease(turn: PreparedTurn) -> None:

@@ -16,6 +16,7 @@ PROMPT_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "reflect": frozenset({"memories", "exchange"}),
     "criticise": frozenset({"memory", "known", "exchange"}),
     "episode": frozenset({"transcript"}),
+    "debate": frozenset({"rules", "question", "draft"}),
 }
 
 

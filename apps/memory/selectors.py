@@ -780,3 +780,13 @@ def mark_memories_used(trace: dict) -> None:
     ids = [item["id"] for item in trace.get("memories", []) if "id" in item]
     if ids:
         mark_accessed.delay_on_commit(ids)
+
+
+def rules_and_preferences_for(*, user_id: int, limit: int = 50) -> QuerySet[MemoryNode]:
+    """The user's current rules and preferences, and the global ones: rules first, then the
+    most important; what the internal debate holds an answer's draft to."""
+    return MemoryNode.objects.filter(
+        Q(owner_id=user_id) | Q(owner=None),
+        kind__in=[MemoryNode.Kind.RULE, MemoryNode.Kind.PREFERENCE],
+        valid_to=None,
+    ).order_by("-kind", "-importance", "-created_at")[:limit]  # "rule" sorts after "preference"
