@@ -265,6 +265,7 @@ CELERY_TASK_ROUTES = {
     for name in (
         "cognition.reflect",
         "cognition.criticise",
+        "cognition.criticise_unreviewed",
         "cognition.summarise_episode",
         "apps.chat.tasks.title_conversation",
     )

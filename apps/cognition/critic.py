@@ -1,14 +1,21 @@
 """The sceptical critic (CLAM): a devil's advocate doubts the memories a turn touched.
 
-Each judged node gets a written debate and a verdict: withstands (+1) or fails (−1). A
-critique is unique per node and turn, so a redelivered task never counts a verdict twice.
+Each judged node gets a written debate and a verdict: withstands (+1) or fails (−1). The critic
+is shown what could contradict the node — the owner's nearest long-term (promoted) memories
+first, then unconfirmed ones, and the known facts that share its words — and a known memory it
+names as contradicted or supported gets a `contradicts` or `supports` link. A critique is unique
+per node and turn, so a redelivered task never counts a verdict twice; a sweep reviews the
+volatile nodes no turn ever brought before the critic, oldest first.
 """
 
 from __future__ import annotations
 
+import re
+
 import openai
 from django.conf import settings
-from django.db.models import Q
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 
 from apps.chat.models import Message
 from apps.cognition.budget import bodies, fill_to_fit, fixed_lines, ranked_lines
@@ -22,9 +29,17 @@ from apps.cognition.reflection import (
 from apps.cognition.schemas import CriticVerdict, InvalidReply
 from apps.cognition.structured import complete_as
 from apps.core.llm_limits import CRITIC
+from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
+from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
-from apps.memory.models import Critique, MemoryNode
+from apps.memory.models import Critique, MemoryLink, MemoryNode, Triple
+
+# LLM calls one sweep may make: on a one-slot server the chat must not wait behind a backlog.
+SWEEP_MAX_NODES = 3
+# Facts shown to the critic beside the nearest memories.
+MAX_FACTS = 10
+_WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 
 def nodes_to_doubt(*, reply: Message, limit: int) -> list[MemoryNode]:
@@ -45,6 +60,119 @@ def nodes_to_doubt(*, reply: Message, limit: int) -> list[MemoryNode]:
     return first + list(others.order_by("-created_at")[: limit - len(first)])
 
 
+def unreviewed_nodes(*, limit: int) -> list[MemoryNode]:
+    """Volatile nodes the critic never judged, oldest first."""
+    return list(
+        MemoryNode.objects.filter(state=MemoryNode.State.VOLATILE, valid_to=None)
+        .exclude(owner=None)
+        .filter(~Exists(Critique.objects.filter(node=OuterRef("pk"))))
+        .select_related("owner", "source_message__reply_to")
+        .order_by("created_at", "pk")[:limit]
+    )
+
+
+def _words(text: str) -> set[str]:
+    return {word for word in _WORD_RE.findall(text.casefold().replace("_", " ")) if len(word) > 2}
+
+
+def _facts_about(*, node: MemoryNode, triples: list[Triple]) -> list[str]:
+    """The owner's facts sharing a word with the node (its predicate's too), most shared first."""
+    said = _words(f"{node.topic} {node.description}") - memory_selectors.STOPWORDS - {"user"}
+    shared = []
+    for triple in triples:
+        common = len(said & _words(f"{triple.subject} {triple.predicate.name} {triple.object}"))
+        if common:
+            shared.append(
+                (common, f"fact: {triple.subject} {triple.predicate.name} {triple.object}")
+            )
+    shared.sort(key=lambda pair: pair[0], reverse=True)
+    return [line for _, line in shared[:MAX_FACTS]]
+
+
+def _known_for(*, node: MemoryNode, limit: int) -> list[tuple[MemoryNode, float]]:
+    """The owner's nearest long-term memories, then the nearest unconfirmed ones."""
+    if node.embedding is None:
+        return []
+    return [
+        near
+        for state in (MemoryNode.State.PROMOTED, MemoryNode.State.VOLATILE)
+        for near in memory_services.memory_nodes_near(
+            owner_id=node.owner_id,
+            vector=list(node.embedding),
+            limit=limit,
+            state=state,
+            exclude_ids=[node.pk],
+        )
+    ]
+
+
+def node_criticise(
+    *, node: MemoryNode, message: Message | None, config: RuntimeConfig
+) -> Critique | None:
+    """Ask the critic to doubt one node; None when it already judged it for this turn."""
+    owner = node.owner
+    model = config.critic_model or config.chat_model or settings.THALAMUS_CHAT_MODEL
+    known = _known_for(node=node, limit=config.max_memory_results)
+    long_term = {MemoryNode.State.PROMOTED: "long-term", MemoryNode.State.VOLATILE: "unconfirmed"}
+    facts = _facts_about(
+        node=node, triples=list(memory_selectors.knowledge_triples_for(user_id=owner.pk))
+    )
+    exchange = message or node.source_message
+    prompt = fill_to_fit(
+        "criticise",
+        role=CRITIC,
+        slots={
+            "memory": fixed_lines([node_line(node)]),
+            "known": ranked_lines(
+                [f"{node_line(near)} ({long_term[near.state]})" for near, _ in known] + facts
+            ),
+            "exchange": bodies(exchange_lines(exchange) if exchange else []),
+        },
+        empty=NOTHING_YET,
+    )
+    try:
+        verdict = complete_as(
+            CriticVerdict, role="critic", messages=[{"role": "user", "content": prompt}]
+        )
+    except (InvalidReply, openai.BadRequestError, openai.APIResponseValidationError) as exc:
+        error_record(
+            owner=owner,
+            step="critique",
+            message_id=message.pk if message else None,
+            error=str(exc),
+        )
+        return None
+    similarity = {near.pk: (near, score) for near, score in known}
+    contradicts = [pk for pk in verdict.contradicts if pk in similarity]
+    supports = [pk for pk in verdict.supports if pk in similarity and pk not in contradicts]
+    with transaction.atomic():
+        # The node's lock makes a concurrent sweep wait, then see this critique and stop.
+        MemoryNode.objects.select_for_update().filter(pk=node.pk).first()
+        if Critique.objects.filter(node=node, message=message).exists():
+            return None
+        critique = memory_services.critique_record(
+            node_id=node.pk,
+            message=message,
+            verdict=verdict.verdict,
+            debate=verdict.debate,
+            model=model,
+            contradicts=contradicts,
+            supports=supports,
+        )
+        if critique is None:
+            return None
+        for kind, ids in (
+            (MemoryLink.Kind.CONTRADICTS, contradicts),
+            (MemoryLink.Kind.SUPPORTS, supports),
+        ):
+            for pk in ids:
+                target, score = similarity[pk]
+                memory_services.memory_link_upsert(
+                    source=node, target=target, kind=kind, score=score
+                )
+    return critique
+
+
 def criticise_turn(*, message_id: int) -> list[Critique]:
     config = runtime_config()
     if not config.critic_enabled:
@@ -56,51 +184,25 @@ def criticise_turn(*, message_id: int) -> list[Critique]:
     )
     if reply is None:
         return []
-    owner = reply.conversation.owner
-    model = config.critic_model or config.chat_model or settings.THALAMUS_CHAT_MODEL
     already = set(Critique.objects.filter(message=reply).values_list("node_id", flat=True))
     critiques = []
     for node in nodes_to_doubt(reply=reply, limit=config.max_memory_results):
         if node.pk in already:
             continue
-        known = []
-        if node.embedding is not None:
-            known = [
-                near
-                for near, _ in memory_services.memory_nodes_near(
-                    owner_id=owner.pk,
-                    vector=list(node.embedding),
-                    limit=config.max_memory_results,
-                    exclude_ids=[node.pk],
-                )
-            ]
-        prompt = fill_to_fit(
-            "criticise",
-            role=CRITIC,
-            slots={
-                "memory": fixed_lines([node_line(node)]),
-                "known": ranked_lines([node_line(near) for near in known]),
-                "exchange": bodies(exchange_lines(reply)),
-            },
-            empty=NOTHING_YET,
-        )
-        try:
-            verdict = complete_as(
-                CriticVerdict, role="critic", messages=[{"role": "user", "content": prompt}]
-            )
-        except (InvalidReply, openai.BadRequestError, openai.APIResponseValidationError) as exc:
-            error_record(owner=owner, step="critique", message_id=reply.pk, error=str(exc))
-            continue
-        known_ids = {near.pk for near in known}
-        critique = memory_services.critique_record(
-            node_id=node.pk,
-            message=reply,
-            verdict=verdict.verdict,
-            debate=verdict.debate,
-            model=model,
-            contradicts=[pk for pk in verdict.contradicts if pk in known_ids],
-            supports=[pk for pk in verdict.supports if pk in known_ids],
-        )
+        critique = node_criticise(node=node, message=reply, config=config)
+        if critique is not None:
+            critiques.append(critique)
+    return critiques
+
+
+def criticise_unreviewed(*, limit: int = SWEEP_MAX_NODES) -> list[Critique]:
+    """Judge up to `limit` volatile nodes no critic ever judged, oldest first."""
+    config = runtime_config()
+    if not config.critic_enabled:
+        return []
+    critiques = []
+    for node in unreviewed_nodes(limit=limit):
+        critique = node_criticise(node=node, message=None, config=config)
         if critique is not None:
             critiques.append(critique)
     return critiques

@@ -113,6 +113,14 @@ def criticise(self, message_id: int) -> None:
         critic.criticise_turn(message_id=message_id)
 
 
+@shared_task(name="cognition.criticise_unreviewed", **LLM_TASK)
+def criticise_unreviewed(self) -> int:
+    """The beat's sweep: volatile nodes no turn brought before the critic, a few per pass."""
+    with _last_retry_recorded(self, step="critique", owner_of=lambda: None):
+        return len(critic.criticise_unreviewed(limit=critic.SWEEP_MAX_NODES))
+    return 0
+
+
 @shared_task(name="cognition.summarise_episode", **LLM_TASK)
 def summarise_episode(self, conversation_id: int) -> None:
     with _last_retry_recorded(
