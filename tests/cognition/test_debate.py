@@ -7,6 +7,8 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.test import Client
+from django.urls import reverse
 
 from apps.chat import services
 from apps.chat.models import Conversation, Message
@@ -103,6 +105,14 @@ async def test_a_draft_that_breaks_a_rule_is_rewritten_and_the_dashboard_hears_o
     assert event.owner_id == user.pk and event.payload["rewritten"] is True
     assert event.payload["message_id"] == reply.pk
     assert "the user wants Italian" in event.summary
+    page = await sync_to_async(_dashboard)(user)
+    assert "Internal debate" in page and "the user wants Italian" in page
+
+
+def _dashboard(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.get(reverse("dashboard:mine")).content.decode()
 
 
 @pytest.mark.parametrize(
