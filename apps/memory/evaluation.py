@@ -23,6 +23,7 @@ from django.db import connection
 
 from apps.memory.embedding import Embedder
 from apps.memory.models import EmbeddingStatus, MemoryNode
+from apps.memory.router import FAMILIAR_COSINE, Route, recall_cue, route_turn
 from apps.memory.selectors import Weights, memory_search
 
 CUTOFFS = (5, 10, 20)
@@ -225,12 +226,64 @@ class Scores:
         return result
 
 
+@dataclass
+class Routing:
+    """Where the router sends each question: the fast track or recollection.
+
+    LoCoMo users have no triples, so only recall cues and the raw memory cosine decide here.
+    """
+
+    # (category, route, best raw cosine of the hybrid candidates, has a recall cue) per question.
+    samples: list[tuple[int, Route, float, bool]] = field(default_factory=list)
+
+    def add(self, *, category: int, text: str, best_cosine: float) -> None:
+        route = route_turn(text=text, best_memory_cosine=best_cosine).name
+        self.samples.append((category, route, best_cosine, recall_cue(text) is not None))
+
+    def summary(self) -> dict:
+        result: dict = {"familiar_cosine": FAMILIAR_COSINE}
+        for category, name in CATEGORIES.items():
+            mine = [sample for sample in self.samples if sample[0] == category]
+            if mine:
+                routes = [route for _, route, _, _ in mine]
+                result[name] = {
+                    "recollection": round(routes.count(Route.RECOLLECTION) / len(mine), 4),
+                    "familiarity": round(routes.count(Route.FAMILIARITY) / len(mine), 4),
+                    "by_cue": round(sum(cue for *_, cue in mine) / len(mine), 4),
+                    "questions": len(mine),
+                }
+        result["calibrated_cosine"] = self.calibrated_cosine()
+        result["balanced_accuracy"] = {
+            f"{step / 20:.2f}": round(self.balanced_accuracy(step / 20), 4) for step in range(21)
+        }
+        return result
+
+    def balanced_accuracy(self, threshold: float) -> float:
+        """Mean of the shares routed as they should be at this cosine threshold.
+
+        Single-hop questions should take the fast track, multi-hop and temporal ones
+        recollection; a question with a recall cue goes to recollection whatever its cosine.
+        """
+        fast = [(cosine, cue) for c, _, cosine, cue in self.samples if c == 4]
+        deep = [(cosine, cue) for c, _, cosine, cue in self.samples if c in (1, 2)]
+        if not fast or not deep:
+            return 0.0
+        fast_ok = sum(not cue and cosine >= threshold for cosine, cue in fast) / len(fast)
+        deep_ok = sum(cue or cosine < threshold for cosine, cue in deep) / len(deep)
+        return (fast_ok + deep_ok) / 2
+
+    def calibrated_cosine(self) -> float:
+        """The cosine threshold, to two decimals, with the best balanced accuracy here."""
+        return max((step / 100 for step in range(101)), key=self.balanced_accuracy)
+
+
 def evaluate(
     *, dataset: Dataset, embedder: Embedder, progress: Callable[[str], None] = lambda _: None
 ) -> dict:
     """Load, ask and score; call inside `throwaway_database`."""
     configured = Weights.from_config()
     scores = {name: Scores() for name in RETRIEVERS}
+    routing = Routing()
     for conversation in dataset.conversations:
         progress(f"{conversation.sample_id}: {len(conversation.turns)} turns")
         turn_vectors = _embed_all(
@@ -254,6 +307,12 @@ def evaluate(
                     weights=weights_for(configured),
                 )
                 ranked = [dia_ids[hit.id] for hit in hits]
+                if name == "hybrid":
+                    routing.add(
+                        category=question.category,
+                        text=question.text,
+                        best_cosine=max((hit.components["vector"] for hit in hits), default=0.0),
+                    )
                 scores[name].add(
                     question.category,
                     {
@@ -263,6 +322,7 @@ def evaluate(
                     },
                 )
     result = {name: score.summary() for name, score in scores.items()}
+    result["routing"] = routing.summary()
     result["run"] = {
         "embedder": embedder.marker,
         "conversations": len(dataset.conversations),

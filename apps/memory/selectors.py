@@ -18,7 +18,7 @@ from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.embedding import Embedder, EmbeddingError, get_embedder
 from apps.memory.models import MemoryNode, Predicate, RetrievalPlan, Triple
-from apps.memory.router import Route, route_turn
+from apps.memory.router import Route, route_turn, triple_match
 from apps.memory.schemas import PlanStep, RetrievalPlanSchema
 
 logger = logging.getLogger(__name__)
@@ -707,11 +707,12 @@ def memory_context_for_turn(
         trace["embedding_error"] = error
 
     if own_search is not None:
-        found += own_search.result()
+        own_hits = own_search.result()
     else:
-        found += _search_when_embedded(
+        own_hits = _search_when_embedded(
             embedded=embedded, step=own_step, user_id=user.pk, weights=weights
         )
+    found += own_hits
     mark = lap("memories", mark)
 
     hits: dict[int, MemoryHit] = {}
@@ -720,7 +721,16 @@ def memory_context_for_turn(
             hits[hit.id] = hit
     memories = sorted(hits.values(), key=lambda hit: hit.score, reverse=True)[:limit]
 
-    route = route_turn(text=text, best_memory_score=memories[0].score if memories else None)
+    # Familiarity is the message's own raw cosine with a memory, not a fused, normalised score.
+    route = route_turn(
+        text=text,
+        best_memory_cosine=max((hit.components["vector"] for hit in own_hits), default=0.0)
+        if own_vector is not None
+        else None,
+        best_triple_match=triple_match(
+            text=text, triples=[(triple.subject, triple.object) for triple in triples]
+        ),
+    )
     episodes: list[EpisodeHit] = []
     if route.name == Route.RECOLLECTION:
         if early_episodes is not None:

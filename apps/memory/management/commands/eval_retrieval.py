@@ -76,3 +76,17 @@ class Command(BaseCommand):
                 cells += [f"{figures[f'recall@{cutoff}']:.3f}" for cutoff in CUTOFFS]
                 cells.append(str(figures["questions"]))
                 self.stdout.write("  ".join(f"{cell:<12}" for cell in cells))
+        routing = result["routing"]
+        self.stdout.write(
+            f"Routing (familiar at raw cosine >= {routing['familiar_cosine']:.2f}; "
+            f"best separating cosine here {routing['calibrated_cosine']:.2f}):"
+        )
+        header = ["category", "recollection", "fast track", "by cue", "n"]
+        self.stdout.write("  ".join(f"{cell:<12}" for cell in header))
+        for scope in CATEGORIES.values():
+            figures = routing.get(scope)
+            if figures is None:
+                continue
+            cells = [scope, f"{figures['recollection']:.3f}", f"{figures['familiarity']:.3f}"]
+            cells += [f"{figures['by_cue']:.3f}", str(figures["questions"])]
+            self.stdout.write("  ".join(f"{cell:<12}" for cell in cells))
