@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
@@ -79,3 +80,19 @@ def conversation_changed(*, conversation: Conversation) -> None:
     )
     async_to_sync(push)(user_group(conversation.owner_id), html)
     async_to_sync(push)(conversation_group(conversation.pk), title)
+
+
+def receipt_changed(*, message_id: int) -> None:
+    """An answer's memory receipt changed (reflection ran, a memory was corrected): once
+    committed, push it to the conversation's open pages."""
+
+    def send() -> None:
+        message = Message.objects.filter(pk=message_id).first()
+        if message is not None:
+            # Its summary and body only: a receipt someone has open stays open.
+            html = render_to_string(
+                "chat/_receipt.html", {"message": message, "receipt_parts": True}
+            )
+            async_to_sync(push)(conversation_group(message.conversation_id), html)
+
+    transaction.on_commit(send)

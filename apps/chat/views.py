@@ -7,11 +7,12 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from apps.chat import services
+from apps.chat import broadcasts, services
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import (
     conversation_for_user,
@@ -21,6 +22,8 @@ from apps.chat.selectors import (
 )
 from apps.cognition.answer import AnswerFailed, answer_reply
 from apps.core.selectors import runtime_config
+from apps.memory import browser_services
+from apps.memory.models import MemoryNode
 
 PAGE_SIZE = 30
 
@@ -162,3 +165,46 @@ async def _drain(reply_id: int) -> None:
             pass
     except AnswerFailed:
         pass
+
+
+# The receipt under an answer corrects memory with the memory browser's own services.
+
+
+def _get_node_for_user(request, node_id: int) -> MemoryNode:
+    node = MemoryNode.objects.filter(owner=request.user, pk=node_id).first()
+    if node is None:
+        raise Http404("No such memory.")
+    return node
+
+
+def _receipt_after_change(request, pk: int, reply: Message):
+    """The answer's receipt again, open: swapped in by htmx, pushed to the other open pages."""
+    broadcasts.receipt_changed(message_id=reply.pk)
+    if not request.htmx:
+        return redirect(f"{reverse('chat:conversation', args=[pk])}#msg-{reply.pk}")
+    html = render_to_string(
+        "chat/_receipt.html", {"message": reply, "receipt_open": True}, request=request
+    )
+    return HttpResponse(html)
+
+
+@require_POST
+def memory_confirm(request, pk: int, node_id: int):
+    reply = _get_reply_for_user(request, pk)
+    browser_services.memory_node_confirm(node=_get_node_for_user(request, node_id))
+    return _receipt_after_change(request, pk, reply)
+
+
+@require_POST
+def memory_wrong(request, pk: int, node_id: int):
+    reply = _get_reply_for_user(request, pk)
+    browser_services.memory_node_mark_wrong(node=_get_node_for_user(request, node_id))
+    return _receipt_after_change(request, pk, reply)
+
+
+@require_POST
+def memory_forget(request, pk: int, node_id: int):
+    reply = _get_reply_for_user(request, pk)
+    node = _get_node_for_user(request, node_id)
+    browser_services.memory_nodes_forget(node_ids=[node.pk])
+    return _receipt_after_change(request, pk, reply)

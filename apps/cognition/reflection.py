@@ -18,6 +18,7 @@ from apps.chat.models import Message
 from apps.cognition import grounding
 from apps.cognition.budget import bodies, fill_to_fit, ranked_lines
 from apps.cognition.prompts import PLACEHOLDER, prompt_text
+from apps.cognition.quarantine import looks_like_instruction
 from apps.cognition.schemas import InvalidReply, LearntMemory, Reflection
 from apps.cognition.structured import complete_as
 from apps.core.llm_limits import REFLECTION
@@ -302,8 +303,10 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
             owner=owner,
             payload={"message_id": reply.pk, "conversation_id": reply.conversation_id, **outcome},
         )
+        from apps.chat import broadcasts
         from apps.cognition import tasks
 
+        broadcasts.receipt_changed(message_id=reply.pk)
         if config.critic_enabled and (outcome["created"] or outcome["updated"]):
             tasks.criticise.delay_on_commit(reply.pk)
         tasks.summarise_episode_if_due.delay_on_commit(reply.conversation_id)
@@ -349,6 +352,25 @@ def _remember(
     if item.action == "leave" or grounded is None:
         return
     source, quote, confidence = grounded
+    if looks_like_instruction(item.description):
+        # Held apart, whatever it was meant to update: no fact key to evolve a trusted memory,
+        # and a state that recall, promotion and the critic never touch until it is approved.
+        node = memory_services.memory_node_create(
+            owner=owner,
+            description=item.description,
+            kind=item.kind,
+            topic=item.topic,
+            importance=item.importance,
+            origin_context=item.origin,
+            source_message=reply,
+            source=source,
+            quote=quote,
+            confidence_score=confidence,
+            state=MemoryNode.State.QUARANTINED,
+            vector=vector,
+        )
+        outcome.setdefault("quarantined", []).append(node.pk)
+        return
     if target is not None:
         node = memory_services.memory_node_revise(
             node=target,

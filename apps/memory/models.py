@@ -56,6 +56,8 @@ class MemoryNode(models.Model):
     class State(models.TextChoices):
         VOLATILE = "volatile", "Volatile"
         PROMOTED = "promoted", "Promoted"
+        # Reads as an instruction to the assistant: never recalled until its owner approves it.
+        QUARANTINED = "quarantined", "Awaiting approval"
 
     class Source(models.TextChoices):
         USER = "user", "The user said it"

@@ -46,13 +46,16 @@ def _memories_for(request, form: MemoryFilterForm) -> QuerySet[MemoryNode]:
     nodes = MemoryNode.objects.filter(owner=request.user, valid_to=None).select_related(
         "source_message"
     )
+    # Memories awaiting approval have their own section, unless asked for by state.
     if not form.is_valid():
-        return nodes.order_by("-created_at", "-id")
+        return nodes.exclude(state=MemoryNode.State.QUARANTINED).order_by("-created_at", "-id")
     data = form.cleaned_data
     if data["kind"]:
         nodes = nodes.filter(kind=data["kind"])
     if data["state"]:
         nodes = nodes.filter(state=data["state"])
+    else:
+        nodes = nodes.exclude(state=MemoryNode.State.QUARANTINED)
     if data["min_confidence"] is not None:
         nodes = nodes.filter(confidence_score__gte=data["min_confidence"])
     if data["max_confidence"] is not None:
@@ -84,7 +87,16 @@ def memory_list(request):
         "episodes": Episode.objects.filter(owner=request.user).count(),
         "triples": Triple.objects.filter(owner=request.user, valid_to=None).count(),
     }
-    return render(request, "memory/browser.html", {**context, "counts": counts})
+    awaiting = (
+        MemoryNode.objects.filter(
+            owner=request.user, state=MemoryNode.State.QUARANTINED, valid_to=None
+        )
+        .select_related("source_message")
+        .order_by("-created_at", "-id")
+    )
+    return render(
+        request, "memory/browser.html", {**context, "counts": counts, "awaiting": awaiting}
+    )
 
 
 def _row_or_redirect(request, node: MemoryNode | None):

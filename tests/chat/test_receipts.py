@@ -1,0 +1,174 @@
+"""The memory receipt under an answer: counts, the memories, and their corrections."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+
+from apps.chat.broadcasts import conversation_group
+from apps.chat.models import Conversation, Message
+from apps.cognition.reflection import reflect_on_message
+from apps.core.models import Event
+from apps.memory.models import MemoryNode
+from tests.cognition.conftest import memory, reflection
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice_client(client, user):
+    client.force_login(user)
+    return client
+
+
+def _node(owner, description: str, **fields) -> MemoryNode:
+    return MemoryNode.objects.create(owner=owner, description=description, **fields)
+
+
+def _answer(conversation, *, used=(), reflected=None, content="An answer.") -> Message:
+    asked = Message.objects.create(conversation=conversation, role="user", content="Hi")
+    trace = {"memory": {"memories": [{"id": node.pk, "score": 0.5} for node in used]}}
+    if reflected is not None:
+        trace["reflection"] = reflected
+    return Message.objects.create(
+        conversation=conversation,
+        role="assistant",
+        status="complete",
+        content=content,
+        reply_to=asked,
+        trace=trace,
+    )
+
+
+@pytest.fixture
+def conversation(user):
+    return Conversation.objects.create(owner=user)
+
+
+def test_the_receipt_counts_what_the_answer_used_and_what_it_taught(
+    alice_client, user, other_user, conversation
+):
+    tea = _node(user, "The user likes tea", source="user")
+    rome = _node(user, "The user lives in Rome", source="inferred")
+    everyones = _node(None, "Water boils at 100 °C", source="imported")
+    mallorys = _node(other_user, "Mallory's secret plan")
+    learned = _node(user, "The user has a cat named Miso", source="user")
+    _answer(
+        conversation,
+        used=[tea, rome, everyones, mallorys],
+        reflected={"created": [learned.pk], "updated": [], "left": [tea.pk]},
+    )
+
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+
+    assert "used 4 memories · learned 1" in page
+    assert "The user likes tea" in page and "The user has a cat named Miso" in page
+    assert "user said" in page and "inferred" in page
+    assert "Mallory" not in page and "Water boils" not in page, "only the owner's memories"
+
+
+def test_the_receipt_waits_for_reflection_before_it_says_what_was_learnt(
+    alice_client, user, conversation
+):
+    _answer(conversation, used=[_node(user, "The user likes tea")])
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "used 1 memory</span>" in page and "learned" not in page.split("receipt-line")[1][:80]
+
+
+def test_forget_confirm_and_wrong_work_without_javascript(alice_client, user, conversation):
+    tea = _node(user, "The user likes tea")
+    rome = _node(user, "The user lives in Rome")
+    milan = _node(user, "The user lives in Milan")
+    reply = _answer(conversation, used=[tea, rome, milan])
+    base = f"/c/{conversation.pk}/memories"
+
+    confirmed = alice_client.post(f"{base}/{tea.pk}/confirm", {"message_id": reply.pk})
+    wrong = alice_client.post(f"{base}/{milan.pk}/wrong", {"message_id": reply.pk})
+    forgot = alice_client.post(f"{base}/{rome.pk}/forget", {"message_id": reply.pk})
+
+    assert confirmed.status_code == wrong.status_code == forgot.status_code == 302
+    assert forgot["Location"] == f"/c/{conversation.pk}/#msg-{reply.pk}"
+    tea.refresh_from_db()
+    milan.refresh_from_db()
+    assert tea.confidence_score == 2 and milan.valid_to is not None
+    assert not MemoryNode.objects.filter(pk=rome.pk).exists()
+    actions = [event.payload.get("action") for event in Event.objects.filter(owner=user)]
+    assert {"confirm", "wrong", "forget"} <= set(actions), "the memory browser's own services"
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "The user lives in Rome" not in page and "The user lives in Milan" not in page
+
+
+def test_with_htmx_the_action_answers_with_the_open_receipt(alice_client, user, conversation):
+    tea = _node(user, "The user likes tea")
+    reply = _answer(conversation, used=[tea])
+    response = alice_client.post(
+        f"/c/{conversation.pk}/memories/{tea.pk}/forget",
+        {"message_id": reply.pk},
+        HTTP_HX_REQUEST="true",
+    )
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.lstrip().startswith(f'<details id="receipt-{reply.pk}" class="receipt" open>')
+    assert "The user likes tea" not in html and "since been forgotten" in html
+
+
+def test_another_users_memory_or_conversation_is_a_404(
+    alice_client, user, other_user, conversation
+):
+    mine = _node(user, "The user likes tea")
+    mallorys = _node(other_user, "Mallory's secret plan")
+    reply = _answer(conversation, used=[mine])
+    theirs = Conversation.objects.create(owner=other_user)
+    their_reply = _answer(theirs, used=[mallorys])
+
+    for url, message_id in [
+        (f"/c/{conversation.pk}/memories/{mallorys.pk}/forget", reply.pk),
+        (f"/c/{conversation.pk}/memories/{mallorys.pk}/confirm", reply.pk),
+        (f"/c/{conversation.pk}/memories/{mallorys.pk}/wrong", reply.pk),
+        (f"/c/{theirs.pk}/memories/{mine.pk}/forget", their_reply.pk),
+        (f"/c/{conversation.pk}/memories/{mine.pk}/forget", their_reply.pk),
+    ]:
+        assert alice_client.post(url, {"message_id": message_id}).status_code == 404, url
+    assert MemoryNode.objects.filter(pk__in=[mine.pk, mallorys.pk]).count() == 2
+    assert alice_client.get(f"/c/{conversation.pk}/memories/{mine.pk}/forget").status_code == 405
+
+
+def test_the_conversation_page_reads_every_receipt_in_one_query(
+    alice_client, user, conversation, django_assert_max_num_queries
+):
+    nodes = [_node(user, f"Memory number {i}") for i in range(20)]
+    for i in range(15):
+        _answer(conversation, used=nodes[i : i + 3], reflected={"created": [nodes[i].pk]})
+    alice_client.get(f"/c/{conversation.pk}/")  # warm caches (runtime config, session)
+    with django_assert_max_num_queries(12):
+        page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert page.count('class="receipt"') == 15 and "Memory number 16" in page
+
+
+def test_a_finished_reflection_pushes_the_receipt_to_the_open_conversation(
+    user, conversation, llm_stub, config, django_capture_on_commit_callbacks
+):
+    config(critic_enabled=False)
+    reply = _answer(conversation, content="Welcome to Rome!")
+    llm_stub.script(reflection(memories=[memory("The user moved to Rome last week")]))
+
+    def reflect() -> None:
+        with django_capture_on_commit_callbacks(execute=True):
+            reflect_on_message(message_id=reply.pk)
+
+    async def pushed() -> str:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(conversation_group(conversation.pk), channel)
+        await sync_to_async(reflect)()
+        html = ""
+        while f'id="receipt-{reply.pk}-summary"' not in html:
+            html = (await asyncio.wait_for(layer.receive(channel), timeout=5))["html"]
+        return html
+
+    html = async_to_sync(pushed)()
+    assert "learned 1" in html and "The user moved to Rome last week" in html
+    assert "<details" not in html, "an open receipt stays open"
