@@ -298,10 +298,10 @@ class MemoryNodeAdmin(admin.ModelAdmin):
 
     @admin.action(description="Forget (delete) selected memories")
     def forget(self, request, queryset):
-        count = browser_services.memory_nodes_forget(
+        receipt = browser_services.memory_nodes_forget(
             node_ids=list(queryset.values_list("pk", flat=True))
         )
-        self.message_user(request, f"Forgot {count} memories.")
+        self.message_user(request, receipt.sentence)
 
     @admin.action(description="Embed again")
     def reembed(self, request, queryset):

@@ -94,35 +94,45 @@ def memory_node_edit(
 
 
 @transaction.atomic
-def memory_nodes_forget(*, node_ids: list[int]) -> int:
-    """Delete memories (and their links and critiques, by cascade)."""
-    rows = list(MemoryNode.objects.filter(id__in=node_ids).values_list("id", "owner_id"))
-    MemoryNode.objects.filter(id__in=[node_id for node_id, _ in rows]).delete()
-    _record_per_owner(kind=Event.Kind.EDIT, verb="Forgot", rows=rows, action="forget")
-    return len(rows)
+def memory_nodes_forget(*, node_ids: list[int]) -> services.ForgetReceipt:
+    """Forget memories with their earlier versions, critiques, links and the events quoting
+    them; the receipt says what went, and is itself recorded (it quotes no memory)."""
+    by_owner: dict[int | None, list[int]] = defaultdict(list)
+    for node_id, owner_id in MemoryNode.objects.filter(id__in=node_ids).values_list(
+        "id", "owner_id"
+    ):
+        by_owner[owner_id].append(node_id)
+    receipt = services.memories_forget(node_ids=node_ids)
+    owners = _owners(by_owner)
+    for owner_id, ids in by_owner.items():
+        # The receipt's totals are one owner's when only one owner's memories went (always, in
+        # the memory browser); an admin's bulk delete over several owners gives each its count.
+        summary = (
+            receipt.sentence
+            if len(by_owner) == 1
+            else f"Forgot {len(ids)} memor{'y' if len(ids) == 1 else 'ies'}"
+        )
+        event_record(
+            kind=Event.Kind.EDIT,
+            owner=owners[owner_id],
+            summary=summary,
+            payload={"action": "forget", "node_ids": ids},
+        )
+    return receipt
 
 
 @transaction.atomic
 def memory_node_confirm(*, node: MemoryNode) -> MemoryNode:
-    """Someone vouches for a memory: one more point of confidence, as a critic's win gives.
-
-    A quarantined memory (it read as an instruction to the assistant) is approved by it: it
-    becomes an ordinary short-term memory, recalled from now on.
-    """
-    quarantined = MemoryNode.State.QUARANTINED
-    approved = MemoryNode.objects.filter(pk=node.pk, state=quarantined).update(
-        state=MemoryNode.State.VOLATILE
-    )
+    """Someone vouches for a memory: one more point of confidence, as a critic's win gives."""
     MemoryNode.objects.filter(pk=node.pk).update(
         confidence_score=F("confidence_score") + 1, last_accessed_at=timezone.now()
     )
-    node.refresh_from_db(fields=["confidence_score", "last_accessed_at", "state"])
-    verb, action = ("Approved", "approve") if approved else ("Confirmed", "confirm")
+    node.refresh_from_db(fields=["confidence_score", "last_accessed_at"])
     event_record(
         kind=Event.Kind.EDIT,
         owner=node.owner,
-        summary=f"{verb} (confidence {node.confidence_score}): {node.description[:200]}",
-        payload={"action": action, "node_id": node.pk, "text": node.description},
+        summary=f"Confirmed (confidence {node.confidence_score}): {node.description[:200]}",
+        payload={"action": "confirm", "node_id": node.pk, "text": node.description},
     )
     return node
 
@@ -215,26 +225,17 @@ def episodes_forget(*, owner, episode_ids: list[int]) -> int:
 
 
 @transaction.atomic
-def memories_forget_all(*, owner) -> dict[str, int]:
-    """Delete everything the assistant knows about one person (never global knowledge)."""
-    counts = {
-        "memories": MemoryNode.objects.filter(owner=owner).count(),
-        "episodes": Episode.objects.filter(owner=owner).count(),
-        "triples": Triple.objects.filter(owner=owner).count(),
-    }
-    MemoryNode.objects.filter(owner=owner).delete()
-    Episode.objects.filter(owner=owner).delete()
-    Triple.objects.filter(owner=owner).delete()
+def memories_forget_all(*, owner) -> services.ForgetReceipt:
+    """Delete everything the assistant knows about one person (never global knowledge), and
+    every row that quotes it; the one event left is the receipt."""
+    receipt = services.memories_forget_all(owner_id=owner.pk)
     event_record(
         kind=Event.Kind.EDIT,
         owner=owner,
-        summary=(
-            f"Forgot everything: {counts['memories']} memories, {counts['episodes']} episodes, "
-            f"{counts['triples']} facts"
-        ),
-        payload={"action": "forget_all", **counts},
+        summary=f"Forgot everything. {receipt.sentence}",
+        payload={"action": "forget_all", **receipt.as_dict()},
     )
-    return counts
+    return receipt
 
 
 # The export file. Ids are not exported: an import always creates rows of the importer.

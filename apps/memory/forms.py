@@ -14,6 +14,12 @@ class MemoryFilterForm(forms.Form):
     state = forms.ChoiceField(required=False, choices=BLANK + MemoryNode.State.choices)
     min_confidence = forms.IntegerField(required=False, label="Confidence from")
     max_confidence = forms.IntegerField(required=False, label="to")
+    as_of = forms.DateField(
+        required=False,
+        label="As of",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="What I believed at the end of that day.",
+    )
 
 
 class MemoryEditForm(forms.ModelForm):

@@ -257,7 +257,6 @@ components AS MATERIALIZED (
       FROM (SELECT id FROM nearest UNION SELECT id FROM matched) AS candidates
       JOIN memory_memorynode AS n USING (id)
       LEFT JOIN matched USING (id)
-     WHERE n.state <> 'quarantined'
 ),
 normalised AS (
     SELECT *,
@@ -432,6 +431,18 @@ def episode_search(
 def current_memories_for(*, user_id: int) -> QuerySet[MemoryNode]:
     return MemoryNode.objects.filter(Q(owner_id=user_id) | Q(owner=None), valid_to=None).order_by(
         "-created_at"
+    )
+
+
+def memories_as_of(*, user_id: int, at: datetime) -> QuerySet[MemoryNode]:
+    """What was believed about a user at a moment: each value that had begun by then and
+    was neither superseded nor past its own end yet (superseded rows hold the old values)."""
+    return MemoryNode.objects.filter(
+        Q(valid_to=None) | Q(valid_to__gt=at),
+        Q(valid_until=None) | Q(valid_until__gt=at),
+        owner_id=user_id,
+        created_at__lte=at,
+        valid_from__lte=at,
     )
 
 
@@ -796,12 +807,8 @@ def mark_memories_used(trace: dict) -> None:
 def rules_and_preferences_for(*, user_id: int, limit: int = 50) -> QuerySet[MemoryNode]:
     """The user's current rules and preferences, and the global ones: rules first, then the
     most important; what the internal debate holds an answer's draft to."""
-    return (
-        MemoryNode.objects.filter(
-            Q(owner_id=user_id) | Q(owner=None),
-            kind__in=[MemoryNode.Kind.RULE, MemoryNode.Kind.PREFERENCE],
-            valid_to=None,
-        )
-        .exclude(state=MemoryNode.State.QUARANTINED)
-        .order_by("-kind", "-importance", "-created_at")[:limit]  # "rule" sorts after "preference"
-    )
+    return MemoryNode.objects.filter(
+        Q(owner_id=user_id) | Q(owner=None),
+        kind__in=[MemoryNode.Kind.RULE, MemoryNode.Kind.PREFERENCE],
+        valid_to=None,
+    ).order_by("-kind", "-importance", "-created_at")[:limit]  # "rule" sorts after "preference"

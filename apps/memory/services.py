@@ -108,6 +108,9 @@ def memory_node_create(
             node.source_message = source_message
             node.source = source
             node.quote = quote
+            node.valid_from = now
+            node.valid_until = None
+            node.last_accessed_at = now
             for name, value in embedding_fields.items():
                 setattr(node, name, value)
             node.save()
@@ -120,12 +123,14 @@ def memory_node_create(
                 fact_key=fact_key,
                 state=state,
                 confidence_score=confidence_score,
+                start_confidence=confidence_score,
                 importance=importance,
                 origin_context=origin_context,
                 source_message=source_message,
                 source=source,
                 quote=quote,
                 created_at=now,
+                valid_from=now,
                 **embedding_fields,
             )
         if vector is None:
@@ -143,6 +148,7 @@ def _copy_into_history(*, current: MemoryNode, now: datetime) -> MemoryNode:
         fact_key=current.fact_key,
         state=current.state,
         confidence_score=current.confidence_score,
+        start_confidence=current.start_confidence,
         importance=current.importance,
         origin_context=current.origin_context,
         source_message_id=current.source_message_id,
@@ -153,6 +159,8 @@ def _copy_into_history(*, current: MemoryNode, now: datetime) -> MemoryNode:
         embedding_model=current.embedding_model,
         created_at=current.created_at,
         last_accessed_at=current.last_accessed_at,
+        valid_from=current.valid_from,
+        valid_until=current.valid_until,
         valid_to=now,
         superseded_by=current,
     )
@@ -410,11 +418,7 @@ def memory_nodes_near(
     """The owner's current nodes closest to a vector, with their cosine similarity."""
     from pgvector.django import CosineDistance
 
-    nodes = (
-        MemoryNode.objects.filter(owner_id=owner_id, valid_to=None)
-        .exclude(embedding=None)
-        .exclude(state=MemoryNode.State.QUARANTINED)
-    )
+    nodes = MemoryNode.objects.filter(owner_id=owner_id, valid_to=None).exclude(embedding=None)
     if state:
         nodes = nodes.filter(state=state)
     if exclude_ids:
@@ -461,8 +465,12 @@ def memory_node_revise(
         current = MemoryNode.objects.select_for_update().get(pk=node.pk)
         if _same_text(current.description, description):
             return current
-        _copy_into_history(current=current, now=timezone.now())
+        now = timezone.now()
+        _copy_into_history(current=current, now=now)
         current.description = description
+        current.valid_from = now
+        current.valid_until = None
+        current.last_accessed_at = now
         if importance is not None:
             current.importance = importance
         current.origin_context = origin_context or current.origin_context
@@ -731,27 +739,221 @@ def _record_promotion_events(result: PromotionResult, owners: dict[int, int | No
             )
 
 
+# What forgetting a set of nodes (`gone`, already deleted) also deletes, in the same statement:
+# the earlier versions they superseded, their links and critiques, the events that name them
+# (critique and edit events quote the text), retrieval plans (see `_PLANS_QUOTING`) and their
+# entries in the memory traces of answers. Postgres checks the foreign keys at commit, so the
+# order of the deletes does not matter.
+_FORGET_CASCADE = """
+history AS (
+    DELETE FROM memory_memorynode
+     WHERE superseded_by_id IN (SELECT id FROM gone) AND id NOT IN (SELECT id FROM gone)
+ RETURNING id, owner_id, description, false AS current
+),
+forgotten AS (
+    SELECT * FROM gone UNION ALL SELECT * FROM history
+),
+links AS (
+    DELETE FROM memory_memorylink
+     WHERE source_id IN (SELECT id FROM forgotten) OR target_id IN (SELECT id FROM forgotten)
+ RETURNING 1
+),
+critiques AS (
+    DELETE FROM memory_critique WHERE node_id IN (SELECT id FROM forgotten) RETURNING 1
+),
+events AS (
+    DELETE FROM core_event
+     WHERE (owner_id IN (SELECT owner_id FROM forgotten)
+            OR (owner_id IS NULL AND EXISTS (SELECT 1 FROM forgotten WHERE owner_id IS NULL)))
+       AND payload -> 'node_id' IN (SELECT to_jsonb(id) FROM forgotten)
+ RETURNING 1
+),
+plans AS (
+    DELETE FROM memory_retrievalplan AS p
+     USING chat_conversation AS c
+     WHERE c.id = p.conversation_id
+       AND {plans}
+ RETURNING 1
+),
+traces AS (
+    UPDATE chat_message AS m
+       SET trace = jsonb_set(
+               m.trace, '{memory,memories}',
+               (SELECT COALESCE(jsonb_agg(entry), '[]'::jsonb)
+                  FROM jsonb_array_elements(m.trace -> 'memory' -> 'memories') AS entry
+                 WHERE entry -> 'id' NOT IN (SELECT to_jsonb(id) FROM forgotten)))
+      FROM chat_conversation AS c
+     WHERE c.id = m.conversation_id
+       AND c.owner_id IN (SELECT owner_id FROM forgotten)
+       AND jsonb_typeof(m.trace -> 'memory' -> 'memories') = 'array'
+       AND EXISTS (
+           SELECT 1 FROM jsonb_array_elements(m.trace -> 'memory' -> 'memories') AS entry
+            WHERE entry -> 'id' IN (SELECT to_jsonb(id) FROM forgotten)
+       )
+ RETURNING 1
+)
+SELECT owner_id,
+       count(*) FILTER (WHERE current),
+       count(*) FILTER (WHERE NOT current),
+       (SELECT count(*) FROM critiques),
+       (SELECT count(*) FROM links),
+       (SELECT count(*) FROM events),
+       (SELECT count(*) FROM plans),
+       (SELECT count(*) FROM traces)
+  FROM forgotten
+ GROUP BY owner_id
+"""
+
+# Decay runs every hour: it drops only the plans that quote a forgotten memory whole. A person
+# who forgets a memory drops every plan of theirs, since a plan's queries may paraphrase it (the
+# next turn plans again from the message).
+_PLANS_QUOTING = """EXISTS (
+           SELECT 1 FROM forgotten AS f
+            WHERE f.owner_id = c.owner_id
+              AND strpos(lower(p.steps::text), lower(btrim(to_jsonb(f.description)::text, '"'))) > 0
+       )"""
+_PLANS_OF_OWNERS = "c.owner_id IN (SELECT owner_id FROM forgotten)"
+
+# CLAM's decay: a volatile memory nothing confirmed (its confidence is not above the one it
+# started with, or is below the minimum score) and that nobody used, restated or changed for the
+# decay time is forgotten. Confirmed and promoted memories stay.
 _DECAY_SQL = """
 WITH gone AS (
     DELETE FROM memory_memorynode
      WHERE state = 'volatile' AND valid_to IS NULL
-       AND confidence_score < %(minimum_score)s
+       AND (confidence_score <= start_confidence OR confidence_score < %(minimum_score)s)
        AND COALESCE(last_accessed_at, created_at) < now() - make_interval(hours => %(hours)s)
- RETURNING id, owner_id
+ RETURNING id, owner_id, description, true AS current
 ),
-links AS (
-    DELETE FROM memory_memorylink
-     WHERE source_id IN (SELECT id FROM gone) OR target_id IN (SELECT id FROM gone)
+""" + _FORGET_CASCADE.replace("{plans}", _PLANS_QUOTING)
+
+# A memory and its whole line of versions: the rows it superseded and the rows that superseded it.
+_FORGET_SQL = """
+WITH RECURSIVE family(id) AS (
+    SELECT id FROM memory_memorynode WHERE id = ANY(%(ids)s)
+    UNION
+    SELECT relative.id
+      FROM family
+      JOIN memory_memorynode AS node ON node.id = family.id
+      JOIN memory_memorynode AS relative
+        ON relative.superseded_by_id = node.id OR relative.id = node.superseded_by_id
 ),
-critiques AS (
-    DELETE FROM memory_critique WHERE node_id IN (SELECT id FROM gone)
+gone AS (
+    DELETE FROM memory_memorynode WHERE id IN (SELECT id FROM family)
+ RETURNING id, owner_id, description, valid_to IS NULL AS current
 ),
-history AS (
-    UPDATE memory_memorynode SET superseded_by_id = NULL
-     WHERE superseded_by_id IN (SELECT id FROM gone)
+""" + _FORGET_CASCADE.replace("{plans}", _PLANS_OF_OWNERS)
+
+
+@dataclass
+class ForgetReceipt:
+    """What one act of forgetting deleted, per kind of row."""
+
+    memories: int = 0
+    versions: int = 0
+    critiques: int = 0
+    links: int = 0
+    episodes: int = 0
+    triples: int = 0
+    events: int = 0
+    plans: int = 0
+    traces: int = 0
+    per_owner: dict[int | None, int] = field(default_factory=dict)
+
+    _WORDS = {
+        "memories": ("memory", "memories"),
+        "versions": ("earlier version", "earlier versions"),
+        "critiques": ("critique", "critiques"),
+        "links": ("link", "links"),
+        "episodes": ("episode", "episodes"),
+        "triples": ("fact", "facts"),
+        "events": ("event", "events"),
+        "plans": ("retrieval plan", "retrieval plans"),
+        "traces": ("answer's trace", "answers' traces"),
+    }
+
+    def as_dict(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self._WORDS}
+
+    @property
+    def sentence(self) -> str:
+        """ "Forgot 1 memory, 2 earlier versions, 3 critiques." — the memories always, the rest
+        when there were any."""
+        parts = [
+            f"{count} {self._WORDS[name][count != 1]}"
+            for name, count in self.as_dict().items()
+            if count or name == "memories"
+        ]
+        return "Forgot " + ", ".join(parts) + "."
+
+
+def _forget(sql: str, params: dict) -> ForgetReceipt:
+    receipt = ForgetReceipt()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for owner_id, memories, versions, *totals in cursor.fetchall():
+            receipt.per_owner[owner_id] = memories
+            receipt.memories += memories
+            receipt.versions += versions
+            (
+                receipt.critiques,
+                receipt.links,
+                receipt.events,
+                receipt.plans,
+                receipt.traces,
+            ) = totals
+    return receipt
+
+
+def memories_forget(*, node_ids: list[int]) -> ForgetReceipt:
+    """Forget memories with every trace of them, in one statement (see `_FORGET_CASCADE`)."""
+    with transaction.atomic():
+        return _forget(_FORGET_SQL, {"ids": list(node_ids)})
+
+
+_FORGET_ALL_TRACES_SQL = """
+WITH scrubbed AS (
+    SELECT m.id,
+           CASE WHEN jsonb_typeof(m.trace -> 'memory') = 'object'
+                THEN jsonb_set(m.trace, '{memory}', (m.trace -> 'memory')
+                     || '{"memories": [], "episodes": [], "triples": []}'::jsonb)
+                ELSE m.trace
+           END AS trace
+      FROM chat_message AS m
+      JOIN chat_conversation AS c ON c.id = m.conversation_id
+     WHERE c.owner_id = %s
+       AND (jsonb_typeof(m.trace -> 'memory') = 'object'
+            OR jsonb_typeof(m.trace -> 'reflection') = 'object')
 )
-SELECT owner_id, count(*) FROM gone GROUP BY owner_id
+UPDATE chat_message AS m
+   SET trace = CASE WHEN jsonb_typeof(s.trace -> 'reflection') = 'object'
+                    THEN jsonb_set(s.trace, '{reflection,rejected}', '[]'::jsonb)
+                    ELSE s.trace
+               END
+  FROM scrubbed AS s
+ WHERE s.id = m.id
 """
+
+
+def memories_forget_all(*, owner_id: int) -> ForgetReceipt:
+    """Forget everything about one person: memories with all they cascade to, episodes,
+    triples, the mind's events about them, their retrieval plans and what their answers'
+    traces quote. Their conversations stay; global knowledge stays."""
+    from apps.core.models import Event
+
+    with transaction.atomic():
+        node_ids = list(MemoryNode.objects.filter(owner_id=owner_id).values_list("id", flat=True))
+        receipt = _forget(_FORGET_SQL, {"ids": node_ids})
+        _, deleted = Episode.objects.filter(owner_id=owner_id).delete()
+        receipt.episodes = deleted.get(Episode._meta.label, 0)
+        _, deleted = Triple.objects.filter(owner_id=owner_id).delete()
+        receipt.triples = deleted.get(Triple._meta.label, 0)
+        receipt.events += Event.objects.filter(owner_id=owner_id).delete()[0]
+        receipt.plans += RetrievalPlan.objects.filter(conversation__owner_id=owner_id).delete()[0]
+        with connection.cursor() as cursor:
+            cursor.execute(_FORGET_ALL_TRACES_SQL, [owner_id])
+            receipt.traces = cursor.rowcount
+    return receipt
 
 
 def memories_decay(*, decay_hours: int, minimum_score: int) -> dict[int | None, int]:
@@ -759,17 +961,15 @@ def memories_decay(*, decay_hours: int, minimum_score: int) -> dict[int | None, 
 
     The conditions live in the DELETE's own WHERE: a node that another transaction touches
     (last access, a critic's +1, a promotion) while this runs is re-checked by PostgreSQL
-    after that transaction commits, and survives. The cascades Django would do in Python
-    run in the same statement.
+    after that transaction commits, and survives. What forgetting a node also deletes (its
+    versions, links, critiques, the events and plans quoting it) goes in the same statement.
     """
 
     from apps.core.models import Event
     from apps.core.services import events_record
 
     with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(_DECAY_SQL, {"minimum_score": minimum_score, "hours": int(decay_hours)})
-            counts = {owner_id: count for owner_id, count in cursor.fetchall()}
+        receipt = _forget(_DECAY_SQL, {"minimum_score": minimum_score, "hours": int(decay_hours)})
         events_record(
             [
                 Event(
@@ -782,7 +982,22 @@ def memories_decay(*, decay_hours: int, minimum_score: int) -> dict[int | None, 
                         "minimum_score": minimum_score,
                     },
                 )
-                for owner_id, count in counts.items()
+                for owner_id, count in receipt.per_owner.items()
             ]
         )
-    return counts
+    return receipt.per_owner
+
+
+def memories_expire() -> int:
+    """Close the facts whose own time has run out (an exam that was yesterday): they stop
+    being current, and stay as history of what was believed until then."""
+    return MemoryNode.objects.filter(valid_to=None, valid_until__lte=timezone.now()).update(
+        valid_to=models.F("valid_until")
+    )
+
+
+def memory_node_set_validity(*, node: MemoryNode, valid_until: datetime | None) -> MemoryNode:
+    """Give a fact an end (or take it away); decay closes it once that time has passed."""
+    MemoryNode.objects.filter(pk=node.pk, valid_to=None).update(valid_until=valid_until)
+    node.refresh_from_db(fields=["valid_until", "valid_to"])
+    return node

@@ -53,7 +53,9 @@ def promote_and_link() -> int:
     time_limit=300,
 )
 def decay() -> int:
+    """Close the facts whose time ran out, then forget the stale, unconfirmed ones."""
     config = runtime_config()
+    services.memories_expire()
     counts = services.memories_decay(
         decay_hours=config.decay_hours, minimum_score=config.minimum_score
     )

@@ -6,6 +6,7 @@ Every query here is filtered by `owner=request.user`; another user's row is a 40
 from __future__ import annotations
 
 import json
+from datetime import datetime, time
 
 from django.contrib import messages
 from django.contrib.postgres.search import SearchQuery
@@ -18,12 +19,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from pgvector.django import CosineDistance
 from pydantic import ValidationError
 
-from apps.memory import browser_services
+from apps.memory import browser_services, selectors
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.forms import ForgetAllForm, MemoryEditForm, MemoryFilterForm, MemoryImportForm
 from apps.memory.models import Episode, MemoryNode, Triple
+from apps.memory.services import ForgetReceipt
 
 PAGE_SIZE = 50
+RECEIPT_KEY = "memory_forget_receipt"
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
 
 
@@ -42,20 +45,24 @@ def _ids(request) -> list[int]:
     return [int(value) for value in request.POST.getlist("ids") if value.isdigit()]
 
 
+def _believed(request, form: MemoryFilterForm) -> QuerySet[MemoryNode]:
+    """The current memories, or those believed at the end of the form's "as of" day."""
+    as_of = form.cleaned_data.get("as_of") if form.is_valid() else None
+    if as_of is None:
+        return MemoryNode.objects.filter(owner=request.user, valid_to=None)
+    at = timezone.make_aware(datetime.combine(as_of, time.max))
+    return selectors.memories_as_of(user_id=request.user.pk, at=at)
+
+
 def _memories_for(request, form: MemoryFilterForm) -> QuerySet[MemoryNode]:
-    nodes = MemoryNode.objects.filter(owner=request.user, valid_to=None).select_related(
-        "source_message"
-    )
-    # Memories awaiting approval have their own section, unless asked for by state.
+    nodes = _believed(request, form).select_related("source_message")
     if not form.is_valid():
-        return nodes.exclude(state=MemoryNode.State.QUARANTINED).order_by("-created_at", "-id")
+        return nodes.order_by("-created_at", "-id")
     data = form.cleaned_data
     if data["kind"]:
         nodes = nodes.filter(kind=data["kind"])
     if data["state"]:
         nodes = nodes.filter(state=data["state"])
-    else:
-        nodes = nodes.exclude(state=MemoryNode.State.QUARANTINED)
     if data["min_confidence"] is not None:
         nodes = nodes.filter(confidence_score__gte=data["min_confidence"])
     if data["max_confidence"] is not None:
@@ -79,24 +86,24 @@ def memory_list(request):
     page = Paginator(_memories_for(request, form), PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    context = {"form": form, "page": page, "query": query.urlencode()}
+    as_of = form.cleaned_data["as_of"] if form.is_valid() else None
+    context = {"form": form, "page": page, "query": query.urlencode(), "as_of": as_of}
     if request.htmx and request.htmx.target == "memory-list":
         return render(request, "memory/_list.html", context)
+    receipt = request.session.pop(RECEIPT_KEY, None)
+    context["receipt"] = ForgetReceipt(**receipt) if receipt else None
     counts = {
         "memories": MemoryNode.objects.filter(owner=request.user, valid_to=None).count(),
         "episodes": Episode.objects.filter(owner=request.user).count(),
         "triples": Triple.objects.filter(owner=request.user, valid_to=None).count(),
     }
-    awaiting = (
-        MemoryNode.objects.filter(
-            owner=request.user, state=MemoryNode.State.QUARANTINED, valid_to=None
-        )
-        .select_related("source_message")
-        .order_by("-created_at", "-id")
-    )
-    return render(
-        request, "memory/browser.html", {**context, "counts": counts, "awaiting": awaiting}
-    )
+    return render(request, "memory/browser.html", {**context, "counts": counts})
+
+
+def _show_receipt(request, receipt: ForgetReceipt):
+    """After a redirect, the memory browser shows what was forgotten."""
+    request.session[RECEIPT_KEY] = receipt.as_dict()
+    return redirect("memory:list")
 
 
 def _row_or_redirect(request, node: MemoryNode | None):
@@ -121,16 +128,18 @@ def memory_edit(request, pk: int):
 @require_POST
 def memory_forget(request, pk: int):
     node = _get_node_for_user(request, pk)
-    browser_services.memory_nodes_forget(node_ids=[node.pk])
-    return _row_or_redirect(request, None)
+    receipt = browser_services.memory_nodes_forget(node_ids=[node.pk])
+    if request.htmx:
+        # The row goes (an empty swap) and the receipt replaces the page's receipt slot.
+        return render(request, "memory/_receipt.html", {"receipt": receipt, "oob": True})
+    return _show_receipt(request, receipt)
 
 
 @require_POST
 def memory_forget_many(request):
     mine = MemoryNode.objects.filter(owner=request.user, pk__in=_ids(request))
-    count = browser_services.memory_nodes_forget(node_ids=list(mine.values_list("pk", flat=True)))
-    messages.success(request, f"Forgot {count} memor{'y' if count == 1 else 'ies'}.")
-    return redirect("memory:list")
+    receipt = browser_services.memory_nodes_forget(node_ids=list(mine.values_list("pk", flat=True)))
+    return _show_receipt(request, receipt)
 
 
 @require_POST
@@ -208,11 +217,6 @@ def memory_import(request):
 def memory_forget_all(request):
     form = ForgetAllForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        counts = browser_services.memories_forget_all(owner=request.user)
-        messages.success(
-            request,
-            f"Forgot everything: {counts['memories']} memories, {counts['episodes']} episodes "
-            f"and {counts['triples']} facts.",
-        )
-        return redirect("memory:list")
+        receipt = browser_services.memories_forget_all(owner=request.user)
+        return _show_receipt(request, receipt)
     return render(request, "memory/confirm_forget_all.html", {"form": form})

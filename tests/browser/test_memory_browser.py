@@ -8,7 +8,7 @@ import pytest
 
 from apps.core.models import Event
 from apps.memory import services
-from apps.memory.models import MemoryNode
+from apps.memory.models import Critique, MemoryNode
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -109,3 +109,25 @@ def test_export_import_and_forget_everything(page, asgi_server, log_in, memories
     page.click("#import-form button[type=submit]")
     page.locator("ul.messages li.success", has_text="Imported 3 memories").wait_for()
     assert page.locator(".memory-row").count() == 3
+
+
+def test_a_user_forgets_a_memory_and_reads_what_went(page, asgi_server, log_in, memories):
+    bees, tea, _, _ = memories
+    # Written without their live pushes: Playwright's event loop runs in this thread.
+    Critique.objects.create(node=tea, owner=tea.owner, verdict="withstands", debate="Ok", delta=1)
+    Event.objects.create(
+        kind="critique", owner=tea.owner, summary=tea.description, payload={"node_id": tea.pk}
+    )
+    services.memory_link_upsert(source=tea, target=bees, kind="similar", score=0.7)
+    log_in("alice")
+    page.goto(f"{asgi_server}/memory/")
+    assert not page.locator("#forget-receipt").is_visible()
+
+    _row(page, tea).locator("button", has_text="Forget").click()
+
+    _row(page, tea).wait_for(state="detached")
+    receipt = page.locator("#forget-receipt")
+    receipt.wait_for(state="visible")
+    assert "Forgot 1 memory, 1 critique, 1 link, 1 event." in receipt.inner_text()
+    assert not MemoryNode.objects.filter(pk=tea.pk).exists()
+    assert _row(page, bees).is_visible()

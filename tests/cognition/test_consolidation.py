@@ -69,7 +69,7 @@ def test_decay_deletes_only_stale_unconfirmed_volatile_nodes_and_spares_one_touc
 
     stale = aged("stale and doubted", score=0)
     promoted = aged("stale but long-term", state="promoted", score=0)
-    confirmed = aged("stale but confirmed", score=1)
+    confirmed = aged("stale but confirmed", score=2)
     fresh = _node(user, "recent and doubted", score=0)
     touched = aged("touched while decay runs", score=0)
     critiqued = aged("critiqued, then stale", score=0)

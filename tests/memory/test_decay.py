@@ -1,0 +1,94 @@
+"""Decay as CLAM defines it, with the shipped settings: a volatile memory nothing confirmed
+and nobody used for the decay time is forgotten; confirmed and long-term ones stay."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.core.selectors import runtime_config
+from apps.memory import browser_services, services
+from apps.memory.models import Critique, MemoryNode
+
+pytestmark = pytest.mark.django_db
+
+
+def _node(owner, text, *, confidence: int = 1, **fields) -> MemoryNode:
+    return services.memory_node_create(
+        owner=owner, description=text, confidence_score=confidence, embed=False, **fields
+    )
+
+
+def _age(node: MemoryNode, hours: float) -> None:
+    then = timezone.now() - timedelta(hours=hours)
+    MemoryNode.objects.filter(pk=node.pk).update(
+        created_at=then, valid_from=then, last_accessed_at=None
+    )
+
+
+def _decay() -> set[int]:
+    config = runtime_config()
+    services.memories_decay(decay_hours=config.decay_hours, minimum_score=config.minimum_score)
+    return set(MemoryNode.objects.values_list("pk", flat=True))
+
+
+def test_a_memory_records_the_confidence_it_started_with(user):
+    said = _node(user, "Alice keeps bees")
+    guessed = _node(user, "Alice may like honey", confidence=0)
+
+    assert (said.start_confidence, guessed.start_confidence) == (1, 0)
+
+
+def test_decay_forgets_what_nothing_confirmed_and_keeps_the_rest(user):
+    hours = runtime_config().decay_hours
+    assert hours == 72
+    stale = _node(user, "Alice once mentioned a cousin")
+    stale_guess = _node(user, "Alice may like honey", confidence=0)
+    fresh = _node(user, "Alice is reading Dune")
+    confirmed_by_critic = _node(user, "Alice keeps bees")
+    confirmed_by_user = _node(user, "Alice sells honey", confidence=0)
+    promoted = _node(user, "Alice lives in Turin", state=MemoryNode.State.PROMOTED)
+    used = _node(user, "Alice drinks tea")
+    for node in (stale, stale_guess, confirmed_by_critic, confirmed_by_user, promoted, used):
+        _age(node, hours + 1)
+    _age(fresh, hours - 1)
+    services.critique_record(
+        node_id=confirmed_by_critic.pk, message=None, verdict="withstands", debate="Said twice."
+    )
+    browser_services.memory_node_confirm(node=confirmed_by_user)
+    services.memory_nodes_mark_accessed(node_ids=[used.pk])
+    MemoryNode.objects.filter(pk=confirmed_by_user.pk).update(last_accessed_at=None)
+
+    remaining = _decay()
+
+    assert stale.pk not in remaining and stale_guess.pk not in remaining
+    assert {fresh.pk, confirmed_by_critic.pk, confirmed_by_user.pk, promoted.pk, used.pk} <= (
+        remaining
+    )
+    assert user.events.get(kind="decay").payload["deleted"] == 2
+
+
+def test_a_memory_voted_down_is_forgotten_when_stale_with_its_critique(user):
+    doubted = _node(user, "Alice owns a yacht")
+    services.critique_record(
+        node_id=doubted.pk, message=None, verdict="fails", debate="Never said so."
+    )
+    _age(doubted, runtime_config().decay_hours + 1)
+
+    assert doubted.pk not in _decay()
+    assert not Critique.objects.exists()
+    assert not user.events.filter(kind="critique").exists()
+
+
+def test_a_fact_changed_recently_is_fresh_and_its_stale_history_goes_with_it(user):
+    city = _node(user, "Alice lives in Rome", fact_key="home_city")
+    _age(city, 100)
+    services.memory_node_create(
+        owner=user, description="Alice lives in Milan", fact_key="home_city", embed=False
+    )
+    assert city.pk in _decay()
+
+    _age(city, 100)
+    assert _decay() == set()
