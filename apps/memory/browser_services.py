@@ -123,16 +123,25 @@ def memory_nodes_forget(*, node_ids: list[int]) -> services.ForgetReceipt:
 
 @transaction.atomic
 def memory_node_confirm(*, node: MemoryNode) -> MemoryNode:
-    """Someone vouches for a memory: one more point of confidence, as a critic's win gives."""
+    """Someone vouches for a memory: one more point of confidence, as a critic's win gives.
+
+    A quarantined memory (it read as an instruction to the assistant) is approved by it: it
+    becomes an ordinary short-term memory, recalled from now on.
+    """
+    quarantined = MemoryNode.State.QUARANTINED
+    approved = MemoryNode.objects.filter(pk=node.pk, state=quarantined).update(
+        state=MemoryNode.State.VOLATILE
+    )
     MemoryNode.objects.filter(pk=node.pk).update(
         confidence_score=F("confidence_score") + 1, last_accessed_at=timezone.now()
     )
-    node.refresh_from_db(fields=["confidence_score", "last_accessed_at"])
+    node.refresh_from_db(fields=["confidence_score", "last_accessed_at", "state"])
+    verb, action = ("Approved", "approve") if approved else ("Confirmed", "confirm")
     event_record(
         kind=Event.Kind.EDIT,
         owner=node.owner,
-        summary=f"Confirmed (confidence {node.confidence_score}): {node.description[:200]}",
-        payload={"action": "confirm", "node_id": node.pk, "text": node.description},
+        summary=f"{verb} (confidence {node.confidence_score}): {node.description[:200]}",
+        payload={"action": action, "node_id": node.pk, "text": node.description},
     )
     return node
 

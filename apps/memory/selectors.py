@@ -257,6 +257,7 @@ components AS MATERIALIZED (
       FROM (SELECT id FROM nearest UNION SELECT id FROM matched) AS candidates
       JOIN memory_memorynode AS n USING (id)
       LEFT JOIN matched USING (id)
+     WHERE n.state <> 'quarantined'
 ),
 normalised AS (
     SELECT *,
@@ -807,8 +808,12 @@ def mark_memories_used(trace: dict) -> None:
 def rules_and_preferences_for(*, user_id: int, limit: int = 50) -> QuerySet[MemoryNode]:
     """The user's current rules and preferences, and the global ones: rules first, then the
     most important; what the internal debate holds an answer's draft to."""
-    return MemoryNode.objects.filter(
-        Q(owner_id=user_id) | Q(owner=None),
-        kind__in=[MemoryNode.Kind.RULE, MemoryNode.Kind.PREFERENCE],
-        valid_to=None,
-    ).order_by("-kind", "-importance", "-created_at")[:limit]  # "rule" sorts after "preference"
+    return (
+        MemoryNode.objects.filter(
+            Q(owner_id=user_id) | Q(owner=None),
+            kind__in=[MemoryNode.Kind.RULE, MemoryNode.Kind.PREFERENCE],
+            valid_to=None,
+        )
+        .exclude(state=MemoryNode.State.QUARANTINED)
+        .order_by("-kind", "-importance", "-created_at")[:limit]  # "rule" sorts after "preference"
+    )

@@ -418,7 +418,11 @@ def memory_nodes_near(
     """The owner's current nodes closest to a vector, with their cosine similarity."""
     from pgvector.django import CosineDistance
 
-    nodes = MemoryNode.objects.filter(owner_id=owner_id, valid_to=None).exclude(embedding=None)
+    nodes = (
+        MemoryNode.objects.filter(owner_id=owner_id, valid_to=None)
+        .exclude(embedding=None)
+        .exclude(state=MemoryNode.State.QUARANTINED)
+    )
     if state:
         nodes = nodes.filter(state=state)
     if exclude_ids:

@@ -56,13 +56,16 @@ def _believed(request, form: MemoryFilterForm) -> QuerySet[MemoryNode]:
 
 def _memories_for(request, form: MemoryFilterForm) -> QuerySet[MemoryNode]:
     nodes = _believed(request, form).select_related("source_message")
+    # Memories awaiting approval have their own section, unless asked for by state.
     if not form.is_valid():
-        return nodes.order_by("-created_at", "-id")
+        return nodes.exclude(state=MemoryNode.State.QUARANTINED).order_by("-created_at", "-id")
     data = form.cleaned_data
     if data["kind"]:
         nodes = nodes.filter(kind=data["kind"])
     if data["state"]:
         nodes = nodes.filter(state=data["state"])
+    else:
+        nodes = nodes.exclude(state=MemoryNode.State.QUARANTINED)
     if data["min_confidence"] is not None:
         nodes = nodes.filter(confidence_score__gte=data["min_confidence"])
     if data["max_confidence"] is not None:
@@ -97,7 +100,16 @@ def memory_list(request):
         "episodes": Episode.objects.filter(owner=request.user).count(),
         "triples": Triple.objects.filter(owner=request.user, valid_to=None).count(),
     }
-    return render(request, "memory/browser.html", {**context, "counts": counts})
+    awaiting = (
+        MemoryNode.objects.filter(
+            owner=request.user, state=MemoryNode.State.QUARANTINED, valid_to=None
+        )
+        .select_related("source_message")
+        .order_by("-created_at", "-id")
+    )
+    return render(
+        request, "memory/browser.html", {**context, "counts": counts, "awaiting": awaiting}
+    )
 
 
 def _show_receipt(request, receipt: ForgetReceipt):
