@@ -179,6 +179,8 @@ def _get_node_for_user(request, node_id: int) -> MemoryNode:
 
 def _receipt_after_change(request, pk: int, reply: Message):
     """The answer's receipt again, open: swapped in by htmx, pushed to the other open pages."""
+    # Forgetting a memory also takes it out of the traces of the answers that used it.
+    reply.refresh_from_db(fields=["trace"])
     broadcasts.receipt_changed(message_id=reply.pk)
     if not request.htmx:
         return redirect(f"{reverse('chat:conversation', args=[pk])}#msg-{reply.pk}")
