@@ -20,9 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(autouse=True)
 def _fresh_runtime_config():
     """The cache outlives the flushed database between tests; never let a config leak."""
+    from apps.cognition.prompts import PROMPT_PLACEHOLDERS, forget_prompt_override
     from apps.core.selectors import forget_runtime_config
 
     forget_runtime_config()
+    # An admin's prompt override is cached too, and its row may be gone with the database.
+    for name in PROMPT_PLACEHOLDERS:
+        forget_prompt_override(name)
     yield
 
 
