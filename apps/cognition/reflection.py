@@ -9,6 +9,7 @@ redelivered or duplicated task finds the claim and writes nothing.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 import openai
 from django.db import connection, transaction
@@ -16,7 +17,7 @@ from django.utils import timezone
 
 from apps.chat.models import Message
 from apps.cognition import grounding
-from apps.cognition.budget import bodies, fill_to_fit, ranked_lines
+from apps.cognition.budget import bodies, fill_to_fit, fixed_lines, ranked_lines
 from apps.cognition.prompts import PLACEHOLDER, prompt_text
 from apps.cognition.quarantine import looks_like_instruction
 from apps.cognition.schemas import InvalidReply, LearntMemory, Reflection
@@ -164,6 +165,7 @@ def reflect_on_message(
         "reflect",
         role=REFLECTION,
         slots={
+            "date": fixed_lines([timezone.localdate().isoformat()]),
             "memories": ranked_lines([node_line(node) for node in known]),
             "exchange": bodies(exchange_lines(reply)),
         },
@@ -381,6 +383,7 @@ def _remember(
             source=source,
             quote=quote,
         )
+        _give_end(node, item)
         outcome["updated"].append(node.pk)
         return
     node = memory_services.memory_node_create(
@@ -397,4 +400,14 @@ def _remember(
         confidence_score=confidence,
         vector=vector,
     )
+    _give_end(node, item)
     outcome["created"].append(node.pk)
+
+
+def _give_end(node: MemoryNode, item: LearntMemory) -> None:
+    """A fact true only for a while ends with its last day; decay closes it after that."""
+    if item.valid_until is not None:
+        last_moment = datetime.combine(item.valid_until, datetime.max.time())
+        memory_services.memory_node_set_validity(
+            node=node, valid_until=timezone.make_aware(last_moment)
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,6 +36,11 @@ class LearntMemory(BaseModel):
         default="",
         max_length=1000,
         description="For source user: the exact words of the user's message it comes from.",
+    )
+    valid_until: date | None = Field(
+        default=None,
+        description="The last day it holds, for what is true only for a while (an exam "
+        "tomorrow); null otherwise.",
     )
 
 

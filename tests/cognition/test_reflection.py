@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from apps.cognition import tasks
 from apps.cognition.reflection import reflect_on_message
@@ -151,3 +152,35 @@ def test_an_llm_500_is_retried_then_recorded(
     assert not MemoryNode.objects.exists()
     reply.refresh_from_db()
     assert reply.trace["reflection"]["failed"] is True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fact_true_only_for_a_while_gets_an_end_of_validity(
+    turn, llm_stub, celery_worker, config
+):
+    from datetime import date, timedelta
+
+    from apps.cognition import tasks
+
+    config(critic_enabled=False)
+    tomorrow = date.today() + timedelta(days=1)
+    reply = turn("I have an exam tomorrow", "Good luck!")
+    llm_stub.script(
+        reflection(
+            memories=[
+                memory(
+                    "The user has an exam",
+                    source="user",
+                    quote="I have an exam tomorrow",
+                    valid_until=tomorrow.isoformat(),
+                )
+            ]
+        )
+    )
+
+    tasks.reflect.delay(reply.pk)
+
+    node = wait_for(lambda: MemoryNode.objects.filter(description="The user has an exam").first())
+    assert timezone.localtime(node.valid_until).date() == tomorrow
+    prompt = next(r for r in llm_stub.requests if "reflective memory" in str(r["body"]))
+    assert f"Today is {timezone.localdate().isoformat()}." in str(prompt["body"])
