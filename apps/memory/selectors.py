@@ -100,7 +100,6 @@ class MemoryHit:
         return {
             "id": self.id,
             "kind": self.kind,
-            "description": self.description[:200],
             "global": self.is_global,
             "score": round(self.score, 4),
             "components": {name: round(value, 4) for name, value in self.components.items()},
@@ -120,7 +119,6 @@ class EpisodeHit:
     def as_trace(self) -> dict:
         return {
             "id": self.id,
-            "summary": self.summary[:200],
             "score": round(self.score, 4),
             "components": {name: round(value, 4) for name, value in self.components.items()},
         }
@@ -773,14 +771,7 @@ def memory_context_for_turn(
             "memories": [hit.as_trace() for hit in memories],
             "episodes": [hit.as_trace() for hit in episodes],
             "triples": [
-                {
-                    "id": triple.id,
-                    "subject": triple.subject,
-                    "predicate": triple.predicate.name,
-                    "object": triple.object,
-                    "category": triple.category,
-                    "global": triple.owner_id is None,
-                }
+                {"id": triple.id, "category": triple.category, "global": triple.owner_id is None}
                 for triple in triples
             ],
             "timings_ms": timings,

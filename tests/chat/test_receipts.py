@@ -67,7 +67,10 @@ def test_the_receipt_counts_what_the_answer_used_and_what_it_taught(
     assert "used 4 memories · learned 1" in page
     assert "The user likes tea" in page and "The user has a cat named Miso" in page
     assert "user said" in page and "inferred" in page
-    assert "Mallory" not in page and "Water boils" not in page, "only the owner's memories"
+    receipt = page.split('class="receipt"')[1].split('class="trace"')[0]
+    assert "Water boils" not in receipt, "only the owner's memories are corrected here"
+    # The "What I used" panel names global knowledge the answer used; never another user's.
+    assert "Water boils" in page and "Mallory" not in page
 
 
 def test_the_receipt_waits_for_reflection_before_it_says_what_was_learnt(

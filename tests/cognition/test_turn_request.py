@@ -77,6 +77,7 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
 def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_first(user, llm_stub):
     from apps.cognition.answer import build_turn, memory_for_turn, turn_history
     from apps.memory import services as memory_services
+    from apps.memory.models import Triple
 
     runtime_config_save(
         config=RuntimeConfig(context_tokens=1024, answer_max_tokens=256, turns_per_minute=0)
@@ -113,4 +114,5 @@ def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_fir
     assert min(scores[i] for i in kept) >= max(s for i, s in scores.items() if i not in kept)
     # Identity stays when other knowledge has to go, and the system prompt says so.
     assert "Ada" in turn.messages[0]["content"]
-    assert [t["object"] for t in turn.trace["memory"]["triples"]][0] == "Ada"
+    ada = Triple.objects.get(object="Ada")
+    assert [t["id"] for t in turn.trace["memory"]["triples"]][0] == ada.pk

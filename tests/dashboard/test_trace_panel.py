@@ -1,28 +1,41 @@
-"""The chat's "what I used" panel shows each recall step's time next to what it found."""
+"""The chat's "what I used" panel: what an answer recalled, read by id, with each step's time."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
+import pytest
 from django.template.loader import render_to_string
 
+from apps.chat.models import Conversation, Message
+from apps.memory import services
+from apps.memory.models import Episode
 
-def test_the_panel_lists_route_memories_episodes_triples_and_step_times():
-    message = SimpleNamespace(
+pytestmark = pytest.mark.django_db
+
+
+def test_the_panel_lists_route_memories_episodes_triples_and_step_times(user, llm_stub):
+    bees = services.memory_node_create(owner=user, description="Alice keeps bees")
+    honey = services.triple_upsert(owner=user, subject="user", predicate="likes", object="honey")
+    conversation = Conversation.objects.create(owner=user)
+    hives = Episode.objects.create(
+        owner=user, conversation=conversation, summary="Planned the hives"
+    )
+    message = Message.objects.create(
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        content="ok",
+        ttft_ms=80,
         trace={
             "memory": {
                 "route": "recollection",
                 "reason": "asks about the past",
-                "memories": [{"description": "Alice keeps bees", "score": 0.81}],
-                "episodes": [{"summary": "Planned the hives", "score": 0.5}],
-                "triples": [{"subject": "user", "predicate": "likes", "object": "honey"}],
+                "memories": [{"id": bees.pk, "score": 0.81}],
+                "episodes": [{"id": hives.pk, "score": 0.5}],
+                "triples": [{"id": honey.pk, "category": "preferences", "global": False}],
                 "timings_ms": {"embed": 3.21, "memories": 4.5},
             },
             "history_messages": 2,
             "timings_ms": {"memory": 9.0, "llm": 120.0},
         },
-        ttft_ms=80,
-        completion_tokens=None,
     )
     html = render_to_string("chat/_trace.html", {"message": message})
     for text in (
@@ -30,9 +43,26 @@ def test_the_panel_lists_route_memories_episodes_triples_and_step_times():
         "Alice keeps bees",
         "(0.81)",
         "Planned the hives",
-        "user · likes · honey",
+        "honey",
         "embed 3.2 ms",
         "llm 120 ms",
         "first token 80 ms",
     ):
         assert text in html, text
+
+    # A memory forgotten since is gone from the panel of every answer that used it.
+    services.memories_forget(node_ids=[bees.pk])
+    assert "Alice keeps bees" not in render_to_string("chat/_trace.html", {"message": message})
+
+
+def test_another_users_memory_named_in_a_trace_is_never_shown(user, other_user, llm_stub):
+    theirs = services.memory_node_create(owner=other_user, description="Mallory's secret plan")
+    conversation = Conversation.objects.create(owner=user)
+    message = Message.objects.create(
+        conversation=conversation,
+        role=Message.Role.ASSISTANT,
+        content="ok",
+        trace={"memory": {"memories": [{"id": theirs.pk, "score": 0.9}]}, "timings_ms": {}},
+    )
+
+    assert "secret plan" not in render_to_string("chat/_trace.html", {"message": message})

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from apps.chat.models import Conversation
 from apps.memory import services
-from apps.memory.models import MemoryNode, RetrievalPlan
+from apps.memory.models import MemoryNode, RetrievalPlan, Triple
 from apps.memory.selectors import (
     mark_memories_used,
     memory_context_for_turn,
@@ -60,7 +60,11 @@ def test_the_turn_gets_its_users_memories_and_graph_and_a_trace(
     }  # fmt: skip
     assert trace["route"] in {"familiarity", "recollection"} and trace["reason"]
     assert trace["plan"]["source"] == "default"
-    assert [triple["object"] for triple in trace["triples"]] == ["Marcello"]
+    # The trace keeps ids and scores, never the texts.
+    assert [triple["id"] for triple in trace["triples"]] == [
+        Triple.objects.get(object="Marcello").pk
+    ]
+    assert "Marcello" not in json.dumps(trace) and "Argo" not in json.dumps(trace)
     assert {"plan_and_graph", "embed", "memories", "total"} <= set(trace["timings_ms"])
     assert trace["vector_search"] is True
     embeds = [r for r in llm_stub.requests if r["path"].endswith("/embeddings")]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django import template
 
+from apps.chat.recall import panel_items, recalled_texts
 from apps.chat.receipts import Receipt, receipt_for, receipt_nodes
 
 register = template.Library()
@@ -23,3 +24,18 @@ def memory_receipt(context, message) -> Receipt:
             conversation_id=message.conversation_id, messages=messages
         )
     return receipt_for(message, cache["receipt_nodes"])
+
+
+@register.simple_tag(takes_context=True)
+def recalled(context, message) -> dict:
+    """The texts of what one answer recalled, for its "What I used" panel; read once per page
+    (for every answer on it), or for the one answer a push renders."""
+    conversation_id = message.conversation_id
+    messages = context.get("chat_messages")
+    if messages is None:
+        texts = recalled_texts(conversation_id=conversation_id, messages=[message])
+        return panel_items(message.trace, texts)
+    cache = context.render_context.dicts[0]
+    if "recalled_texts" not in cache:
+        cache["recalled_texts"] = recalled_texts(conversation_id=conversation_id, messages=messages)
+    return panel_items(message.trace, cache["recalled_texts"])
