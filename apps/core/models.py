@@ -70,12 +70,12 @@ class RuntimeConfig(models.Model):
         "endpoint (a local server answers one request at a time). 0: never waits.",
     )
     weight_vector = models.FloatField(default=0.45, validators=[MinValueValidator(0.0)])
-    weight_text = models.FloatField(default=0.25, validators=[MinValueValidator(0.0)])
+    weight_text = models.FloatField(default=0.6, validators=[MinValueValidator(0.0)])
     weight_recency = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
     weight_importance = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
     weight_confidence = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
     weight_context = models.FloatField(
-        default=0.5,
+        default=0.7,
         validators=[MinValueValidator(0.0), MaxValueValidator(10.0)],
         help_text="How much a memory also scores for its best neighbour (0 ranks each alone).",
     )

@@ -1,6 +1,7 @@
 """Retrieval quality on LoCoMo: evidence recall@k of hybrid, plain vector and full-text search.
 
-Each conversation's turns become one throwaway user's memories, dated by their session; every
+Each conversation's turns become one throwaway user's memories, dated by their session (made and
+valid from then, so a question naming a date finds what was said on it); every
 question (adversarial category 5 left out) is asked of that user only, and a question's recall@k is
 the share of its evidence turns found among the top k (LoCoMo's definition).
 """
@@ -181,6 +182,7 @@ def store_conversation(*, conversation: Conversation, vectors: list, marker: str
             embedding_status=EmbeddingStatus.READY,
             embedding_model=marker,
             created_at=turn.said_at,
+            valid_from=turn.said_at,
         )
         for turn, vector in zip(conversation.turns, vectors, strict=True)
     )

@@ -6,10 +6,11 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 from pydantic import ValidationError
 
 from apps.chat.models import Conversation
@@ -55,6 +56,23 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
 _SUFFIXES = ("ing", "edly", "ed", "es", "s", "ly")
 _ENDINGS = ("", "s", "es", "ed", "ing", "er", "ers", "e", "ies")
+# A memory made in a period the query names ("in May 2023", "last week") gains this much, as a
+# share of the other weights: what was said then is what a question about then asks for.
+DATE_MATCH_WEIGHT = 0.2
+_MONTHS = [
+    *("january", "february", "march", "april", "may", "june"),
+    *("july", "august", "september", "october", "november", "december"),
+]
+_MONTH = "|".join(_MONTHS)
+# "8 May 2023", "May 8, 2023", "May 2023", "in June", "2023". "May" and "March" are months only
+# next to a day or a year, or after "in": "May I ask" names no date.
+_DATE_RE = re.compile(
+    rf"\b(?:(?P<day>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?P<month>{_MONTH})"
+    rf"(?:\s+(?P<day_after>\d{{1,2}})(?:st|nd|rd|th)?\b)?(?:,?\s+(?P<year>(?:19|20)\d\d))?\b"
+    r"|\b(?P<lone_year>(?:19|20)\d\d)\b",
+    re.IGNORECASE,
+)
+_RELATIVE_RE = re.compile(r"\b(yesterday|today|(?:last|this) (?:week|month|year))\b", re.IGNORECASE)
 
 
 @dataclass
@@ -168,13 +186,87 @@ def text_query(text: str) -> str | None:
     return " | ".join(text_terms(text)) or None
 
 
+@dataclass
+class NamedDates:
+    """The periods a text names: [start, end) spans, and months named without a year."""
+
+    spans: list[tuple[datetime, datetime]] = field(default_factory=list)
+    months: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.spans or self.months)
+
+
+def _month_span(year: int, month: int) -> tuple[datetime, datetime]:
+    start = datetime(year, month, 1, tzinfo=UTC)
+    end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    return start, end
+
+
+def named_dates(text: str, *, now: datetime | None = None) -> NamedDates:
+    """The dates a query names, for matching memories made then; relative ones count from now."""
+    now = (now or timezone.now()).astimezone(UTC)
+    named = NamedDates()
+    for match in _DATE_RE.finditer(text):
+        if match["lone_year"]:
+            year = int(match["lone_year"])
+            named.spans.append(
+                (datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC))
+            )
+            continue
+        month_name = match["month"].lower()
+        day = match["day"] or match["day_after"]
+        year = match["year"]
+        before = text[: match.start()].rstrip().lower()
+        if month_name in ("may", "march") and not (day or year or re.search(r"\bin$", before)):
+            continue
+        month = _MONTHS.index(month_name) + 1
+        if not year:
+            named.months.append(month)
+        elif day and 1 <= int(day) <= 31:
+            try:
+                start = datetime(int(year), month, int(day), tzinfo=UTC)
+            except ValueError:
+                continue
+            named.spans.append((start, start + timedelta(days=1)))
+        else:
+            named.spans.append(_month_span(int(year), month))
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    week = today - timedelta(days=today.weekday())
+    for phrase in _RELATIVE_RE.findall(text.lower()):
+        if phrase == "today":
+            named.spans.append((today, today + timedelta(days=1)))
+        elif phrase == "yesterday":
+            named.spans.append((today - timedelta(days=1), today))
+        elif phrase == "this week":
+            named.spans.append((week, week + timedelta(days=7)))
+        elif phrase == "last week":
+            named.spans.append((week - timedelta(days=7), week))
+        elif phrase == "this month":
+            named.spans.append(_month_span(now.year, now.month))
+        elif phrase == "last month":
+            previous = today.replace(day=1) - timedelta(days=1)
+            named.spans.append(_month_span(previous.year, previous.month))
+        elif phrase == "this year":
+            named.spans.append(
+                (datetime(now.year, 1, 1, tzinfo=UTC), datetime(now.year + 1, 1, 1, tzinfo=UTC))
+            )
+        else:
+            named.spans.append(
+                (datetime(now.year - 1, 1, 1, tzinfo=UTC), datetime(now.year, 1, 1, tzinfo=UTC))
+            )
+    return named
+
+
 # Candidates come from three places: an exact vector scan (small owners) or the HNSW index (big
 # ones), and a full-text match. The text score is an IDF-weighted count of the query's words
 # (BM25 without term frequency, which one-line memories hardly have); vector and text scores are
 # min-max normalised over the candidates before they are weighted, so neither scale dominates.
 # A memory then also scores for the best of its neighbours — memories made within the runtime
 # config's neighbour_seconds of it —, because what answers a question is often said next to its
-# keywords.
+# keywords; the owner's neighbours of every candidate are candidates too, since such an answer
+# ("LeBron, no doubt") may share neither words nor meaning with the question. A memory made in
+# a period the query names gains DATE_MATCH_WEIGHT.
 _MEMORY_SEARCH_SQL = """
 WITH visible AS MATERIALIZED (
     SELECT count(*) AS rows FROM (
@@ -251,8 +343,24 @@ components AS MATERIALIZED (
                       / 86400.0 / %(half_life)s) AS recency,
            n.importance,
            GREATEST(n.confidence_score, 0)::float / (GREATEST(n.confidence_score, 0) + 2)
-               AS confidence
-      FROM (SELECT id FROM nearest UNION SELECT id FROM matched) AS candidates
+               AS confidence,
+           (EXISTS (SELECT FROM unnest(%(date_from)s::timestamptz[], %(date_to)s::timestamptz[])
+                        AS span(starts, ends)
+                     WHERE n.created_at >= span.starts AND n.created_at < span.ends)
+            OR EXTRACT(MONTH FROM n.created_at AT TIME ZONE 'UTC')::int
+               = ANY(%(months)s::int[]))::int AS dated
+      FROM (SELECT id FROM nearest UNION SELECT id FROM matched
+            UNION
+            SELECT neighbour.id
+              FROM memory_memorynode AS neighbour
+             WHERE neighbour.owner_id = %(owner)s::int AND neighbour.valid_to IS NULL {kinds}
+               AND neighbour.created_at <@ (
+                   SELECT range_agg(tstzrange(seed.created_at - %(neighbour)s::interval,
+                                              seed.created_at + %(neighbour)s::interval, '[]'))
+                     FROM memory_memorynode AS seed
+                    WHERE seed.id IN (SELECT id FROM nearest UNION SELECT id FROM matched)
+                      AND seed.owner_id = %(owner)s::int)
+             LIMIT %(neighbours_max)s) AS candidates
       JOIN memory_memorynode AS n USING (id)
       LEFT JOIN matched USING (id)
      WHERE n.state <> 'quarantined'
@@ -268,7 +376,8 @@ normalised AS (
 own AS (
     SELECT *,
            (%(w_vector)s * vector_share + %(w_text)s * text_share + %(w_recency)s * recency
-            + %(w_importance)s * importance + %(w_confidence)s * confidence) / %(w_total)s
+            + %(w_importance)s * importance + %(w_confidence)s * confidence
+            + %(w_date)s * dated) / %(w_total)s
                AS own_score
       FROM normalised
 ),
@@ -303,6 +412,9 @@ def memory_search_query(
     # Without a vector the vector weight leaves the total, so scores keep their 0..1 scale.
     w_vector = weights.vector if vector is not None else 0.0
     w_total = w_vector + weights.text + weights.recency + weights.importance + weights.confidence
+    dates = named_dates(text)
+    # Only a query that names a date gives the date match a weight: scores keep their scale.
+    w_date = DATE_MATCH_WEIGHT * w_total if dates else 0.0
     terms = text_terms(text)
     candidates = max(limit * 4, 40)
     params = {
@@ -316,6 +428,8 @@ def memory_search_query(
         "min_idf": MATCH_MIN_IDF,
         "candidates": candidates,
         "overfetch": candidates * HNSW_OVERFETCH,
+        # Memories imported at one moment are all each other's neighbours: a bound on them.
+        "neighbours_max": candidates * 10,
         "kinds": kinds,
         "half_life": RECENCY_HALF_LIFE_DAYS,
         "neighbour": f"{weights.neighbour_seconds} seconds",
@@ -324,7 +438,11 @@ def memory_search_query(
         "w_recency": weights.recency,
         "w_importance": weights.importance,
         "w_confidence": weights.confidence,
-        "w_total": w_total or 1.0,
+        "w_date": w_date,
+        "date_from": [start for start, _ in dates.spans],
+        "date_to": [end for _, end in dates.spans],
+        "months": dates.months,
+        "w_total": (w_total + w_date) or 1.0,
         "w_context": weights.context,
         "limit": limit,
     }

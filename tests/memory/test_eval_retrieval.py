@@ -80,6 +80,22 @@ def test_it_reads_turns_dates_and_repairs_evidence_ids(tiny_locomo):
     assert dataset.skipped_questions == 1  # "D" names no turn; category 5 is not counted
 
 
+@pytest.mark.django_db
+def test_each_turn_is_stored_as_made_and_valid_from_its_time(tiny_locomo):
+    from apps.memory.evaluation import store_conversation
+    from apps.memory.models import MemoryNode
+
+    [conversation] = load_locomo(tiny_locomo).conversations
+
+    _, dia_ids = store_conversation(
+        conversation=conversation, vectors=[None] * len(conversation.turns), marker="test"
+    )
+
+    said_at = {turn.dia_id: turn.said_at for turn in conversation.turns}
+    for node in MemoryNode.objects.filter(pk__in=dia_ids):
+        assert node.created_at == node.valid_from == said_at[dia_ids[node.pk]]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_command_scores_three_retrievers_on_a_throwaway_database(
     tiny_locomo, tmp_path, django_user_model

@@ -40,7 +40,7 @@ def _bulk_memories(django_user_model, *, users: int, per_user: int, globals_: in
                    'bulk memory ' || g, 'fact', '', '', 'promoted', 1, 0.5, '',
                    (SELECT array_agg(random() - 0.5)::vector({DIM})
                       FROM generate_series(1, {DIM}) WHERE g > 0),
-                   'ready', 'bulk', now()
+                   'ready', 'bulk', now() - g * interval '1 hour'
               FROM generate_series(1, %(total)s) AS g
             """,
             {
@@ -258,3 +258,59 @@ def test_the_neighbour_weight_and_window_come_from_the_runtime_config(user):
     assert with_neighbours.context > 0  # the thunder memory, 10 s away, lends it its score
     assert with_neighbours.score > alone.score
     assert out_of_reach.context == 0  # 10 s apart is beyond a 5 s window
+
+
+def test_named_dates_reads_days_months_years_and_periods_relative_to_now():
+    from datetime import UTC, datetime
+
+    from apps.memory.selectors import named_dates
+
+    now = datetime(2026, 11, 24, 15, 0, tzinfo=UTC)  # a Tuesday
+    day = named_dates("What did she say on 8 May, 2023?", now=now)
+    month = named_dates("What did Mel paint in July 2023?", now=now)
+    last_week = named_dates("Where did we go last week?", now=now)
+
+    assert day.spans == [(datetime(2023, 5, 8, tzinfo=UTC), datetime(2023, 5, 9, tzinfo=UTC))]
+    assert month.spans == [(datetime(2023, 7, 1, tzinfo=UTC), datetime(2023, 8, 1, tzinfo=UTC))]
+    assert named_dates("When did Melanie go camping in June?", now=now).months == [6]
+    assert named_dates("How often to the beach in 2023?", now=now).spans == [
+        (datetime(2023, 1, 1, tzinfo=UTC), datetime(2024, 1, 1, tzinfo=UTC))
+    ]
+    assert last_week.spans == [
+        (datetime(2026, 11, 16, tzinfo=UTC), datetime(2026, 11, 23, tzinfo=UTC))
+    ]
+    assert not named_dates("May I ask what you think of March?", now=now)
+
+
+def test_a_memory_made_in_the_month_a_question_names_outranks_a_more_recent_one(user, llm_stub):
+    from datetime import UTC, datetime
+
+    from apps.memory.models import MemoryNode
+
+    july = services.memory_node_create(owner=user, description="We went camping by the lake")
+    may = services.memory_node_create(owner=user, description="We went camping in the hills")
+    MemoryNode.objects.filter(pk=july.pk).update(created_at=datetime(2023, 7, 9, tzinfo=UTC))
+    MemoryNode.objects.filter(pk=may.pk).update(created_at=datetime(2023, 5, 2, tzinfo=UTC))
+
+    undated = memory_search(user_id=user.pk, text="went camping", vector=None, limit=2)
+    dated = memory_search(user_id=user.pk, text="went camping in May 2023", vector=None, limit=2)
+
+    assert [hit.id for hit in undated] == [july.pk, may.pk]  # the more recent
+    assert [hit.id for hit in dated] == [may.pk, july.pk]
+
+
+def test_an_answer_next_to_the_question_is_found_though_it_shares_no_word_with_it(user, llm_stub):
+    from datetime import timedelta
+
+    from apps.memory.models import MemoryNode
+
+    question = services.memory_node_create(owner=user, description="Who is your favourite player?")
+    answer = services.memory_node_create(owner=user, description="LeBron, no doubt about it")
+    MemoryNode.objects.filter(pk=answer.pk).update(
+        created_at=question.created_at + timedelta(seconds=30)
+    )
+
+    hits = memory_search(user_id=user.pk, text="favourite player", vector=None, limit=5)
+
+    assert [hit.id for hit in hits] == [question.pk, answer.pk]
+    assert hits[1].components["text"] == 0 and hits[1].context > 0
