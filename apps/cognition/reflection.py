@@ -354,26 +354,11 @@ def _remember(
     if item.action == "leave" or grounded is None:
         return
     source, quote, confidence = grounded
-    if looks_like_instruction(item.description):
-        # Held apart, whatever it was meant to update: no fact key to evolve a trusted memory,
-        # and a state that recall, promotion and the critic never touch until it is approved.
-        node = memory_services.memory_node_create(
-            owner=owner,
-            description=item.description,
-            kind=item.kind,
-            topic=item.topic,
-            importance=item.importance,
-            origin_context=item.origin,
-            source_message=reply,
-            source=source,
-            quote=quote,
-            confidence_score=confidence,
-            state=MemoryNode.State.QUARANTINED,
-            vector=vector,
-        )
-        outcome.setdefault("quarantined", []).append(node.pk)
-        return
-    if target is not None:
+    # An instruction to the assistant is held apart, whatever it was meant to update: no fact
+    # key to evolve a trusted memory, and a state that recall, promotion and the critic never
+    # touch until it is approved.
+    held = looks_like_instruction(item.description)
+    if target is not None and not held:
         node = memory_services.memory_node_revise(
             node=target,
             description=item.description,
@@ -391,15 +376,19 @@ def _remember(
         description=item.description,
         kind=item.kind,
         topic=item.topic,
-        fact_key=item.fact_key,
+        fact_key="" if held else item.fact_key,
         importance=item.importance,
         origin_context=item.origin,
         source_message=reply,
         source=source,
         quote=quote,
         confidence_score=confidence,
+        state=MemoryNode.State.QUARANTINED if held else MemoryNode.State.VOLATILE,
         vector=vector,
     )
+    if held:
+        outcome.setdefault("quarantined", []).append(node.pk)
+        return
     _give_end(node, item)
     outcome["created"].append(node.pk)
 
