@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 
 import openai
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
@@ -28,7 +27,7 @@ from apps.cognition.reflection import (
 )
 from apps.cognition.schemas import CriticVerdict, InvalidReply
 from apps.cognition.structured import complete_as
-from apps.core.llm_limits import CRITIC
+from apps.core.llm_limits import CRITIC, role_endpoint
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory import selectors as memory_selectors
@@ -111,7 +110,7 @@ def node_criticise(
 ) -> Critique | None:
     """Ask the critic to doubt one node; None when it already judged it for this turn."""
     owner = node.owner
-    model = config.critic_model or config.chat_model or settings.THALAMUS_CHAT_MODEL
+    model = role_endpoint(CRITIC, config).model
     known = _known_for(node=node, limit=config.max_memory_results)
     long_term = {MemoryNode.State.PROMOTED: "long-term", MemoryNode.State.VOLATILE: "unconfirmed"}
     facts = _facts_about(

@@ -196,45 +196,11 @@ class Command(BaseCommand):
                     "--no-access-log",
                 ],
             ),
-            Child(
-                "worker",
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "thalamus_site",
-                    "worker",
-                    "--loglevel",
-                    "INFO",
-                    "--queues",
-                    settings.CELERY_TASK_DEFAULT_QUEUE,
-                    "--concurrency",
-                    str(concurrency),
-                    "--hostname",
-                    f"thalamus-{os.getpid()}@%h",
-                ],
-            ),
+            _worker("worker", settings.CELERY_TASK_DEFAULT_QUEUE, concurrency, "thalamus"),
             # The background LLM calls (reflection, critic, episodes, titles) on a queue and a
             # worker of their own, so they never crowd out memory upkeep, nor each other.
-            Child(
-                "llm",
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "thalamus_site",
-                    "worker",
-                    "--loglevel",
-                    "INFO",
-                    "--queues",
-                    settings.THALAMUS_BACKGROUND_QUEUE,
-                    "--concurrency",
-                    str(background_concurrency),
-                    "--hostname",
-                    f"thalamus-llm-{os.getpid()}@%h",
-                ],
+            _worker(
+                "llm", settings.THALAMUS_BACKGROUND_QUEUE, background_concurrency, "thalamus-llm"
             ),
             Child(
                 "beat",
@@ -333,6 +299,29 @@ class Command(BaseCommand):
         for child in self.children:
             # Celery's pool children share the group; make sure none outlives its parent.
             _signal_group(child.process, signal.SIGKILL)
+
+
+def _worker(name: str, queue: str, concurrency: int, host_prefix: str) -> Child:
+    """A Celery worker child consuming one queue."""
+    return Child(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "thalamus_site",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--queues",
+            queue,
+            "--concurrency",
+            str(concurrency),
+            "--hostname",
+            f"{host_prefix}-{os.getpid()}@%h",
+        ],
+    )
 
 
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
