@@ -4,6 +4,7 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY apps ./apps
 COPY thalamus_site ./thalamus_site
+COPY llm_stub ./llm_stub
 RUN pip install .
 COPY . .
 RUN python manage.py collectstatic --noinput

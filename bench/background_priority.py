@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from apps.core.llm_stub import StubServer
+from llm_stub import StubServer
 from bench._harness import free_port, start_up, stop_up, summary, wait_for_page
 from bench.turn_overhead import _setup_users, _user_turns
 

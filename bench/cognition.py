@@ -417,7 +417,7 @@ def reflection_throughput(replies: int, dim: int) -> dict[str, float]:
 
     from apps.chat.models import Conversation, Message
     from apps.cognition.tasks import reflect
-    from apps.core.llm_stub import StubServer
+    from llm_stub import StubServer
     from apps.core.models import RuntimeConfig
     from apps.core.services import runtime_config_save
     from apps.memory.models import MemoryNode

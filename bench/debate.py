@@ -166,7 +166,7 @@ async def _run(stub, args: argparse.Namespace) -> dict[str, tuple[list[float], l
 
 def main() -> None:
     args = parse_args()
-    from apps.core.llm_stub import StubServer
+    from llm_stub import StubServer
 
     with StubServer(port=0) as stub:
         setup_django(stub.url)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import websockets
 
-from apps.core.llm_stub import StubServer
+from llm_stub import StubServer
 from bench._harness import (
     cpu_reference_ms,
     cpu_times,

@@ -12,7 +12,7 @@ import gc
 import os
 
 from apps.core import embedded
-from apps.core.llm_stub import StubServer
+from llm_stub import StubServer
 
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
 os.environ["THALAMUS_INSTANCE"] = f"test-{_worker}-{os.getpid()}"

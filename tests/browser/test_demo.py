@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.core.llm_stub import StubServer
+from llm_stub import StubServer
 from apps.memory import tasks as memory_tasks
 from apps.memory.models import MemoryNode
 

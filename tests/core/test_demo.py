@@ -15,7 +15,7 @@ from apps.core.demo import (
     demo_pace_start,
     demo_pace_stop,
 )
-from apps.core.llm_stub import StubServer, demo_statements, demo_structured_reply
+from llm_stub import StubServer, demo_statements, demo_structured_reply
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory import tasks as memory_tasks

@@ -20,7 +20,7 @@ import pytest
 from openai import OpenAI
 from pydantic import BaseModel
 
-from apps.core.llm_stub import DEFAULT_SETTINGS, StubServer, embed_text, schema_instance
+from llm_stub import DEFAULT_SETTINGS, StubServer, embed_text, schema_instance
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 USER = [{"role": "user", "content": "one two three"}]
@@ -494,7 +494,7 @@ def test_embedding_dim_default_and_environment(
 
 
 def test_embeddings_stable_across_processes() -> None:
-    code = "from apps.core.llm_stub import embed_text; print(embed_text('hello stable world', 16))"
+    code = "from llm_stub import embed_text; print(embed_text('hello stable world', 16))"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run(
         [sys.executable, "-c", code],
@@ -567,7 +567,7 @@ def test_unknown_route_and_bad_json(stub: StubServer) -> None:
 
 def test_cli_serves_and_exits_on_sigterm() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "apps.core.llm_stub", "--port", "0", "--dim", "8", "--demo"],
+        [sys.executable, "-m", "llm_stub", "--port", "0", "--dim", "8", "--demo"],
         cwd=REPO_ROOT,
         stderr=subprocess.PIPE,
         text=True,

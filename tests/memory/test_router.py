@@ -5,7 +5,7 @@ import math
 import pytest
 
 from apps.chat.models import Conversation
-from apps.core.llm_stub import embed_text
+from llm_stub import embed_text
 from apps.memory import services
 from apps.memory.router import (
     FAMILIAR_COSINE,

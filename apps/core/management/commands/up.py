@@ -163,7 +163,7 @@ class Command(BaseCommand):
                     [
                         sys.executable,
                         "-m",
-                        "apps.core.llm_stub",
+                        "llm_stub",
                         "--port",
                         str(stub_port),
                         "--demo",

@@ -3,7 +3,7 @@
 Standard library only and free of Django imports, so it can run in-process
 (``StubServer(port=0).start()``) or as its own process::
 
-    python -m apps.core.llm_stub --port 8089 [--host 127.0.0.1] [--dim 768] [--demo]
+    python -m llm_stub --port 8089 [--host 127.0.0.1] [--dim 768] [--demo]
 
 Replies can be scripted (content, JSON, latency, faults) through the Python API or,
 from other processes, through the ``/_stub/*`` HTTP control endpoints.
@@ -1908,7 +1908,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m apps.core.llm_stub", description="OpenAI-compatible LLM stub server"
+        prog="python -m llm_stub", description="OpenAI-compatible LLM stub server"
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8089, help="0 picks a free port")

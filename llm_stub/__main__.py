@@ -1,0 +1,5 @@
+import sys
+
+from llm_stub.server import main
+
+sys.exit(main())
