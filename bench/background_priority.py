@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from llm_stub import StubServer
 from bench._harness import free_port, start_up, stop_up, summary, wait_for_page
 from bench.turn_overhead import _setup_users, _user_turns
+from llm_stub import StubServer
 
 # A reflection's reply: long enough to hold the slot for seconds at a local model's rate.
 REFLECTION_WORDS = 60

@@ -417,10 +417,10 @@ def reflection_throughput(replies: int, dim: int) -> dict[str, float]:
 
     from apps.chat.models import Conversation, Message
     from apps.cognition.tasks import reflect
-    from llm_stub import StubServer
     from apps.core.models import RuntimeConfig
     from apps.core.services import runtime_config_save
     from apps.memory.models import MemoryNode
+    from llm_stub import StubServer
     from thalamus_site.celery import app
 
     config = RuntimeConfig.objects.order_by("pk").first() or RuntimeConfig()

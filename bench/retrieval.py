@@ -243,8 +243,8 @@ def measure_turn(owner_ids: list[int], args: argparse.Namespace) -> dict:
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from llm_stub import StubServer
     from apps.memory.selectors import memory_context_for_turn
+    from llm_stub import StubServer
 
     rng = random.Random(args.seed + 1)
     users = {user.pk: user for user in get_user_model().objects.filter(pk__in=owner_ids)}

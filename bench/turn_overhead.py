@@ -28,7 +28,6 @@ from pathlib import Path
 
 import websockets
 
-from llm_stub import StubServer
 from bench._harness import (
     cpu_reference_ms,
     cpu_times,
@@ -39,6 +38,7 @@ from bench._harness import (
     summary,
     wait_for_page,
 )
+from llm_stub import StubServer
 
 STUB_TTFT = 0.05
 STUB_TPS = 400.0

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import websockets
 
-from llm_stub import StubServer
 from bench._harness import free_port, start_up, stop_up, summary, wait_for_page
 from bench.turn_overhead import _setup_users
+from llm_stub import StubServer
 
 
 def _serve_stub(tps: float, control) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from llm_stub import StubServer
 from apps.memory import tasks as memory_tasks
 from apps.memory.models import MemoryNode
+from llm_stub import StubServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

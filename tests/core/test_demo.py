@@ -15,11 +15,11 @@ from apps.core.demo import (
     demo_pace_start,
     demo_pace_stop,
 )
-from llm_stub import StubServer, demo_statements, demo_structured_reply
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory import tasks as memory_tasks
 from apps.memory.models import Critique, MemoryLink, MemoryNode, Triple
+from llm_stub import StubServer, demo_statements, demo_structured_reply
 
 ADA = "Hi! My name is Ada and I build synthesizers. I prefer tea."
 

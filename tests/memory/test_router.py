@@ -5,7 +5,6 @@ import math
 import pytest
 
 from apps.chat.models import Conversation
-from llm_stub import embed_text
 from apps.memory import services
 from apps.memory.router import (
     FAMILIAR_COSINE,
@@ -16,6 +15,7 @@ from apps.memory.router import (
     triple_match,
 )
 from apps.memory.selectors import memory_context_for_turn
+from llm_stub import embed_text
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
