@@ -71,6 +71,19 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
             },
         ),
         (
+            "Controller",
+            {
+                "description": "Before an answer the router may ask a small model whether the "
+                "turn needs tools or a change of the user's world state first; tools run in "
+                "bounded rounds.",
+                "fields": [
+                    ("router_base_url", "router_model"),
+                    "router_timeout_seconds",
+                    ("tool_rounds", "tool_timeout_seconds"),
+                ],
+            },
+        ),
+        (
             "Context",
             {
                 "fields": [

@@ -156,8 +156,17 @@ def background_completion(
     budgeted for; waits while an answer streams from the same endpoint, gives way to one that
     starts; a time limit per call. Raises the SDK's errors (BadRequestError for any HTTP 400);
     a refusal of a too-long prompt teaches the limits what the server's window really is.
+
+    A foreground role (the router, on the turn's path) neither waits nor gives way, and has
+    the router's time limit.
     """
-    from apps.core.llm_limits import Endpoint, learn_from_refusal, model_limits, usage_check
+    from apps.core.llm_limits import (
+        FOREGROUND_ROLES,
+        Endpoint,
+        learn_from_refusal,
+        model_limits,
+        usage_check,
+    )
     from apps.core.selectors import runtime_config
 
     config = runtime_config()
@@ -174,9 +183,12 @@ def background_completion(
     if response_format is not None:
         body["response_format"] = response_format
     extra_body = {"options": {"num_ctx": limits.context}} if limits.server == "ollama" else None
-    timeout = float(config.background_timeout_seconds)
+    foreground = role in FOREGROUND_ROLES
+    timeout = float(
+        config.router_timeout_seconds if foreground else config.background_timeout_seconds
+    )
     client = llm_client(base_url=limits.base_url, timeout=timeout)
-    wait_until = time.monotonic() + config.background_wait_seconds
+    wait_until = time.monotonic() + (0 if foreground else config.background_wait_seconds)
     waited = 0.0
     gave_way = 0
     while True:

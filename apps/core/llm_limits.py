@@ -27,17 +27,23 @@ from apps.core.selectors import runtime_config
 
 logger = logging.getLogger(__name__)
 
-CHAT, REFLECTION, CRITIC, EPISODE, TITLE, EMBEDDING = (
+CHAT, REFLECTION, CRITIC, EPISODE, TITLE, ROUTER, EMBEDDING = (
     "chat",
     "reflection",
     "critic",
     "episode",
     "title",
+    "router",
     "embedding",
 )
-ROLES = (CHAT, REFLECTION, CRITIC, EPISODE, TITLE, EMBEDDING)
+ROLES = (CHAT, REFLECTION, CRITIC, EPISODE, TITLE, ROUTER, EMBEDDING)
 BACKGROUND_ROLES = (REFLECTION, CRITIC, EPISODE, TITLE)
+# Roles called on the turn's path, before the answer: they neither wait for nor give way to an
+# answer streaming from the same server.
+FOREGROUND_ROLES = (ROUTER,)
 TITLE_MAX_TOKENS = 32
+# The router's decision or the world modifier's operations: a short JSON object.
+ROUTER_MAX_TOKENS = 256
 PROBE_SECONDS = 2.0
 LIMITS_SECONDS = 600
 # Before the server has told us anything: fewer characters per token than most text has, so
@@ -74,7 +80,7 @@ def role_endpoint(role: str, config: RuntimeConfig | None = None) -> Endpoint:
         return chat
     if role == EMBEDDING:
         return Endpoint(chat.base_url, config.embed_model or settings.THALAMUS_EMBED_MODEL)
-    if role not in BACKGROUND_ROLES:
+    if role not in BACKGROUND_ROLES + FOREGROUND_ROLES:
         raise ValueError(f"unknown LLM role {role!r}")
     return Endpoint(
         getattr(config, f"{role}_base_url") or chat.base_url,
@@ -121,6 +127,8 @@ def model_limits(role: str, config: RuntimeConfig | None = None) -> ModelLimits:
         cap = config.answer_max_tokens
     elif role == TITLE:
         cap = TITLE_MAX_TOKENS
+    elif role == ROUTER:
+        cap = ROUTER_MAX_TOKENS
     elif role == EMBEDDING:
         cap = 0
     else:

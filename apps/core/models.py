@@ -30,6 +30,26 @@ class RuntimeConfig(models.Model):
     episode_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
     title_base_url = models.URLField(blank=True, help_text="Blank: the chat's endpoint.")
     title_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
+    # The router and the world modifier: short structured calls on the turn's path, before the
+    # answer; a small fast model is enough.
+    router_base_url = models.URLField(blank=True, help_text="Blank: the chat's endpoint.")
+    router_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
+    router_timeout_seconds = models.PositiveIntegerField(
+        default=20,
+        validators=[MinValueValidator(1), MaxValueValidator(600)],
+        help_text="How long the router's or the world modifier's call may take; past it the "
+        "turn is answered directly.",
+    )
+    tool_rounds = models.PositiveIntegerField(
+        default=3,
+        validators=[MaxValueValidator(10)],
+        help_text="At most this many rounds of tool calls before the answer. 0: no tools.",
+    )
+    tool_timeout_seconds = models.FloatField(
+        default=5.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(120)],
+        help_text="How long one tool call (a memory search, the chat history) may take.",
+    )
     embed_model = models.CharField(max_length=200, blank=True, help_text="Blank: from the env.")
     temperature = models.FloatField(
         default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]

@@ -64,7 +64,15 @@ def test_healthz_shows_each_models_window_and_cap(client, llm_stub, config):
     assert models["ok"] is True
     chat = models["roles"]["chat"]
     assert (chat["context"], chat["reply_cap"], chat["source"]) == (8192, 900, "llama.cpp /props")
-    assert set(models["roles"]) == {"chat", "reflection", "critic", "episode", "title", "embedding"}
+    assert set(models["roles"]) == {
+        "chat",
+        "reflection",
+        "critic",
+        "episode",
+        "title",
+        "router",
+        "embedding",
+    }
 
 
 @pytest.mark.django_db

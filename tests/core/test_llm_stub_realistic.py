@@ -16,7 +16,7 @@ import pytest
 from openai import OpenAI
 from pydantic import BaseModel, ValidationError
 
-from llm_stub import (
+from llm_stub.server import (
     DEFAULT_SETTINGS,
     LOOP_LINE,
     RUNAWAY_TOKENS,
