@@ -243,7 +243,7 @@ def measure_turn(owner_ids: list[int], args: argparse.Namespace) -> dict:
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from apps.memory.selectors import memory_context_for_turn
+    from apps.cognition.context import memory_context_for_turn
     from llm_stub import StubServer
 
     rng = random.Random(args.seed + 1)

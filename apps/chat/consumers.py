@@ -22,10 +22,10 @@ from apps.cognition.answer import (
     build_turn,
     memory_for_turn,
 )
+from apps.cognition.context import start_turn_embedding
 from apps.cognition.debate import REVIEWING
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
-from apps.memory.selectors import start_turn_embedding
 
 logger = logging.getLogger(__name__)
 

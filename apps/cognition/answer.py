@@ -23,6 +23,7 @@ from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
 from apps.cognition.budget import Piece, PromptTooLong, bodies, fill_to_fit, fit, message_piece
+from apps.cognition.context import MemoryContext
 from apps.cognition.debate import (
     DraftReview,
     debate_record,
@@ -55,7 +56,6 @@ from apps.core.llm_limits import (
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.renderer import episode_line, knowledge_line, memory_line, render_memory_block
-from apps.memory.selectors import MemoryContext
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,8 @@ def memory_for_turn(
 
     `embedded`: the embedding of `text` already under way (`start_turn_embedding`).
     """
-    from apps.memory.selectors import memory_context_for_turn, rules_and_preferences_for
+    from apps.cognition.context import memory_context_for_turn
+    from apps.memory.selectors import rules_and_preferences_for
 
     started = time.perf_counter()
     config = config or runtime_config()
@@ -431,7 +432,7 @@ def _finish(*, turn: PreparedTurn, **outcome) -> Message:
 
 
 def _queue_background(*, turn: PreparedTurn, message: Message) -> None:
-    from apps.memory.selectors import mark_memories_used
+    from apps.cognition.context import mark_memories_used
 
     try:
         chat_services.message_queue_background(message=message)

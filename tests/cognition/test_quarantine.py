@@ -7,11 +7,12 @@ import json
 import pytest
 
 from apps.chat.models import Conversation, Message
+from apps.cognition.context import memory_context_for_turn
 from apps.cognition.critic import criticise_turn
 from apps.cognition.reflection import reflect_on_message
 from apps.memory import browser_services
 from apps.memory.models import MemoryNode
-from apps.memory.selectors import memory_context_for_turn, rules_and_preferences_for
+from apps.memory.selectors import rules_and_preferences_for
 from tests.cognition.conftest import memory, reflection, verdict
 from tests.cognition.quarantine_cases import INJECTIONS, PREFERENCES
 

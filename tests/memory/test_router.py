@@ -5,6 +5,7 @@ import math
 import pytest
 
 from apps.chat.models import Conversation
+from apps.cognition.context import memory_context_for_turn
 from apps.memory import services
 from apps.memory.router import (
     FAMILIAR_COSINE,
@@ -14,7 +15,6 @@ from apps.memory.router import (
     route_turn,
     triple_match,
 )
-from apps.memory.selectors import memory_context_for_turn
 from llm_stub import embed_text
 
 

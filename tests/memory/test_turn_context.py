@@ -7,13 +7,10 @@ import pytest
 from pydantic import ValidationError
 
 from apps.chat.models import Conversation
+from apps.cognition.context import mark_memories_used, memory_context_for_turn
 from apps.memory import services
 from apps.memory.models import MemoryNode, RetrievalPlan, Triple
-from apps.memory.selectors import (
-    mark_memories_used,
-    memory_context_for_turn,
-    retrieval_plan_steps,
-)
+from apps.memory.selectors import retrieval_plan_steps
 
 pytestmark = pytest.mark.django_db
 
