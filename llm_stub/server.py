@@ -39,6 +39,15 @@ everywhere: usage, contexts and limits.
   the most generations ever run at once.
 - ``server`` (``"plain"``): ``"llamacpp"`` adds ``GET /props``, ``"ollama"`` adds
   ``POST /api/show``, ``"vllm"`` adds ``max_model_len`` to ``/v1/models``.
+- ``tools`` (True): when False the server has no tool calling, like llama-server started
+  without ``--jinja``: a request carrying ``tools`` gets HTTP 500
+  ``tools param requires --jinja flag``. When True, an unscripted request with ``tools``
+  answers with plain content (the model chose no tool).
+
+A scripted ``tool_calls`` reply (``[{"name": ..., "arguments": {...} or a raw string}]``, a raw
+string to script arguments that are not JSON) answers with an assistant message calling those
+tools (ids, type ``function``, arguments as a JSON string) and finish_reason ``"tool_calls"``,
+streamed as OpenAI streams them or whole.
 
 ``tps`` paces every streamed token, filler included; a non-streamed reply arrives whole after
 ``ttft``, except a runaway one (``eos`` off or ``loop``), which takes its generation time.
@@ -85,7 +94,18 @@ HANG_SECONDS = 30.0
 FAULTS = frozenset({"http_500", "http_429", "drop", "garbage", "hang"})
 ENDPOINTS = frozenset({"chat", "embeddings"})
 REPLY_KEYS = frozenset(
-    {"content", "json", "match", "ttft", "tps", "fault", "endpoint", "finish_reason", "resend"}
+    {
+        "content",
+        "json",
+        "match",
+        "ttft",
+        "tps",
+        "fault",
+        "endpoint",
+        "finish_reason",
+        "resend",
+        "tool_calls",
+    }
 )
 DEFAULT_SETTINGS: dict[str, Any] = {
     "ttft": 0.0,
@@ -101,9 +121,10 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "response_formats": ["json_schema", "json_object"],
     "slots": None,
     "server": "plain",
+    "tools": True,
 }
 DEFAULT_KEYS = frozenset(DEFAULT_SETTINGS)
-BOOLEAN_SETTINGS = ("honours_num_ctx", "eos", "loop", "special_tokens")
+BOOLEAN_SETTINGS = ("honours_num_ctx", "eos", "loop", "special_tokens", "tools")
 CHOICE_SETTINGS: dict[str, tuple[Any, ...]] = {
     "overflow": ("reject", "truncate"),
     "json_junk": (None, "empty", "meaningless", "prose"),
@@ -785,7 +806,39 @@ def normalize_reply(reply: Any) -> dict[str, Any]:
     _check_timing_and_fault(reply)
     if "json" in reply:
         json.dumps(reply["json"])  # fail at scripting time, not mid-request
+    if "tool_calls" in reply:
+        _check_tool_calls(reply["tool_calls"])
     return copy.deepcopy(reply)
+
+
+def _check_tool_calls(calls: Any) -> None:
+    if not isinstance(calls, list) or not calls:
+        raise ValueError("'tool_calls' must be a non-empty list")
+    for call in calls:
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+            raise ValueError("each tool call must be a dict with a 'name' string")
+        if set(call) - {"name", "arguments"}:
+            raise ValueError("a tool call takes only 'name' and 'arguments'")
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, str):
+            json.dumps(arguments)
+
+
+def _tool_calls_message(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The scripted calls as an OpenAI message's ``tool_calls``: arguments are a JSON string."""
+    message_calls = []
+    for call in calls:
+        arguments = call.get("arguments", {})
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments)
+        message_calls.append(
+            {
+                "id": f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": arguments},
+            }
+        )
+    return message_calls
 
 
 def _check_timing_and_fault(values: dict[str, Any]) -> None:
@@ -966,6 +1019,7 @@ class _Plan:
     finish_reason: str
     # The scripted reply it came from: given back if its client leaves before the end.
     scripted: dict[str, Any] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
 
     @classmethod
     def from_reply(cls, reply: dict[str, Any]) -> _Plan:
@@ -980,8 +1034,11 @@ class _Plan:
             ttft=float(reply.get("ttft", 0)),
             tps=float(reply.get("tps", 0)),
             fault=reply.get("fault"),
-            finish_reason=reply.get("finish_reason", "stop"),
+            finish_reason=reply.get(
+                "finish_reason", "tool_calls" if "tool_calls" in reply else "stop"
+            ),
             scripted=reply,
+            tool_calls=_tool_calls_message(reply["tool_calls"]) if "tool_calls" in reply else None,
         )
 
 
@@ -1616,6 +1673,10 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if self._reject_response_format(body, settings["response_formats"]):
             return
+        if body.get("tools") and not settings["tools"]:
+            # llama-server without --jinja, to the letter.
+            self._send_error_json(500, "tools param requires --jinja flag", "server_error")
+            return
 
         context = _request_context(body, settings)
         last_user = _last_user_text(messages)
@@ -1643,7 +1704,9 @@ class _Handler(BaseHTTPRequestHandler):
 
         try:
             content = plan.content
-            if content is None:
+            if content is None and plan.tool_calls:
+                content = ""
+            elif content is None:
                 content = self.stub._default_chat_content(body, last_user, settings["json_junk"])
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise _BadRequest(f"cannot build a reply for response_format: {exc}") from exc
@@ -1707,6 +1770,7 @@ class _Handler(BaseHTTPRequestHandler):
                     completion_id,
                     usage,
                     garbage_body,
+                    plan.tool_calls,
                 )
         finally:
             self.stub._release_slot()
@@ -1721,12 +1785,16 @@ class _Handler(BaseHTTPRequestHandler):
         completion_id: str,
         usage: dict[str, int],
         garbage_body: bool,
+        tool_calls: list[dict[str, Any]] | None = None,
     ) -> None:
         if self._abort_until_first_token(ttft) or self._abort_while_generating(generating):
             return
         if garbage_body:
             self._send_bytes(200, _GARBAGE_BODY)
             return
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if tool_calls:
+            message.update(content=text or None, tool_calls=tool_calls)
         self._send_json(
             200,
             {
@@ -1738,7 +1806,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text, "refusal": None},
+                        "message": message,
                         "logprobs": None,
                         "finish_reason": finish_reason,
                     }
@@ -1836,6 +1904,17 @@ class _Handler(BaseHTTPRequestHandler):
         if cut is not None:
             self._drop()
             return
+        for index, call in enumerate(plan.tool_calls or []):
+            # Streamed as servers do: the call's id and name first, its arguments in pieces.
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            opening = {**call, "index": index, "function": {"name": call["function"]["name"]}}
+            opening["function"]["arguments"] = ""
+            self._write_event(delta({"tool_calls": [opening]}))
+            for piece in (arguments[:half], arguments[half:]):
+                if piece:
+                    piece_delta = {"index": index, "function": {"arguments": piece}}
+                    self._write_event(delta({"tool_calls": [piece_delta]}))
 
         self._write_event(delta({}, finish_reason))
         if include_usage:
