@@ -691,6 +691,7 @@ def _demo_reflection(prompt: str) -> dict[str, Any]:
             for s in statements
         ],
         "next_retrieval_plan": [],
+        "topics": list(dict.fromkeys(s.topic for s in statements)),
     }
 
 

@@ -17,6 +17,7 @@ PROMPT_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "criticise": frozenset({"memory", "known", "exchange"}),
     "episode": frozenset({"transcript"}),
     "debate": frozenset({"rules", "question", "draft"}),
+    "world": frozenset({"state", "history", "message"}),
 }
 
 

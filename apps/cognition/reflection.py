@@ -29,7 +29,7 @@ from apps.core.services import event_record
 from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
 from apps.memory.embedding import EmbeddingError, get_embedder
-from apps.memory.models import MemoryNode
+from apps.memory.models import WORLD_MAX_TOPICS, MemoryNode
 from apps.memory.renderer import render_knowledge
 
 logger = logging.getLogger(__name__)
@@ -293,6 +293,8 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
             steps=[step.model_dump(mode="json") for step in reflection.next_retrieval_plan],
         )
         outcome["plan_steps"] = len(plan.steps)
+        if reflection.topics:
+            outcome["topics"] = _keep_topics_current(owner_id=owner.pk, topics=reflection.topics)
         _set_outcome(reply.pk, {**outcome, "at": timezone.now().isoformat()})
         event_record(
             kind=Event.Kind.PERCEPTION,
@@ -313,6 +315,20 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
             tasks.criticise.delay_on_commit(reply.pk)
         tasks.summarise_episode_if_due.delay_on_commit(reply.conversation_id)
     return outcome
+
+
+def _keep_topics_current(*, owner_id: int, topics: list[str]) -> dict:
+    """The reflection's topics become the world state's current topics (the first few)."""
+    change = memory_services.world_apply(
+        user_id=owner_id,
+        ops=[{"op": "set", "path": "topics", "values": topics[:WORLD_MAX_TOPICS]}],
+        source="reflection",
+    )
+    return {
+        "topics": list(change.state.topics),
+        "version": change.version,
+        "rejected": [item["reason"] for item in change.rejected],
+    }
 
 
 def _same_text(a: str, b: str) -> bool:

@@ -60,6 +60,10 @@ class Reflection(BaseModel):
     memories: list[LearntMemory]
     triples: list[LearntTriple]
     next_retrieval_plan: list[PlanStep] = Field(max_length=MAX_PLAN_STEPS)
+    topics: list[str] = Field(
+        default_factory=list,
+        description="Short noun phrases naming what the conversation is about now.",
+    )
 
 
 class CriticVerdict(BaseModel):

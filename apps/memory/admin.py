@@ -9,8 +9,17 @@ from django.urls import reverse
 from django.utils.html import format_html
 from pgvector.django import CosineDistance
 
-from apps.memory import browser_services
-from apps.memory.models import Critique, Episode, MemoryLink, MemoryNode, Predicate, Triple
+from apps.memory import browser_services, services
+from apps.memory.forms import WorldStateAdminForm
+from apps.memory.models import (
+    Critique,
+    Episode,
+    MemoryLink,
+    MemoryNode,
+    Predicate,
+    Triple,
+    WorldState,
+)
 
 SIMILAR_LIMIT = 20
 
@@ -409,3 +418,30 @@ class CritiqueAdmin(admin.ModelAdmin):
     @admin.display(description="turn it judged")
     def source_link(self, obj):
         return _provenance(obj.message)
+
+
+@admin.register(WorldState)
+class WorldStateAdmin(admin.ModelAdmin):
+    """Edits go through `world_apply`, like the memory browser's: same rules, same event."""
+
+    form = WorldStateAdminForm
+    list_display = ["owner", "project", "topic_list", "version", "updated_at"]
+    list_select_related = ["owner"]
+    search_fields = ["owner__username", "project"]
+    autocomplete_fields = ["owner"]
+    ordering = ["owner__username"]
+    fields = ["owner", "topics", "project", "goals", "behaviour", "version", "updated_at"]
+    readonly_fields = ["version", "updated_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*self.readonly_fields, "owner"] if obj is not None else self.readonly_fields
+
+    @admin.display(description="topics")
+    def topic_list(self, obj):
+        return ", ".join(obj.topics) or "-"
+
+    def save_model(self, request, obj, form, change):
+        owner_id = obj.owner_id if change else form.cleaned_data["owner"].pk
+        result = services.world_apply(user_id=owner_id, ops=form.operations(), source="admin")
+        obj.pk = result.state.pk
+        obj.version = result.state.version

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from apps.memory.models import Category, Triple
+from apps.memory.models import Category, Triple, WorldState
 
 LANGUAGES = ("en", "it", "de", "fr", "es")
 
@@ -175,3 +175,27 @@ def render_memory_block(*, knowledge, memories, episodes, language: str, user=No
         )
         sections.append(f"{episode_heading}:\n{lines}")
     return "\n\n".join(sections)
+
+
+WORLD_LABELS = {
+    "en": ("Current topics", "Active project", "Goals", "How to answer"),
+    "it": ("Argomenti attuali", "Progetto attivo", "Obiettivi", "Come rispondere"),
+    "de": ("Aktuelle Themen", "Aktives Projekt", "Ziele", "Wie du antworten sollst"),
+    "fr": ("Sujets actuels", "Projet en cours", "Objectifs", "Comment répondre"),
+    "es": ("Temas actuales", "Proyecto activo", "Objetivos", "Cómo responder"),
+}
+
+
+def render_world(state: WorldState, *, language: str = "en") -> str:
+    """The world state as a few labelled lines for the system prompt; "" when it is empty."""
+    topics, project, goals, behaviour = WORLD_LABELS.get(language, WORLD_LABELS["en"])
+    lines = []
+    if state.topics:
+        lines.append(f"{topics}: {', '.join(state.topics)}")
+    if state.project:
+        lines.append(f"{project}: {state.project}")
+    if state.goals:
+        lines.append(f"{goals}: {'; '.join(state.goals)}")
+    if state.behaviour:
+        lines.append(f"{behaviour}: {'; '.join(state.behaviour)}")
+    return "\n".join(lines)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from apps.memory.models import Category, MemoryNode
+from apps.memory.models import WORLD_MAX_CHARS, Category, MemoryNode, WorldState
 
 MAX_PLAN_STEPS = 5
 
@@ -76,3 +77,94 @@ class SeedTruths(BaseModel):
     predicates: list[SeedPredicate] = Field(default_factory=list)
     triples: list[SeedTriple] = Field(default_factory=list)
     facts: list[SeedFact] = Field(default_factory=list)
+
+
+WORLD_PATHS = ("topics", "project", "goals", "behaviour")
+WORLD_LIST_PATHS = ("topics", "goals", "behaviour")
+WORLD_OPS = ("set", "append", "remove")
+
+
+def _world_text(text: str, path: str) -> str:
+    text = " ".join(text.split())
+    if not text:
+        raise ValueError(f"an empty text cannot go into {path}")
+    if len(text) > WORLD_MAX_CHARS:
+        raise ValueError(f"a text in {path} is longer than {WORLD_MAX_CHARS} characters")
+    return text
+
+
+class WorldOp(BaseModel):
+    """One change to a user's world state; the only way the world state changes.
+
+    - `set` on `project` takes `value`; on a list path (topics, goals, behaviour) it takes
+      `values`, the whole new list (empty clears it).
+    - `append` adds `value` to a list path; `project` is one value, so it has no append.
+    - `remove` takes `value` out of a list path (compared ignoring case); on `project` it
+      clears the project (a `value`, when given, must be the current project).
+
+    Each text is trimmed, its spaces collapsed, 1 to 200 characters. State-dependent rules (the
+    list limits, removing what is there) are `world_apply`'s.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["set", "append", "remove"]
+    path: Literal["topics", "project", "goals", "behaviour"]
+    value: str | None = None
+    values: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _shape(self) -> WorldOp:
+        is_list = self.path in WORLD_LIST_PATHS
+        if self.op == "set" and is_list:
+            if self.values is None:
+                raise ValueError(f"set on {self.path} takes values, the whole new list")
+            limit = WorldState.LIMITS[self.path]
+            unique: dict[str, str] = {}
+            for text in self.values:
+                text = _world_text(text, self.path)
+                unique.setdefault(text.casefold(), text)
+            if len(unique) > limit:
+                raise ValueError(f"{self.path} holds at most {limit} items")
+            self.values = list(unique.values())
+            self.value = None
+            return self
+        if self.values is not None:
+            raise ValueError(f"{self.op} on {self.path} takes one value, not values")
+        if self.op == "append" and not is_list:
+            raise ValueError("project is a single value: use set, not append")
+        if self.value is None:
+            if self.op == "remove" and not is_list:
+                return self
+            raise ValueError(f"{self.op} on {self.path} needs a value")
+        self.value = _world_text(self.value, self.path)
+        return self
+
+
+def world_op_parse(raw: WorldOp | dict | Any) -> WorldOp | str:
+    """The operation, or the one sentence saying why it is not one."""
+    if isinstance(raw, WorldOp):
+        return raw
+    if not isinstance(raw, dict):
+        return "an operation must be an object with op, path and value"
+    try:
+        return WorldOp.model_validate(raw)
+    except ValidationError as exc:
+        return _world_op_reason(exc, raw)
+
+
+def _world_op_reason(exc: ValidationError, raw: dict) -> str:
+    error = exc.errors()[0]
+    where = error["loc"][0] if error["loc"] else ""
+    if where == "op":
+        return f"unknown operation {raw.get('op')!r}: use set, append or remove"
+    if where == "path":
+        return (
+            f"unknown path {raw.get('path')!r}: the allowed paths are topics, project, "
+            "goals and behaviour"
+        )
+    if error["type"] == "value_error":
+        return str(error["ctx"]["error"])
+    if error["type"] == "extra_forbidden":
+        return f"unknown field {where!r}: an operation has op, path, value and values"
+    return f"{where or 'operation'}: {error['msg']}"

@@ -14,7 +14,7 @@ from apps.chat.models import Conversation
 from apps.core.db import QueryVector, fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
-from apps.memory.models import MemoryNode, Predicate, RetrievalPlan, Triple
+from apps.memory.models import MemoryNode, Predicate, RetrievalPlan, Triple, WorldState
 from apps.memory.schemas import PlanStep, RetrievalPlanSchema
 
 logger = logging.getLogger(__name__)
@@ -565,6 +565,11 @@ def knowledge_triples_for(*, user_id: int, limit: int = 200) -> QuerySet[Triple]
         .select_related("predicate")
         .order_by("owner_id", "category", "predicate__name", "-confidence", "id")[:limit]
     )
+
+
+def world_state_for(*, user_id: int) -> WorldState:
+    """The user's world state; an unsaved, empty one when nothing has set it yet."""
+    return WorldState.objects.filter(owner_id=user_id).first() or WorldState(owner_id=user_id)
 
 
 def default_plan_steps(text: str, limit: int) -> list[PlanStep]:

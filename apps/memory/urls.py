@@ -14,6 +14,7 @@ urlpatterns = [
     path("forget", views.memory_forget_many, name="forget_many"),
     path("knowledge", views.knowledge, name="knowledge"),
     path("knowledge/forget", views.knowledge_forget, name="knowledge_forget"),
+    path("world", views.world_state, name="world"),
     path("export", views.memory_export, name="export"),
     path("import", views.memory_import, name="import"),
     path("forget-everything", views.memory_forget_all, name="forget_all"),

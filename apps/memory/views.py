@@ -19,9 +19,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from pgvector.django import CosineDistance
 from pydantic import ValidationError
 
-from apps.memory import browser_services, selectors
+from apps.memory import browser_services, selectors, services
 from apps.memory.embedding import EmbeddingError, get_embedder
-from apps.memory.forms import ForgetAllForm, MemoryEditForm, MemoryFilterForm, MemoryImportForm
+from apps.memory.forms import (
+    ForgetAllForm,
+    MemoryEditForm,
+    MemoryFilterForm,
+    MemoryImportForm,
+    WorldStateForm,
+)
 from apps.memory.models import Episode, MemoryNode, Triple
 from apps.memory.services import ForgetReceipt
 
@@ -232,3 +238,31 @@ def memory_forget_all(request):
         receipt = browser_services.memories_forget_all(owner=request.user)
         return _show_receipt(request, receipt)
     return render(request, "memory/confirm_forget_all.html", {"form": form})
+
+
+@require_http_methods(["GET", "POST"])
+def world_state(request):
+    """The user's world state, edited through the same operations the world modifier uses."""
+    state = selectors.world_state_for(user_id=request.user.pk)
+    form = WorldStateForm.for_state(state)
+    saved = False
+    if request.method == "POST":
+        form = WorldStateForm(request.POST)
+        if form.is_valid():
+            change = services.world_apply(
+                user_id=request.user.pk, ops=form.operations(), source="browser"
+            )
+            state = change.state
+            for rejected in change.rejected:
+                path = rejected["op"].get("path")
+                form.add_error(path if path in form.fields else None, rejected["reason"])
+            saved = not change.rejected
+            if saved and not request.htmx:
+                messages.success(request, "World state saved.")
+                return redirect("memory:world")
+            if saved:
+                form = WorldStateForm.for_state(state)
+    context = {"form": form, "state": state, "saved": saved}
+    if request.htmx:
+        return render(request, "memory/_world_form.html", context)
+    return render(request, "memory/world.html", context)
