@@ -14,6 +14,7 @@ from apps.chat.selectors import open_reply
 from apps.core.db import fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
+from apps.core.services import task_send_on_commit
 
 TITLE_FALLBACK_CHARS = 60
 TURN_RATE_WINDOW = timedelta(minutes=1)
@@ -372,17 +373,14 @@ def message_queue_background(*, message: Message) -> None:
     """Queue what a complete reply starts: its conversation's title, and reflection on it.
 
     Memories form in the background, from sync code and only once the reply is saved. Each
-    task is a broker round trip of a few milliseconds.
+    task is a broker round trip of a few milliseconds. Both tasks call the LLM, a layer above
+    conversations, so they are sent by name.
     """
     if message.status != Message.Status.COMPLETE:
         return
     if Conversation.objects.filter(pk=message.conversation_id, title="").exists():
-        from apps.chat import tasks
-
-        transaction.on_commit(lambda: tasks.title_conversation.delay(message.conversation_id))
-    from apps.cognition import tasks as cognition_tasks
-
-    cognition_tasks.reflect.delay_on_commit(message.pk)
+        task_send_on_commit("apps.chat.tasks.title_conversation", message.conversation_id)
+    task_send_on_commit("cognition.reflect", message.pk)
 
 
 def fallback_title(text: str) -> str:

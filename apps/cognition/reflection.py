@@ -15,6 +15,7 @@ import openai
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.chat import broadcasts
 from apps.chat.models import Message
 from apps.cognition import grounding
 from apps.cognition.budget import bodies, fill_to_fit, fixed_lines, ranked_lines
@@ -236,7 +237,6 @@ def memory_grounding(
 
 
 def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNode]) -> dict | None:
-    config = runtime_config()
     owner = reply.conversation.owner
     said = reply.reply_to.content if reply.reply_to_id is not None else ""
     sources = echo_sources(reply=reply, known=list(known.values()))
@@ -307,13 +307,7 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
             owner=owner,
             payload={"message_id": reply.pk, "conversation_id": reply.conversation_id, **outcome},
         )
-        from apps.chat import broadcasts
-        from apps.cognition import tasks
-
         broadcasts.receipt_changed(message_id=reply.pk)
-        if config.critic_enabled and (outcome["created"] or outcome["updated"]):
-            tasks.criticise.delay_on_commit(reply.pk)
-        tasks.summarise_episode_if_due.delay_on_commit(reply.conversation_id)
     return outcome
 
 

@@ -77,7 +77,7 @@ def reflect(self, message_id: int, invalid_replies: int = 0) -> None:
     attempts = self.request.retries + 1
     out_of_retries = self.request.retries >= self.max_retries
     try:
-        reflection.reflect_on_message(
+        outcome = reflection.reflect_on_message(
             message_id=message_id,
             attempts=attempts,
             last_attempt=out_of_retries or invalid_replies + 1 >= INVALID_REPLY_ATTEMPTS,
@@ -103,6 +103,21 @@ def reflect(self, message_id: int, invalid_replies: int = 0) -> None:
             reflection.error_record(
                 owner=_owner_of_message(message_id), step="reflection", message_id=None, error=error
             )
+        return
+    if outcome is not None:
+        _after_reflection(message_id, outcome)
+
+
+def _after_reflection(message_id: int, outcome: dict) -> None:
+    """What a reflection starts: the critic on the memories it wrote, and, when the
+    conversation is due one, its episode summary."""
+    if runtime_config().critic_enabled and (outcome["created"] or outcome["updated"]):
+        criticise.delay(message_id)
+    conversation_id = (
+        Message.objects.filter(pk=message_id).values_list("conversation_id", flat=True).first()
+    )
+    if conversation_id is not None:
+        summarise_episode_if_due.delay(conversation_id)
 
 
 @shared_task(name="cognition.criticise", **LLM_TASK)

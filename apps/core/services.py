@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from celery import current_app
 from django.db import transaction
 
 from apps.core.models import Event, RuntimeConfig
@@ -19,6 +20,16 @@ def runtime_config_save(*, config: RuntimeConfig) -> RuntimeConfig:
     forget_runtime_config()
     transaction.on_commit(forget_runtime_config)
     return config
+
+
+def task_send_on_commit(name: str, *args) -> None:
+    """Queue the Celery task registered as `name` once the transaction commits.
+
+    For work an app higher up owns (a finished reply starts cognition's reflection, the memory
+    browser asks cognition's critic): the task is named, not imported, so imports keep flowing
+    down (the import-linter contracts in pyproject.toml).
+    """
+    transaction.on_commit(lambda: current_app.send_task(name, args=args))
 
 
 def mind_group(owner_id: int | None) -> str:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field
 
 from apps.core.models import Event
-from apps.core.services import event_record
+from apps.core.services import event_record, task_send_on_commit
 from apps.memory import services
 from apps.memory.models import Category, EmbeddingStatus, Episode, MemoryNode, Triple
 
@@ -192,8 +192,6 @@ def memory_nodes_criticise(*, node_ids: list[int]) -> int:
     The critic judges per turn (and once per node and turn), so memories without a source
     message, or already judged for that turn, are left as they are.
     """
-    from apps.cognition.tasks import criticise
-
     reply_ids = sorted(
         set(
             MemoryNode.objects.filter(id__in=node_ids, source_message__isnull=False).values_list(
@@ -202,7 +200,8 @@ def memory_nodes_criticise(*, node_ids: list[int]) -> int:
         )
     )
     for reply_id in reply_ids:
-        criticise.delay_on_commit(reply_id)
+        # The critic is cognition's, a layer above memory: its task is sent by name.
+        task_send_on_commit("cognition.criticise", reply_id)
     return len(reply_ids)
 
 

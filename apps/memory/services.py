@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.chat.models import Conversation, Message
+from apps.core.services import task_send_on_commit
 from apps.memory.embedding import (
     Embedder,
     EmbeddingConfigError,
@@ -53,9 +54,8 @@ def _try_embed(text: str) -> tuple[list[float] | None, str]:
 
 
 def _embed_later() -> None:
-    from apps.memory.tasks import embed_pending
-
-    embed_pending.delay_on_commit()
+    # By name: memory's tasks import these services, not the other way round.
+    task_send_on_commit("memory.embed_pending")
 
 
 def memory_node_create(
