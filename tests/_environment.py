@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 
 from apps.core import embedded
 from llm_stub import StubServer
@@ -39,3 +40,8 @@ def pytest_unconfigure(config):
     # not at exit after it stopped (twenty reconnect attempts, a second each).
     gc.collect()
     embedded.release()
+    from django.conf import settings
+
+    if settings.configured:
+        # The LLM metrics' directory belongs to this process's instance name, used only once.
+        shutil.rmtree(settings.THALAMUS_METRICS_DIR, ignore_errors=True)

@@ -101,6 +101,14 @@ DATA_DIR = embedded.data_dir()
 # Names this instance's keys, channel groups and task queue, so several instances (or parallel
 # test workers) can share one Redis.
 INSTANCE = env_str("THALAMUS_INSTANCE", "thalamus")
+
+# The LLM metrics of every process of this instance (web, workers) are files here, summed at
+# /metrics (apps.core.metrics); `up` empties it when it starts.
+THALAMUS_METRICS_DIR = DATA_DIR / "metrics" / INSTANCE
+# Lets a Prometheus scraper read /metrics as `Authorization: Bearer <token>`; unset, only a
+# staff login can.
+THALAMUS_METRICS_TOKEN = os.environ.get("THALAMUS_METRICS_TOKEN", "").strip()
+
 DEBUG = env_bool("DEBUG", False)
 
 

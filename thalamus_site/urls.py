@@ -5,6 +5,7 @@ from django.urls import include, path
 
 from apps.chat import views as chat_views
 from apps.core import views as core_views
+from apps.core.admin import llm_metrics_view
 
 urlpatterns = [
     path("", chat_views.home, name="home"),
@@ -12,7 +13,10 @@ urlpatterns = [
     path("memory/", include("apps.memory.urls")),
     path("dashboard/", include("apps.dashboard.urls")),
     path("healthz", core_views.healthz, name="healthz"),
+    path("metrics", core_views.metrics, name="metrics"),
     path("accounts/", include("apps.accounts.urls")),
     path("v1/", include("apps.api.urls")),
+    # Before the admin's own URLs, whose app pattern would take it for an app's.
+    path("admin/llm-metrics/", admin.site.admin_view(llm_metrics_view), name="llm_metrics"),
     path("admin/", admin.site.urls),
 ]

@@ -53,6 +53,7 @@ from apps.core.llm_limits import (
     token_counter,
     usage_check,
 )
+from apps.core.metrics import record_llm_call
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.renderer import episode_line, knowledge_line, memory_line, render_memory_block
@@ -403,6 +404,19 @@ def _failure_sentence(exc: Exception, *, base_url: str, streamed: bool) -> str:
 
 def _finish(*, turn: PreparedTurn, **outcome) -> Message:
     chat_active_clear(base_url=turn.base_url, reply_id=turn.reply.pk)
+    if outcome["status"] != Message.Status.CANCELLED:
+        # The kind of failure is the class of the exception, as error_detail begins with it.
+        failed = outcome["status"] == Message.Status.FAILED
+        error = turn.trace.get("error_detail", "").partition(":")[0].lstrip("_") or "failed"
+        record_llm_call(
+            role=CHAT,
+            model=turn.model,
+            prompt_tokens=outcome["prompt_tokens"],
+            completion_tokens=outcome["completion_tokens"],
+            ttft_s=None if outcome["ttft_ms"] is None else outcome["ttft_ms"] / 1000,
+            latency_s=outcome["latency_ms"] / 1000,
+            error=error if failed else None,
+        )
     endpoint = Endpoint(turn.base_url, turn.model)
     if outcome.get("prompt_tokens"):
         usage_check(

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models, transaction
 from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
 from apps.cognition.prompts import (
@@ -17,6 +18,7 @@ from apps.cognition.prompts import (
 )
 from apps.core.llm import llm_client
 from apps.core.llm_limits import all_model_limits, truncation_warnings
+from apps.core.metrics import LlmMetricsRow, llm_metrics_rows
 from apps.core.models import Event, PromptOverride, RuntimeConfig
 from apps.core.services import runtime_config_save
 from apps.dashboard.selectors import memory_write_rates
@@ -318,3 +320,36 @@ class EventAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    return f"{value:.2f} s"
+
+
+def _metrics_cells(row: LlmMetricsRow) -> dict:
+    return {
+        "role": row.role,
+        "model": row.model,
+        "requests": f"{row.requests:,.0f}",
+        "errors": f"{row.errors:,.0f}",
+        "has_errors": row.errors > 0,
+        "tokens_in": f"{row.tokens_in:,.0f}",
+        "tokens_out": f"{row.tokens_out:,.0f}",
+        "ttft_mean": _seconds(row.ttft.mean),
+        "ttft_p95": _seconds(row.ttft.p95),
+        "latency_mean": _seconds(row.latency.mean),
+        "latency_p95": _seconds(row.latency.p95),
+    }
+
+
+def llm_metrics_view(request):
+    """The admin's "LLM metrics" page (wrapped in admin.site.admin_view: staff only)."""
+    context = {
+        **admin.site.each_context(request),
+        "title": "LLM metrics",
+        "rows": [_metrics_cells(row) for row in llm_metrics_rows()],
+    }
+    return TemplateResponse(request, "admin/llm_metrics.html", context)

@@ -20,6 +20,8 @@ import openai
 from django.conf import settings
 from openai import AsyncOpenAI, AsyncStream, OpenAI
 
+from apps.core.metrics import error_kind, record_llm_call
+
 
 @lru_cache(maxsize=16)
 def _sync_client(base_url: str, api_key: str, timeout: float, max_retries: int) -> OpenAI:
@@ -200,6 +202,7 @@ def background_completion(
             completion = _collect(
                 client,
                 body,
+                role=role,
                 extra_body=extra_body,
                 timeout=timeout,
                 base_url=limits.base_url if may_give_way else None,
@@ -237,6 +240,7 @@ def _collect(
     client: OpenAI,
     body: dict,
     *,
+    role: str,
     extra_body: dict | None,
     timeout: float,
     base_url: str | None,
@@ -246,12 +250,14 @@ def _collect(
 
     A watcher thread closes the response the moment an answer starts: the server may still be
     reading the prompt (no chunk arrives for seconds on a CPU), and closing frees its slot.
+
+    Counted in the LLM metrics under `role`, unless it gave way (it is asked again).
     """
     started = time.monotonic()
+    ttft = None
     parts: list[str] = []
     finish_reason = None
     usage = None
-    stream = client.chat.completions.create(**body, extra_body=extra_body)
     closed = threading.Event()
     gave_way = threading.Event()
 
@@ -262,9 +268,10 @@ def _collect(
                 _hang_up(stream.response)
                 return
 
-    if base_url is not None:
-        threading.Thread(target=give_way_when_the_chat_starts, daemon=True).start()
     try:
+        stream = client.chat.completions.create(**body, extra_body=extra_body)
+        if base_url is not None:
+            threading.Thread(target=give_way_when_the_chat_starts, daemon=True).start()
         with stream:
             for chunk in stream:
                 if chunk.usage is not None:
@@ -274,6 +281,8 @@ def _collect(
                     if choice.finish_reason:
                         finish_reason = choice.finish_reason
                     if choice.delta is not None and choice.delta.content:
+                        if ttft is None:
+                            ttft = time.monotonic() - started
                         parts.append(choice.delta.content)
                         if (
                             done is not None
@@ -285,17 +294,36 @@ def _collect(
                             break
                 if time.monotonic() - started > timeout:
                     raise openai.APITimeoutError(request=stream.response.request)
-    except Exception:
+    except Exception as exc:
         if gave_way.is_set():
             raise _GaveWay from None
+        record_llm_call(
+            role=role,
+            model=body["model"],
+            prompt_tokens=None,
+            completion_tokens=None,
+            ttft_s=ttft,
+            latency_s=time.monotonic() - started,
+            error=error_kind(exc),
+        )
         raise
     finally:
         closed.set()
     if gave_way.is_set() and finish_reason is None:
         raise _GaveWay
-    return Completion(
+    completion = Completion(
         content="".join(parts),
         finish_reason=finish_reason,
         prompt_tokens=usage.prompt_tokens if usage else None,
         completion_tokens=usage.completion_tokens if usage else None,
     )
+    record_llm_call(
+        role=role,
+        model=body["model"],
+        prompt_tokens=completion.prompt_tokens,
+        completion_tokens=completion.completion_tokens,
+        ttft_s=ttft,
+        latency_s=time.monotonic() - started,
+        error=None,
+    )
+    return completion

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -84,6 +85,7 @@ class Command(BaseCommand):
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, self._on_signal)
             self._prepare_database(demo)
+            _clear_metrics()
             env = self._child_env(demo)
             self._start_children(host, port, env, worker_concurrency, background_concurrency)
             self._wait_until_served(host, port, started_at)
@@ -322,6 +324,13 @@ def _worker(name: str, queue: str, concurrency: int, host_prefix: str) -> Child:
             f"{host_prefix}-{os.getpid()}@%h",
         ],
     )
+
+
+def _clear_metrics() -> None:
+    """Forget the LLM metrics of the last run: its processes are gone, and prometheus_client
+    sums every file in the directory, including those of pids that may now come again."""
+    shutil.rmtree(settings.THALAMUS_METRICS_DIR, ignore_errors=True)
+    settings.THALAMUS_METRICS_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def _signal_group(process: subprocess.Popen, signum: int) -> None:
