@@ -109,8 +109,3 @@ def load_seed_truths(*, path: Path | None = None, only_if_empty: bool = False) -
             )
             result.facts += 1
     return result
-
-
-def load_seed_truths_if_empty() -> SeedResult:
-    """For `manage.py up`: seed a fresh install, leave a used one alone."""
-    return load_seed_truths(only_if_empty=True)

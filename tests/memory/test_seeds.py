@@ -1,16 +1,18 @@
 from __future__ import annotations
 
+import io
+
 import pytest
 from django.core.management import CommandError, call_command
 
 from apps.memory.models import MemoryNode, Predicate, Triple
-from apps.memory.seeds import SeedTruthsError, load_seed_truths, load_seed_truths_if_empty
+from apps.memory.seeds import SeedTruthsError, load_seed_truths
 
 pytestmark = pytest.mark.django_db
 
 
 def test_an_empty_graph_is_seeded_from_the_repository_file():
-    result = load_seed_truths_if_empty()
+    result = load_seed_truths(only_if_empty=True)
 
     assert not result.skipped
     assert result.triples == Triple.objects.filter(owner=None).count() > 0
@@ -21,13 +23,16 @@ def test_an_empty_graph_is_seeded_from_the_repository_file():
     assert fact.embedding_status == "pending"
 
 
-def test_a_seeded_graph_is_not_seeded_twice():
-    load_seed_truths_if_empty()
+def test_a_seeded_graph_is_not_seeded_twice_by_the_command_up_runs():
+    first = io.StringIO()
+    call_command("load_seed_truths", verbosity=0, stdout=first)
     before = (Triple.objects.count(), MemoryNode.objects.count())
 
-    result = load_seed_truths_if_empty()
+    again = io.StringIO()
+    call_command("load_seed_truths", verbosity=0, stdout=again)
 
-    assert result.skipped
+    assert "triples" in first.getvalue() and "loaded" in first.getvalue()
+    assert again.getvalue() == ""
     assert (Triple.objects.count(), MemoryNode.objects.count()) == before
 
 

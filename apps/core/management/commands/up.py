@@ -9,6 +9,7 @@ If a child dies, `up` says which and why, stops everything else and exits non-ze
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import secrets
 import shutil
@@ -132,18 +133,12 @@ class Command(BaseCommand):
             )
 
     def _load_seed_truths(self) -> None:
-        from apps.memory.seeds import SeedTruthsError, load_seed_truths_if_empty
-
-        try:
-            result = load_seed_truths_if_empty()
-        except SeedTruthsError as exc:
-            raise CommandError(str(exc)) from None
-        if not result.skipped:
-            self._say(
-                "up",
-                f"loaded seed truths from {result.path.name}: {result.triples} triples, "
-                f"{result.facts} facts, {result.predicates} predicates.",
-            )
+        # Memory's own command, run as `migrate` is: it seeds a fresh install and leaves a used
+        # one alone (core, the bottom layer, imports no app above it).
+        said = io.StringIO()
+        call_command("load_seed_truths", verbosity=0, stdout=said)
+        for line in said.getvalue().splitlines():
+            self._say("up", line)
 
     def _set_demo_pace(self, demo: bool) -> None:
         from apps.core.demo import demo_pace_start, demo_pace_stop

@@ -18,12 +18,15 @@ class Command(BaseCommand):
             help="Load triples and facts even if the global graph is not empty.",
         )
 
-    def handle(self, *args, path: Path | None, force: bool, **options):
+    def handle(self, *args, path: Path | None, force: bool, verbosity: int, **options):
+        """`up` runs this with verbosity 0 on every start: it then says only what it loaded."""
         try:
             result = load_seed_truths(path=path, only_if_empty=not force)
         except SeedTruthsError as exc:
             raise CommandError(str(exc))
         if result.skipped:
+            if verbosity == 0:
+                return
             self.stdout.write(
                 f"{result.path}: {result.predicates} predicates merged; the graph already has "
                 "global knowledge, so triples and facts were left alone (--force loads them)."
