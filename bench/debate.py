@@ -124,11 +124,11 @@ def _script(stub, case: str, args: argparse.Namespace) -> None:
 
 
 async def _turn(reply_id: int) -> tuple[float, float]:
-    from apps.cognition.answer import answer_reply
+    from apps.cognition.pipeline import answer_saved_reply
 
     started = time.perf_counter()
     first = None
-    async for _ in answer_reply(reply_id=reply_id):
+    async for _ in answer_saved_reply(reply_id=reply_id):
         if first is None:
             first = time.perf_counter()
     return (first - started) * 1000, (time.perf_counter() - started) * 1000

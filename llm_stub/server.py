@@ -39,6 +39,9 @@ everywhere: usage, contexts and limits.
   the most generations ever run at once.
 - ``server`` (``"plain"``): ``"llamacpp"`` adds ``GET /props``, ``"ollama"`` adds
   ``POST /api/show``, ``"vllm"`` adds ``max_model_len`` to ``/v1/models``.
+- ``missing_models`` ([]): models the server does not have, as Ollama without them pulled:
+  ``/v1/models`` leaves them out and a request naming one gets HTTP 404
+  ``model "x" not found, try pulling it first``.
 - ``tools`` (True): when False the server has no tool calling, like llama-server started
   without ``--jinja``: a request carrying ``tools`` gets HTTP 500
   ``tools param requires --jinja flag``. When True, an unscripted request with ``tools``
@@ -105,8 +108,13 @@ REPLY_KEYS = frozenset(
         "finish_reason",
         "resend",
         "tool_calls",
+        "schema",
     }
 )
+# Structured requests for these schemas (by their json_schema name) take only the scripted
+# replies that name them ("schema": "RouteChoice"), and otherwise get a valid default: so a test
+# that scripts the answer is not thrown off by the router's call before it.
+RESERVED_SCHEMAS = frozenset({"RouteChoice"})
 DEFAULT_SETTINGS: dict[str, Any] = {
     "ttft": 0.0,
     "tps": 0.0,
@@ -121,6 +129,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "response_formats": ["json_schema", "json_object"],
     "slots": None,
     "server": "plain",
+    "missing_models": [],
     "tools": True,
 }
 DEFAULT_KEYS = frozenset(DEFAULT_SETTINGS)
@@ -193,6 +202,15 @@ _FORMAT_SAMPLES: dict[str, str] = {
     "ipv4": "127.0.0.1",
     "ipv6": "::1",
 }
+
+
+def _schema_name(body: dict[str, Any]) -> str | None:
+    """The name of the JSON schema a request asks for (response_format json_schema), if any."""
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and isinstance(response_format.get("json_schema"), dict):
+        name = response_format["json_schema"].get("name")
+        return name if isinstance(name, str) else None
+    return None
 
 
 def schema_instance(schema: Any, root: Any = None) -> Any:
@@ -863,6 +881,9 @@ def _check_settings(values: dict[str, Any]) -> None:
     for key, choices in CHOICE_SETTINGS.items():
         if key in values and values[key] not in choices:
             raise ValueError(f"'{key}' must be one of {list(choices)}")
+    missing = values.get("missing_models", [])
+    if not isinstance(missing, list) or not all(isinstance(m, str) for m in missing):
+        raise ValueError("'missing_models' must be a list of strings")
     formats = values.get("response_formats", [])
     if not isinstance(formats, list) or not all(isinstance(f, str) for f in formats):
         raise ValueError("'response_formats' must be a list of strings")
@@ -1259,10 +1280,15 @@ class StubServer:
             self._generating -= 1
             self._cond.notify_all()
 
-    def _take_plan(self, endpoint: str, text: str) -> _Plan:
+    def _take_plan(self, endpoint: str, text: str, schema: str | None = None) -> _Plan:
+        reserved = schema in RESERVED_SCHEMAS
         with self._cond:
             for index, reply in enumerate(self._queue):
                 if reply.get("endpoint", "chat") != endpoint:
+                    continue
+                if reply.get("schema") is not None and reply["schema"] != schema:
+                    continue
+                if reserved and reply.get("schema") != schema:
                     continue
                 match = reply.get("match")
                 if match is not None and match not in text:
@@ -1534,10 +1560,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         api = path[3:] if path.startswith("/v1/") else path
         api = api.rstrip("/") or "/"
+        missing = self.stub.defaults["missing_models"]
         if method == "GET" and api == "/models":
-            self._send_json(
-                200, {"object": "list", "data": [self._model(m) for m in self.stub.models]}
-            )
+            listed = [self._model(m) for m in self.stub.models if m not in missing]
+            self._send_json(200, {"object": "list", "data": listed})
         elif method == "GET" and api.startswith("/models/"):
             model = api[len("/models/") :]
             if model in self.stub.models:
@@ -1550,7 +1576,11 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(body, dict):
                 raise _BadRequest("request body must be a JSON object")
             entry = self.stub._record(path, body)
-            if api == "/chat/completions":
+            if body.get("model") in missing:
+                # Ollama's /v1 for a model not pulled.
+                message = f'model "{body["model"]}" not found, try pulling it first'
+                self._send_error_json(404, message, "not_found_error")
+            elif api == "/chat/completions":
                 self._chat(body, entry)
             else:
                 self._embeddings(body)
@@ -1690,7 +1720,7 @@ class _Handler(BaseHTTPRequestHandler):
             last_user = _last_words(last_user, max(0, prompt_tokens_used - TRUNCATE_KEEP))
             self.stub._annotate(entry, prompt_tokens_used=prompt_tokens_used, truncated=True)
 
-        plan = self._plan = self.stub._take_plan("chat", prompt_text)
+        plan = self._plan = self.stub._take_plan("chat", prompt_text, _schema_name(body))
         stream = bool(body.get("stream"))
         model = body.get("model") or DEFAULT_CHAT_MODEL
 

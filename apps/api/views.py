@@ -24,7 +24,8 @@ from apps.api.services import ConversationBusy, api_turn_start
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user
 from apps.chat.services import ChatError, ChatRateLimited
-from apps.cognition.answer import AnswerFailed, answer_reply
+from apps.cognition.answer import AnswerFailed
+from apps.cognition.pipeline import answer_saved_reply
 from apps.core.llm_limits import CHAT, role_endpoint, token_counter
 
 MODEL_ID = "thalamus"
@@ -203,7 +204,7 @@ async def chat_completions(request):
 
 async def _complete(reply: Message, completion_id: str, created: int) -> HttpResponse:
     try:
-        async for _ in answer_reply(reply_id=reply.pk):
+        async for _ in answer_saved_reply(reply_id=reply.pk):
             pass
     except AnswerFailed as exc:
         return _upstream_failed(exc).response()
@@ -257,7 +258,7 @@ async def _stream(
 
     yield delta({"role": "assistant", "content": ""})
     try:
-        async for text in answer_reply(reply_id=reply.pk):
+        async for text in answer_saved_reply(reply_id=reply.pk):
             yield delta({"content": text})
     except AnswerFailed as exc:
         yield _event(_upstream_failed(exc).body())

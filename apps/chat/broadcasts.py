@@ -47,6 +47,23 @@ def render_status(message_id: int, text: str) -> str:
     )
 
 
+def render_turn_status(message_id: int, states: dict[str, tuple[str, str]]) -> str:
+    """The turn's status line while it runs (pipeline.TurnRun.states)."""
+    from apps.chat.turn_status import live_parts
+
+    return render_to_string(
+        "chat/_turn_status.html", {"reply_id": message_id, "parts": live_parts(states)}
+    )
+
+
+def render_final_turn_status(message: Message) -> str:
+    from apps.chat.turn_status import final_parts
+
+    return render_to_string(
+        "chat/_turn_status.html", {"reply_id": message.pk, "parts": final_parts(message)}
+    )
+
+
 def render_composer(
     conversation: Conversation, open_reply: Message | None, *, max_chars: int | None
 ) -> str:
@@ -93,6 +110,8 @@ def receipt_changed(*, message_id: int) -> None:
             html = render_to_string(
                 "chat/_receipt.html", {"message": message, "receipt_parts": True}
             )
+            # The status line's reflection part too.
+            html += render_final_turn_status(message)
             async_to_sync(push)(conversation_group(message.conversation_id), html)
 
     transaction.on_commit(send)

@@ -15,15 +15,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from apps.chat import broadcasts, services
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, message_of, open_reply
-from apps.cognition.answer import (
-    AnswerFailed,
-    PreparedTurn,
-    answer_reply,
-    build_turn,
-    memory_for_turn,
-)
+from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
 from apps.cognition.context import start_turn_embedding
 from apps.cognition.debate import REVIEWING
+from apps.cognition.pipeline import TurnRun, answer_saved_reply, start_turn
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
@@ -108,27 +103,28 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # first, from here, under the configuration of this socket's last turn (a change of
         # embedding model reaches it one turn late); the recall reads the configuration afresh.
         text = content.replace("\r\n", "\n").strip()
-        memory = None
+        run = None
         if text and len(text) <= self.max_chars:  # else the save most likely refuses it
-            memory = self._recall(text, start_turn_embedding(text=text, config=self.config))
+            run = self._start(text, start_turn_embedding(text=text, config=self.config))
         try:
             user_message, reply, history, config = await database_sync_to_async(
                 _save_message, thread_sensitive=False
             )(conversation=self.conversation, content=content)
         except services.ChatError as exc:
-            if memory is not None:
-                memory.cancel()
+            if run is not None:
+                run.cancel()
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
         conversation = self.conversation
         self.config = config
         max_chars = self.max_chars
-        if memory is None:  # the limit was raised since this socket's last turn
-            memory = self._recall(text)
+        if run is None:  # the limit was raised since this socket's last turn
+            run = self._start(text)
 
         def opening() -> str:
             return (
                 broadcasts.render_new_messages([user_message, reply])
+                + broadcasts.render_turn_status(reply.pk, run.states)
                 + broadcasts.render_composer(conversation, reply, max_chars=max_chars)
                 + broadcasts.render_error("")
             )
@@ -136,20 +132,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
         start_reply(
             conversation,
             reply.pk,
-            _turn(reply, history, memory),
+            run.prepare(reply=reply, history=history),
             max_chars=max_chars,
             sender=self,
             opening=opening,
+            run=run,
         )
 
-    def _recall(self, text: str, embedded: Future | None = None) -> asyncio.Future:
-        return asyncio.ensure_future(
-            database_sync_to_async(memory_for_turn, thread_sensitive=False)(
-                user=self.scope["user"],
-                conversation=self.conversation,
-                text=text,
-                embedded=embedded,
-            )
+    def _start(self, text: str, embedded: Future | None = None) -> TurnRun:
+        """The turn's pipeline, started as the message arrives (apps/cognition/pipeline.py)."""
+        return start_turn(
+            user=self.scope["user"], conversation=self.conversation, text=text, embedded=embedded
         )
 
     async def _reopen(self, message_id: int | None, reopen: Callable[..., Message]) -> None:
@@ -255,10 +248,6 @@ def _save_message(*, conversation: Conversation, content: str):
     return sent.question, sent.reply, sent.history, config
 
 
-async def _turn(reply: Message, history: list[Message], memory: asyncio.Future) -> PreparedTurn:
-    return build_turn(reply=reply, history=history, memory=await memory)
-
-
 def start_reply(
     conversation: Conversation,
     reply_id: int,
@@ -268,6 +257,7 @@ def start_reply(
     sender: ChatConsumer | None = None,
     opening: Callable[[], str] | None = None,
     text: str = "",
+    run: TurnRun | None = None,
 ) -> asyncio.Task:
     task = asyncio.create_task(
         stream_reply(
@@ -278,6 +268,7 @@ def start_reply(
             sender=sender,
             opening=opening,
             text=text,
+            run=run,
         )
     )
     RUNNING[reply_id] = (conversation.pk, task)
@@ -294,6 +285,7 @@ async def stream_reply(
     sender: ChatConsumer | None = None,
     opening: Callable[[], str] | None = None,
     text: str = "",
+    run: TurnRun | None = None,
 ) -> None:
     """Generate a reply, pushing its growing text to every page showing the conversation.
 
@@ -303,7 +295,8 @@ async def stream_reply(
     while the LLM thinks (or after OPENING_LATEST_SECONDS of preparing the turn, whichever comes
     first), and always before any text of the answer. `max_chars` is the message size limit,
     for the composer pushed at the end. `text` is the reply's text so far, which a Continue
-    writes on from.
+    writes on from. `run` is the turn's pipeline: its status line (what each subsystem is
+    doing) is shown with the opening and pushed as it changes once pages show the reply.
     """
     group = broadcasts.conversation_group(conversation.pk)
     opened: asyncio.Future | None = None
@@ -319,6 +312,19 @@ async def stream_reply(
         if opened is None:
             opened = asyncio.ensure_future(push_opening())
         return opened
+
+    if run is not None:
+
+        def status_changed(subsystem: str, state: str, text: str) -> None:
+            # Before the opening the line waits: the opening carries it.
+            if opened is not None and opened.done() and not shown:
+                asyncio.ensure_future(
+                    broadcasts.push(
+                        group, broadcasts.render_turn_status(reply_id, run.states), sender=sender
+                    )
+                )
+
+        run.status = status_changed
 
     shown = False
 
@@ -352,15 +358,12 @@ async def stream_reply(
     try:
         # aclosing: a Stop that lands while pushing still closes the generator, which then
         # saves the partial answer as cancelled.
-        async with aclosing(
-            answer_reply(
-                reply_id=reply_id,
-                turn=turn,
-                on_request=open_pages,
-                on_saved=show_final,
-                on_review=show_review,
-            )
-        ) as deltas:
+        callbacks = {"on_request": open_pages, "on_saved": show_final, "on_review": show_review}
+        if turn is None:
+            answering = answer_saved_reply(reply_id=reply_id, **callbacks)
+        else:
+            answering = answer_reply(reply_id=reply_id, turn=turn, **callbacks)
+        async with aclosing(answering) as deltas:
             async for delta in deltas:
                 if task.cancelling():
                     # A Stop cancelled this task but its CancelledError was lost on the way:

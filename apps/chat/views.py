@@ -20,7 +20,8 @@ from apps.chat.selectors import (
     message_of,
     messages_of,
 )
-from apps.cognition.answer import AnswerFailed, answer_reply
+from apps.cognition.answer import AnswerFailed
+from apps.cognition.pipeline import answer_saved_reply
 from apps.core.selectors import runtime_config
 from apps.memory import browser_services
 from apps.memory.models import MemoryNode
@@ -161,7 +162,7 @@ def _answer_and_show(request, pk: int, open_reply: Callable[[], Message]):
 
 async def _drain(reply_id: int) -> None:
     try:
-        async for _ in answer_reply(reply_id=reply_id):
+        async for _ in answer_saved_reply(reply_id=reply_id):
             pass
     except AnswerFailed:
         pass

@@ -88,6 +88,8 @@ class PreparedTurn:
     # While the debate's review runs the answer is not marked active: the review is a
     # background call, which would wait for this very answer.
     reviewing: bool = False
+    # The turn's steps as the pipeline ran them (pipeline.Spans); the answer adds its own.
+    spans: object | None = None
 
 
 @dataclass
@@ -105,6 +107,8 @@ class MemoryForTurn:
     # The lines of the rules and preferences the internal debate holds the draft to; None when
     # the debate is off.
     rules: list[str] | None = None
+    # The user's world state (topics, project, goals, how to answer), rendered; "" when empty.
+    world: str = ""
 
 
 def memory_for_turn(
@@ -120,7 +124,8 @@ def memory_for_turn(
     `embedded`: the embedding of `text` already under way (`start_turn_embedding`).
     """
     from apps.cognition.context import memory_context_for_turn
-    from apps.memory.selectors import rules_and_preferences_for
+    from apps.memory.renderer import render_world
+    from apps.memory.selectors import rules_and_preferences_for, world_state_for
 
     started = time.perf_counter()
     config = config or runtime_config()
@@ -138,6 +143,7 @@ def memory_for_turn(
             "description", flat=True
         )
         rules = rule_lines(list(descriptions))
+    world = render_world(world_state_for(user_id=user.pk), language=config.renderer_language)
     return MemoryForTurn(
         context=context,
         ms=(time.perf_counter() - started) * 1000,
@@ -147,6 +153,7 @@ def memory_for_turn(
         counter=counter,
         config=config,
         rules=rules,
+        world=world,
     )
 
 
@@ -168,6 +175,10 @@ KEEP_KNOWLEDGE = 100
 KEEP_MEMORY = 1000
 KEEP_IDENTITY = 5000
 KEEP_LAST_EXCHANGE = 10_000
+# What the tools looked up for this very message outlasts what recall found.
+KEEP_EVIDENCE = 3000
+# A placeholder that always goes first (no world state to show).
+NEVER_KEPT = -1
 
 
 def _knowledge_keep(triples: list, text: str) -> list[float]:
@@ -183,8 +194,22 @@ def _knowledge_keep(triples: list, text: str) -> list[float]:
     return keep
 
 
+def evidence_line(item) -> str:
+    """One piece of evidence the tools found, for the system prompt."""
+    when = f" ({item.at:%Y-%m-%d})" if getattr(item, "at", None) else ""
+    return f"- [{item.tool}] {item.text}{when}"
+
+
+EVIDENCE_HEADING = "Looked up for this message:"
+
+
 def build_turn(
-    *, reply: Message, history: list[Message], memory: MemoryForTurn, continue_from: str = ""
+    *,
+    reply: Message,
+    history: list[Message],
+    memory: MemoryForTurn,
+    continue_from: str = "",
+    evidence: list | tuple = (),
 ) -> PreparedTurn:
     """The request for the LLM from parts already read; no database access.
 
@@ -194,7 +219,8 @@ def build_turn(
     Everything is fitted to the model's window minus the answer's cap, by the one budgeting
     function: first the oldest history goes (the last exchange is kept longest), then the least
     relevant knowledge, then the lowest-scored memories and episodes. The user's message itself
-    is never cut; one that cannot fit on its own raises MessageTooLong.
+    is never cut; one that cannot fit on its own raises MessageTooLong. The world state is kept
+    as long as identity; what the tools found (`evidence`, best first) outlasts memories.
     """
     started = time.perf_counter()
     config = memory.config
@@ -232,6 +258,10 @@ def build_turn(
         )
         for hit in context.episodes
     ]
+    pieces.append(Piece(memory.world, KEEP_IDENTITY) if memory.world else Piece("", NEVER_KEPT))
+    pieces += [
+        Piece(evidence_line(item), KEEP_EVIDENCE - index) for index, item in enumerate(evidence)
+    ]
     last_exchange = len(earlier) - 2
     pieces += [
         message_piece(
@@ -266,6 +296,10 @@ def build_turn(
         hit for hit, text in zip(context.episodes, texts[offset:], strict=False) if text
     ]
     offset += len(context.episodes)
+    world = texts[offset] or ""
+    offset += 1
+    kept_evidence = [text for text in texts[offset : offset + len(evidence)] if text]
+    offset += len(evidence)
     kept_history = [message for message, text in zip(earlier, texts[offset:], strict=False) if text]
     if question is not None:
         kept_history.append(question)
@@ -276,6 +310,10 @@ def build_turn(
         language=context.language,
         user=context.user,
     )
+    if kept_evidence:
+        block = "\n".join([block, "", EVIDENCE_HEADING, *kept_evidence]).strip()
+    if world:
+        block = f"{world}\n\n{block}".strip()
     system = fill_prompt(
         "answer",
         memory.template,
@@ -340,22 +378,6 @@ def build_turn(
 
 def turn_history(*, reply: Message, config: RuntimeConfig | None = None) -> list[Message]:
     return history_before(message=reply, limit=(config or runtime_config()).short_term_window)
-
-
-def prepare_turn(*, reply_id: int) -> PreparedTurn:
-    """The request for a saved reply with everything read here, in turn (Retry, Continue, the
-    API); a reply with text is continued from it."""
-    reply = Message.objects.select_related("conversation__owner").get(pk=reply_id)
-    conversation = reply.conversation
-    config = runtime_config()
-    history = turn_history(reply=reply, config=config)
-    memory = memory_for_turn(
-        user=conversation.owner,
-        conversation=conversation,
-        text=history[-1].content if history else "",
-        config=config,
-    )
-    return build_turn(reply=reply, history=history, memory=memory, continue_from=reply.content)
 
 
 @dataclass
@@ -458,15 +480,15 @@ def _queue_background(*, turn: PreparedTurn, message: Message) -> None:
 async def answer_reply(
     *,
     reply_id: int,
-    turn: Awaitable[PreparedTurn] | None = None,
+    turn: Awaitable[PreparedTurn],
     on_request: Callable[[], object] | None = None,
     on_saved: Callable[[Message], Awaitable[object]] | None = None,
     on_review: Callable[[], Awaitable[object]] | None = None,
 ) -> AsyncIterator[str]:
     """Stream the answer for a saved, pending reply, yielding text deltas.
 
-    `turn` may be the prepared request, built while the message was being saved (the consumer
-    does that); without it the reply and its history are read here. The outcome is saved
+    `turn` is the prepared request (apps.cognition.pipeline prepares it: while the message is
+    being saved, or for a saved reply). The outcome is saved
     whatever happens: complete, failed (then AnswerFailed is raised) or cancelled (when the
     consuming task is cancelled; the partial answer is kept). `on_request` is called as the
     request to the LLM goes out: work that can wait for the model's first token goes there.
@@ -479,9 +501,6 @@ async def answer_reply(
     the final answer is streamed (the rewrite) or yielded in pieces (the draft).
     """
     started = time.perf_counter()
-    if turn is None:
-        # Not thread-sensitive, so concurrent turns do not queue behind each other on one thread.
-        turn = database_sync_to_async(prepare_turn, thread_sensitive=False)(reply_id=reply_id)
     try:
         turn = await turn
     except asyncio.CancelledError:
@@ -563,6 +582,15 @@ async def answer_reply(
         now = time.perf_counter()
         turn.trace["timings_ms"]["llm"] = round((now - llm_started) * 1000, 2)
         turn.trace["timings_ms"]["total"] = round((now - started) * 1000, 2)
+        if turn.spans is not None:
+            turn.spans.record(
+                "answer",
+                since=llm_started,
+                outcome="error" if outcome == Message.Status.FAILED else "ok",
+                error=error,
+                detail=turn.model,
+            )
+            turn.trace["spans"] = turn.spans.as_trace()
         completion_tokens = usage.completion_tokens if usage else None
         if kept and completion_tokens is not None and turn.reply.completion_tokens:
             completion_tokens += turn.reply.completion_tokens

@@ -18,6 +18,7 @@ PROMPT_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "episode": frozenset({"transcript"}),
     "debate": frozenset({"rules", "question", "draft"}),
     "world": frozenset({"state", "history", "message"}),
+    "route": frozenset({"history", "message"}),
 }
 
 

@@ -138,7 +138,7 @@ def test_the_page_of_a_conversation_with_an_orphaned_reply_offers_retry(client, 
 
 @pytest.mark.django_db(transaction=True)
 async def test_an_answer_keeps_its_lease_while_it_streams(user, llm_stub, monkeypatch):
-    from apps.cognition.answer import answer_reply
+    from apps.cognition.pipeline import answer_saved_reply
 
     # Leases of one second, renewed every third of one.
     monkeypatch.setattr(services, "REPLY_LEASE_SECONDS", 1)
@@ -153,7 +153,7 @@ async def test_an_answer_keeps_its_lease_while_it_streams(user, llm_stub, monkey
         leased_late = await cache.aget(services._lease_key(sent.reply.pk))
 
     watcher = asyncio.ensure_future(watch())
-    async for _ in answer_reply(reply_id=sent.reply.pk):
+    async for _ in answer_saved_reply(reply_id=sent.reply.pk):
         pass
     await watcher
     assert leased_late == 1

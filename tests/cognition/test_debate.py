@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from apps.chat import services
 from apps.chat.models import Conversation, Message
-from apps.cognition.answer import answer_reply
+from apps.cognition.pipeline import answer_saved_reply
 from apps.core.models import Event, RuntimeConfig
 from apps.core.services import runtime_config_save
 from apps.memory import services as memory_services
@@ -47,7 +47,7 @@ def _set_up(user, **configure) -> Message:
 
 async def _answer(user, **set_up) -> Message:
     reply = await sync_to_async(_set_up)(user, **set_up)
-    async for _ in answer_reply(reply_id=reply.pk):
+    async for _ in answer_saved_reply(reply_id=reply.pk):
         pass
     return await Message.objects.aget(pk=reply.pk)
 
@@ -146,7 +146,7 @@ async def test_a_stop_during_the_review_ends_the_reply_cancelled(user, llm_stub)
     reply = await sync_to_async(_set_up)(user, debate=True)
 
     async def consume():
-        async for _ in answer_reply(reply_id=reply.pk):
+        async for _ in answer_saved_reply(reply_id=reply.pk):
             pass
 
     task = asyncio.ensure_future(consume())

@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from apps.chat import services
 from apps.chat.models import Conversation, Message
-from apps.cognition.answer import MessageTooLong, prepare_turn
+from apps.cognition.answer import MessageTooLong
+from apps.cognition.pipeline import prepare_saved_reply
 from apps.core.llm_limits import CHAT, role_endpoint, token_counter
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
@@ -30,7 +31,7 @@ def test_the_request_is_the_system_prompt_and_the_last_n_messages(user, llm_stub
     conversation = _conversation(user, 6)
     reply = services.message_send(conversation=conversation, content="and now?").reply
 
-    turn = prepare_turn(reply_id=reply.pk)
+    turn = prepare_saved_reply(reply_id=reply.pk)
 
     system, *history = turn.messages
     assert system["role"] == "system" and "{{" not in system["content"]
@@ -55,7 +56,7 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
     conversation = _conversation(user, 5, filler)
     reply = services.message_send(conversation=conversation, content="and now?" + filler).reply
 
-    turn = prepare_turn(reply_id=reply.pk)
+    turn = prepare_saved_reply(reply_id=reply.pk)
 
     system, *history = turn.messages
     assert 1 < len(history) < 10, "some kept, some dropped"
@@ -71,7 +72,7 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
     services.message_finish(message=reply, status=Message.Status.COMPLETE, content="ok")
     huge = services.message_send(conversation=conversation, content="long " * 800).reply
     with pytest.raises(MessageTooLong, match="too long for the model"):
-        prepare_turn(reply_id=huge.pk)
+        prepare_saved_reply(reply_id=huge.pk)
 
 
 def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_first(user, llm_stub):

@@ -4,6 +4,7 @@ from django import template
 
 from apps.chat.recall import panel_items, recalled_texts
 from apps.chat.receipts import Receipt, receipt_for, receipt_nodes
+from apps.chat.turn_status import Part, final_parts
 
 register = template.Library()
 
@@ -39,3 +40,9 @@ def recalled(context, message) -> dict:
     if "recalled_texts" not in cache:
         cache["recalled_texts"] = recalled_texts(conversation_id=conversation_id, messages=messages)
     return panel_items(message.trace, cache["recalled_texts"])
+
+
+@register.simple_tag
+def turn_parts(message) -> list[Part]:
+    """The status line of a saved reply (what each part of its turn did)."""
+    return final_parts(message)

@@ -1,0 +1,449 @@
+"""The turn, top to bottom. Its shape:
+
+    router → context builder (recall ⇄ tools) → world modifier → answer → background reflection
+
+1. route    — a rule, else one short call to the router's model: answer directly, gather
+              context with tools first, or change the user's world state first.
+2. recall   — what memory holds for the message (started as the message arrives, beside the
+              save and the router).
+3. tools    — only when routed to gather: a bounded loop of tool calls (memory, episodes, graph,
+              chat history, time, calculator) whose results become evidence in the prompt.
+4. world    — only when routed to change it: validated operations on the user's world state,
+              committed once, in one transaction.
+5. assemble — the request for the LLM, fitted to the model's window (answer.build_turn).
+6. answer   — streamed (answer.answer_reply), which saves the reply however it ends.
+7. reflect  — queued once the reply is saved; the worker learns from the exchange.
+
+Each step is a plain function over the part of the typed turn state it needs, recorded as a
+span (name, start, duration, outcome, error) in the reply's trace. A step that fails leaves
+its error in its span and on the page's status line, and the turn goes on without it: only the
+answer itself can fail a turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from apps.chat.models import Message
+from apps.cognition.answer import (
+    MemoryForTurn,
+    PreparedTurn,
+    answer_reply,
+    build_turn,
+    memory_for_turn,
+    turn_history,
+)
+from apps.cognition.route import GATHER, WORLD, RouteDecision, route_by_model, route_by_rule
+from apps.core.models import RuntimeConfig
+from apps.core.selectors import runtime_config
+
+# The tools the context builder may call; the world modifier calls none.
+CONTEXT_TOOLS = (
+    "memory_query",
+    "episode_search",
+    "graph_query",
+    "chat_history_tail",
+    "current_time",
+    "calculator",
+)
+# Subsystems of the status line, in the order it shows them.
+SUBSYSTEMS = ("router", "retrieval", "tools", "world", "llm", "reflection")
+
+# A status update: subsystem, state ("running", "ok", "skipped", "error"), a short text.
+StatusSink = Callable[[str, str, str], Awaitable[None] | None]
+
+
+# ----------------------------------------------------------------------------------- state
+
+
+@dataclass
+class Span:
+    name: str
+    start_ms: float
+    ms: float = 0.0
+    outcome: str = "ok"  # "ok", "skipped" or "error"
+    error: str = ""
+    detail: str = ""
+
+    def as_trace(self) -> dict:
+        trace = {
+            "name": self.name,
+            "start_ms": round(self.start_ms, 2),
+            "ms": round(self.ms, 2),
+            "outcome": self.outcome,
+        }
+        if self.error:
+            trace["error"] = self.error[:300]
+        if self.detail:
+            trace["detail"] = self.detail[:200]
+        return trace
+
+
+@dataclass
+class Spans:
+    """The turn's steps as they ran; times are from the turn's start."""
+
+    started: float = field(default_factory=time.perf_counter)
+    items: list[Span] = field(default_factory=list)
+
+    @contextmanager
+    def span(self, name: str):
+        span = Span(name, (time.perf_counter() - self.started) * 1000)
+        self.items.append(span)
+        try:
+            yield span
+        except BaseException as exc:
+            span.outcome = "error"
+            span.error = span.error or f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            span.ms = (time.perf_counter() - self.started) * 1000 - span.start_ms
+
+    def open(self, name: str) -> Span:
+        """A span that ends when `close` is called (a step running while others do)."""
+        span = Span(name, (time.perf_counter() - self.started) * 1000)
+        self.items.append(span)
+        return span
+
+    def close(self, span: Span, *, error: str = "") -> None:
+        span.ms = (time.perf_counter() - self.started) * 1000 - span.start_ms
+        if error:
+            span.outcome, span.error = "error", error
+
+    def record(
+        self, name: str, *, since: float, outcome: str = "ok", error: str = "", detail: str = ""
+    ) -> None:
+        """A step that ran elsewhere (the answer), from the perf_counter time `since` to now."""
+        start = (since - self.started) * 1000
+        ms = (time.perf_counter() - since) * 1000
+        self.items.append(Span(name, start, ms, outcome, error, detail))
+
+    def skip(self, name: str, reason: str) -> None:
+        self.items.append(
+            Span(
+                name, (time.perf_counter() - self.started) * 1000, outcome="skipped", detail=reason
+            )
+        )
+
+    def as_trace(self) -> list[dict]:
+        return [span.as_trace() for span in self.items]
+
+
+@dataclass
+class TurnInput:
+    """What the turn starts from: who asks, where, what."""
+
+    user: object
+    conversation: object
+    text: str
+    # None until the recall has read it (on its own thread: the event loop must not).
+    config: RuntimeConfig | None
+    time_zone: str
+
+
+@dataclass
+class Turn:
+    """The typed turn state; each step fills in its own part."""
+
+    input: TurnInput
+    spans: Spans = field(default_factory=Spans)
+    route: RouteDecision | None = None
+    memory: MemoryForTurn | None = None
+    reply: Message | None = None
+    history: list[Message] = field(default_factory=list)
+    tools: object | None = None  # toolloop.ToolLoopResult
+    world: object | None = None  # memory.services.WorldChange
+    prepared: PreparedTurn | None = None
+
+
+# ----------------------------------------------------------------------------------- steps
+
+
+def route(*, text: str, history: list[Message]) -> RouteDecision:
+    """Step 1: the rule, else the router's model (which never raises)."""
+    decided = route_by_rule(text, has_history=len(history) > 1)
+    if decided is not None:
+        return decided
+    return route_by_model(text, history=_plain(history[:-1]))
+
+
+def recall(*, inp: TurnInput, embedded: Future | None = None) -> MemoryForTurn:
+    """Step 2: what memory holds for the message (never raises on an embedding failure)."""
+    return memory_for_turn(
+        user=inp.user,
+        conversation=inp.conversation,
+        text=inp.text,
+        config=inp.config,
+        embedded=embedded,
+    )
+
+
+def use_tools(*, inp: TurnInput, history: list[Message]):
+    """Step 3: the bounded tool loop; its errors are observations, never exceptions."""
+    from apps.cognition.toolloop import gather_evidence
+    from apps.cognition.tools import ToolContext
+
+    question = history[-1] if history else None
+    return gather_evidence(
+        context=ToolContext(
+            user_id=inp.user.pk,
+            conversation_id=inp.conversation.pk,
+            before_message_id=question.pk if question is not None else None,
+            time_zone=inp.time_zone,
+            config=inp.config,
+        ),
+        question=inp.text,
+        history=_plain(history[:-1]),
+        allowed=CONTEXT_TOOLS,
+        config=inp.config,
+    )
+
+
+def change_world(*, inp: TurnInput, history: list[Message]):
+    """Step 4: validated operations on the world state, committed once (never raises)."""
+    from apps.cognition.world import modify_world
+
+    return modify_world(user_id=inp.user.pk, question=inp.text, history=_plain(history[:-1]))
+
+
+def assemble(*, turn: Turn, continue_from: str = "") -> PreparedTurn:
+    """Step 5: the request for the LLM, with the evidence and the world state in it."""
+    evidence = list(getattr(turn.tools, "evidence", None) or [])
+    prepared = build_turn(
+        reply=turn.reply,
+        history=turn.history,
+        memory=turn.memory,
+        continue_from=continue_from,
+        evidence=evidence,
+    )
+    prepared.trace.update(_trace_of(turn))
+    prepared.spans = turn.spans
+    return prepared
+
+
+# ------------------------------------------------------------------------------ the order
+
+
+def start_turn(
+    *,
+    user,
+    conversation,
+    text: str,
+    config: RuntimeConfig | None = None,
+    embedded: Future | None = None,
+    status: StatusSink | None = None,
+) -> TurnRun:
+    """Start a turn as its message arrives: the recall begins at once, beside the message's
+    save; `TurnRun.prepare` routes and waits for it once the reply exists. Without `config`
+    the recall reads the configuration afresh, on its thread."""
+    inp = TurnInput(
+        user=user,
+        conversation=conversation,
+        text=text,
+        config=config,
+        time_zone=timezone.get_current_timezone_name(),
+    )
+    return TurnRun(Turn(inp), embedded=embedded, status=status)
+
+
+class TurnRun:
+    """One turn in an event loop: the steps in order, the slow ones on threads."""
+
+    def __init__(self, turn: Turn, *, embedded: Future | None, status: StatusSink | None):
+        self.turn = turn
+        self.status = status
+        # The status line: subsystem -> (state, text), as the steps report.
+        self.states: dict[str, tuple[str, str]] = {}
+        self._notify("session", "running", "turn started")
+        self._recall_span = turn.spans.open("recall")
+        self.recalled = asyncio.ensure_future(
+            database_sync_to_async(recall, thread_sensitive=False)(
+                inp=turn.input, embedded=embedded
+            )
+        )
+
+    def cancel(self) -> None:
+        self.recalled.cancel()
+
+    def _notify(self, subsystem: str, state: str, text: str = "") -> None:
+        self.states[subsystem] = (state, text)
+        if self.status is not None:
+            result = self.status(subsystem, state, text)
+            if asyncio.iscoroutine(result):
+                asyncio.ensure_future(result)
+
+    async def prepare(self, *, reply: Message, history: list[Message]) -> PreparedTurn:
+        turn = self.turn
+        turn.reply, turn.history = reply, history
+        spans = turn.spans
+        with spans.span("route") as span:
+            decided = route_by_rule(turn.input.text, has_history=len(history) > 1)
+            if decided is None:
+                self._notify("router", "running", "choosing")
+                decided = await database_sync_to_async(route_by_model, thread_sensitive=False)(
+                    turn.input.text, history=_plain(history[:-1])
+                )
+            turn.route = decided
+            span.detail = f"{decided.route} ({decided.by})"
+            if decided.error:
+                span.outcome, span.error = "error", decided.error
+        self._notify(
+            "router",
+            "error" if decided.error else "ok",
+            decided.route if not decided.error else "failed: answering directly",
+        )
+        try:
+            turn.memory = await self.recalled
+        except BaseException as exc:
+            spans.close(self._recall_span, error=f"{type(exc).__name__}: {exc}")
+            raise
+        turn.input.config = turn.memory.config
+        embedding_error = turn.memory.context.trace.get("embedding_error", "")
+        spans.close(self._recall_span, error=embedding_error)
+        self._notify(
+            "retrieval",
+            "error" if embedding_error else "ok",
+            "full-text only: the embedding failed" if embedding_error else _recalled(turn.memory),
+        )
+        await self._tools_and_world()
+        with spans.span("assemble"):
+            turn.prepared = assemble(turn=turn)
+        self._notify("llm", "running", "asking the model")
+        return turn.prepared
+
+    async def _tools_and_world(self) -> None:
+        turn = self.turn
+        spans = turn.spans
+        if turn.route.route == GATHER and turn.input.config.tool_rounds:
+            self._notify("tools", "running", "looking things up")
+            with spans.span("tools") as span:
+                turn.tools = await database_sync_to_async(use_tools, thread_sensitive=False)(
+                    inp=turn.input, history=turn.history
+                )
+                span.detail = _tools_detail(turn.tools)
+                if turn.tools.stopped.startswith("llm error"):
+                    span.outcome, span.error = "error", turn.tools.stopped
+            failed = span.outcome == "error"
+            self._notify("tools", "error" if failed else "ok", span.error or span.detail)
+        else:
+            spans.skip("tools", "not needed" if turn.route.route != GATHER else "tools are off")
+        if turn.route.route == WORLD:
+            self._notify("world", "running", "updating")
+            with spans.span("world") as span:
+                turn.world = await database_sync_to_async(change_world, thread_sensitive=False)(
+                    inp=turn.input, history=turn.history
+                )
+                span.detail = _world_detail(turn.world)
+                if turn.world.error:
+                    span.outcome, span.error = "error", turn.world.error
+            self._notify("world", "error" if span.error else "ok", span.error or span.detail)
+        else:
+            spans.skip("world", "no change asked")
+
+
+def prepare_saved_reply(*, reply_id: int) -> PreparedTurn:
+    """The whole preparation in one thread, for a saved reply (Retry, Continue, the API); a
+    reply with text is continued from it."""
+    reply = Message.objects.select_related("conversation__owner").get(pk=reply_id)
+    conversation = reply.conversation
+    config = runtime_config()
+    history = turn_history(reply=reply, config=config)
+    text = history[-1].content if history else ""
+    turn = Turn(
+        TurnInput(
+            user=conversation.owner,
+            conversation=conversation,
+            text=text,
+            config=config,
+            time_zone=timezone.get_current_timezone_name(),
+        ),
+        reply=reply,
+        history=history,
+    )
+    spans = turn.spans
+    with spans.span("route") as span:
+        turn.route = route(text=text, history=history)
+        span.detail = f"{turn.route.route} ({turn.route.by})"
+    with spans.span("recall"):
+        turn.memory = recall(inp=turn.input)
+    if turn.route.route == GATHER and config.tool_rounds:
+        with spans.span("tools") as span:
+            turn.tools = use_tools(inp=turn.input, history=history)
+            span.detail = _tools_detail(turn.tools)
+    else:
+        spans.skip("tools", "not needed")
+    # A Retry or Continue does not change the world state a second time.
+    spans.skip("world", "not on a retry")
+    with spans.span("assemble"):
+        turn.prepared = assemble(turn=turn, continue_from=reply.content)
+    return turn.prepared
+
+
+def answer_saved_reply(*, reply_id: int, **callbacks) -> AsyncIterator[str]:
+    """Steps 1-7 for a saved reply (Retry, Continue, the API, the page without JavaScript):
+    prepared on one thread, then answered as `answer_reply` does, with its callbacks."""
+    # Not thread-sensitive, so concurrent turns do not queue behind each other on one thread.
+    prepared = database_sync_to_async(prepare_saved_reply, thread_sensitive=False)(
+        reply_id=reply_id
+    )
+    return answer_reply(reply_id=reply_id, turn=prepared, **callbacks)
+
+
+# --------------------------------------------------------------------------------- helpers
+
+
+def _plain(messages: list[Message]) -> list[dict]:
+    return [{"role": message.role, "content": message.content} for message in messages]
+
+
+def _recalled(memory: MemoryForTurn) -> str:
+    context = memory.context
+    found = len(context.memories) + len(context.episodes) + len(context.knowledge)
+    return f"{found} item{'s' if found != 1 else ''}"
+
+
+def _tools_detail(result) -> str:
+    calls = len(result.calls)
+    return f"{calls} call{'s' if calls != 1 else ''}, {len(result.evidence)} found ({result.mode})"
+
+
+def _world_detail(change) -> str:
+    applied, rejected = len(change.applied), len(change.rejected)
+    detail = f"{applied} change{'s' if applied != 1 else ''}"
+    return detail + (f", {rejected} refused" if rejected else "")
+
+
+def _trace_of(turn: Turn) -> dict:
+    """What the controller adds to the reply's trace: the route, tool calls, world changes."""
+    trace: dict = {"route": turn.route.as_trace()}
+    if turn.tools is not None:
+        tools = turn.tools
+        trace["tools"] = {
+            "mode": tools.mode,
+            "rounds": tools.rounds,
+            "stopped": tools.stopped,
+            "calls": tools.calls,
+            # Ids for what the user's memory holds (the panel reads their current texts), the
+            # text itself only for what no row holds (the time, a sum).
+            "evidence": [
+                {"tool": item.tool, "kind": item.kind, "ref": item.ref}
+                if item.ref
+                else {"tool": item.tool, "kind": item.kind, "text": item.text[:300]}
+                for item in tools.evidence
+            ],
+        }
+    if turn.world is not None:
+        trace["world"] = {
+            "applied": turn.world.applied,
+            "rejected": turn.world.rejected,
+            "error": turn.world.error,
+        }
+    return trace
