@@ -21,7 +21,6 @@ from apps.core.llm_limits import all_model_limits, truncation_warnings
 from apps.core.metrics import LlmMetricsRow, llm_metrics_rows
 from apps.core.models import Event, PromptOverride, RuntimeConfig
 from apps.core.services import runtime_config_save
-from apps.dashboard.selectors import memory_write_rates
 
 ENDPOINT_CHECK_SECONDS = 3.0
 
@@ -142,10 +141,7 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
 
     @admin.display(description="Memory writes")
     def memory_writes(self, obj):
-        return render_to_string(
-            "dashboard/_write_rate.html",
-            {"writes": memory_write_rates(owner_id=None), "all_users": True},
-        )
+        return render_to_string("admin/core/runtimeconfig/_memory_writes.html")
 
     @admin.display(description="Models in use")
     def model_limits(self, obj):

@@ -4,6 +4,8 @@ import json
 
 from django import template
 
+from apps.dashboard.selectors import memory_write_rates
+
 register = template.Library()
 
 
@@ -18,3 +20,10 @@ def as_text(value) -> str:
 @register.filter
 def thousands(value: int) -> str:
     return f"{value:,}"
+
+
+@register.inclusion_tag("dashboard/_write_rate.html")
+def write_rate_of_all_users() -> dict:
+    """The memory write rate over every user, for the admin's runtime configuration (core's
+    admin shows it through this tag: core imports no app above it)."""
+    return {"writes": memory_write_rates(owner_id=None), "all_users": True}
