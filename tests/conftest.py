@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(autouse=True)
 def _fresh_runtime_config():
     """The cache outlives the flushed database between tests; never let a config leak."""
-    from apps.cognition.prompts import PROMPT_PLACEHOLDERS, forget_prompt_override
-    from apps.core.selectors import forget_runtime_config
+    from apps.core.prompts import PROMPT_PLACEHOLDERS
+    from apps.core.selectors import forget_prompt_override, forget_runtime_config
 
     forget_runtime_config()
     # An admin's prompt override is cached too, and its row may be gone with the database.

@@ -95,8 +95,9 @@ def fill_to_fit(name: str, *, role: str, slots: dict[str, list[Piece]], empty: s
     shortened in its middle, known memories beyond the budget are left out, least relevant
     first.
     """
-    from apps.cognition.prompts import fill_prompt, prompt_text
     from apps.core.llm_limits import model_limits, role_endpoint, token_counter
+    from apps.core.prompts import fill_prompt
+    from apps.core.selectors import prompt_text
 
     template = prompt_text(name)
     limits = model_limits(role)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core import checks
 
-from apps.cognition.prompts import PROMPT_PLACEHOLDERS, prompt_path, validate_template
+from apps.core.prompts import PROMPT_PLACEHOLDERS, prompt_path, validate_template
 
 
 @checks.register()

@@ -19,13 +19,13 @@ from apps.chat import broadcasts
 from apps.chat.models import Message
 from apps.cognition import grounding
 from apps.cognition.budget import bodies, fill_to_fit, fixed_lines, ranked_lines
-from apps.cognition.prompts import PLACEHOLDER, prompt_text
 from apps.cognition.quarantine import looks_like_instruction
 from apps.cognition.schemas import InvalidReply, LearntMemory, Reflection
 from apps.cognition.structured import complete_as
 from apps.core.llm_limits import REFLECTION
 from apps.core.models import Event
-from apps.core.selectors import runtime_config
+from apps.core.prompts import PLACEHOLDER
+from apps.core.selectors import prompt_text, runtime_config
 from apps.core.services import event_record
 from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services

@@ -10,16 +10,12 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
-from apps.cognition.prompts import (
-    PROMPT_PLACEHOLDERS,
-    file_prompt_text,
-    forget_prompt_override,
-    prompt_path,
-)
 from apps.core.llm import llm_client
 from apps.core.llm_limits import all_model_limits, truncation_warnings
 from apps.core.metrics import LlmMetricsRow, llm_metrics_rows
 from apps.core.models import Event, PromptOverride, RuntimeConfig
+from apps.core.prompts import PROMPT_PLACEHOLDERS, file_prompt_text, prompt_path
+from apps.core.selectors import forget_prompt_override
 from apps.core.services import runtime_config_save
 
 ENDPOINT_CHECK_SECONDS = 3.0

@@ -5,6 +5,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from apps.core.prompts import PROMPT_PLACEHOLDERS, validate_template
+
 
 class RuntimeConfig(models.Model):
     """The one row of settings an admin changes at run time; read through `runtime_config()`."""
@@ -228,8 +230,6 @@ class PromptOverride(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from apps.cognition.prompts import PROMPT_PLACEHOLDERS, validate_template
-
         if self.name not in PROMPT_PLACEHOLDERS:
             raise ValidationError({"name": f"There is no prompt template called {self.name!r}."})
         problems = validate_template(self.name, self.text)

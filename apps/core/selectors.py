@@ -4,7 +4,8 @@ import zlib
 
 from django.core.cache import cache
 
-from apps.core.models import RuntimeConfig
+from apps.core.models import PromptOverride, RuntimeConfig
+from apps.core.prompts import file_prompt_text
 
 
 def _cache_key() -> str:
@@ -28,3 +29,25 @@ def runtime_config() -> RuntimeConfig:
 
 def forget_runtime_config() -> None:
     cache.delete(_CACHE_KEY)
+
+
+def _override_cache_key(name: str) -> str:
+    return f"prompts:override:{name}"
+
+
+def prompt_text(name: str) -> str:
+    """The admin's override of a template if there is one, else the file's text.
+
+    Overrides are read through the shared cache, so every web process and worker sees an edit
+    from its next call; `forget_prompt_override` runs when one is saved or deleted.
+    """
+    override = cache.get(_override_cache_key(name))
+    if override is None:
+        row = PromptOverride.objects.filter(name=name).values_list("text", flat=True).first()
+        override = row or ""
+        cache.set(_override_cache_key(name), override, 300)
+    return override or file_prompt_text(name)
+
+
+def forget_prompt_override(name: str) -> None:
+    cache.delete(_override_cache_key(name))

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from apps.cognition import prompts
 from apps.cognition.checks import check_prompt_templates
+from apps.core import prompts
+from apps.core.selectors import prompt_text
 
 
 def test_the_shipped_prompts_pass_the_system_check():
@@ -44,8 +45,8 @@ def test_a_missing_placeholder_fails_the_check(tmp_path, settings):
 
 
 @pytest.mark.django_db  # an admin's override in the database wins over the file
-def test_render_fills_every_placeholder():
-    text = prompts.render_prompt("title", exchange="user: hi")
+def test_filling_a_template_needs_every_placeholder():
+    text = prompts.fill_prompt("title", prompt_text("title"), exchange="user: hi")
     assert "user: hi" in text and "{{" not in text
     with pytest.raises(prompts.PromptError):
-        prompts.render_prompt("title")
+        prompts.fill_prompt("title", prompt_text("title"))

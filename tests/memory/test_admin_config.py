@@ -9,9 +9,10 @@ import pytest
 from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
 
-from apps.cognition.prompts import file_prompt_text, prompt_text
 from apps.core.models import PromptOverride, RuntimeConfig
 from apps.core.ports import free_port
+from apps.core.prompts import file_prompt_text
+from apps.core.selectors import prompt_text
 
 pytestmark = pytest.mark.django_db
 
