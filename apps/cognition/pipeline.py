@@ -44,6 +44,7 @@ from apps.cognition.answer import (
 from apps.cognition.route import GATHER, WORLD, RouteDecision, route_by_model, route_by_rule
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
+from apps.memory.renderer import render_world
 
 # The tools the context builder may call; the world modifier calls none.
 CONTEXT_TOOLS = (
@@ -217,6 +218,11 @@ def change_world(*, inp: TurnInput, history: list[Message]):
 def assemble(*, turn: Turn, continue_from: str = "") -> PreparedTurn:
     """Step 5: the request for the LLM, with the evidence and the world state in it."""
     evidence = list(getattr(turn.tools, "evidence", None) or [])
+    if turn.world is not None and turn.world.changed:
+        # The recall read the state before this turn changed it.
+        turn.memory.world = render_world(
+            turn.world.state, language=turn.memory.config.renderer_language
+        )
     prepared = build_turn(
         reply=turn.reply,
         history=turn.history,

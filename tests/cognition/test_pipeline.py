@@ -1,0 +1,227 @@
+"""The turn's pipeline: every router choice, the steps as spans, the evidence and the world
+state in the prompt, and the status line the chat page is shown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from apps.chat import services
+from apps.chat.models import Conversation, Message
+from apps.chat.turn_status import final_parts
+from apps.cognition.pipeline import prepare_saved_reply
+from apps.cognition.route import ANSWER, GATHER, WORLD, route_by_rule
+from apps.memory.models import WorldState
+from apps.memory.services import world_apply
+from tests.chat.conftest import connect_socket
+
+pytestmark = pytest.mark.django_db
+
+
+def _reply(user, text: str, conversation: Conversation | None = None) -> Message:
+    conversation = conversation or Conversation.objects.create(owner=user)
+    return services.message_send(conversation=conversation, content=text).reply
+
+
+def _chat_requests(llm_stub) -> list[dict]:
+    return [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
+
+
+def _schema_of(request: dict) -> str | None:
+    response_format = request["body"].get("response_format") or {}
+    return (response_format.get("json_schema") or {}).get("name")
+
+
+@pytest.mark.parametrize(
+    ("text", "has_history", "route"),
+    [
+        ("Hi there!", False, ANSWER),
+        ("thanks", True, ANSWER),
+        ("and the second one?", True, ANSWER),
+        ("What is the capital of France?", False, ANSWER),
+        ("What is 17 * 23?", False, GATHER),
+        ("what time is it in my town", False, GATHER),
+        ("Do you remember what I said about my sister?", False, GATHER),
+        ("From now on answer me in French, please.", False, WORLD),
+        ("I'm working on a garden shed these weeks", False, WORLD),
+    ],
+)
+def test_the_rule_routes_what_it_can_place_without_a_call(text, has_history, route):
+    decided = route_by_rule(text, has_history=has_history)
+
+    assert decided is not None and decided.route == route and decided.by == "rule"
+
+
+def test_a_personal_message_the_rule_cannot_place_is_left_to_the_model():
+    assert (
+        route_by_rule("I wonder whether my sister would like the blue one", has_history=False)
+        is None
+    )
+
+
+def test_a_greeting_takes_the_fast_track_with_no_llm_call_before_the_answer(user, llm_stub):
+    reply = _reply(user, "Hello!")
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert turn.trace["route"] == {
+        "route": "answer",
+        "reason": "a greeting or an acknowledgement",
+        "by": "rule",
+    }
+    assert _chat_requests(llm_stub) == [], "the fast track asks the LLM nothing before the answer"
+    spans = {span["name"]: span for span in turn.spans.as_trace()}
+    assert list(spans) == ["route", "recall", "tools", "world", "assemble"]
+    assert spans["tools"]["outcome"] == spans["world"]["outcome"] == "skipped"
+    assert all(span["ms"] >= 0 and span["start_ms"] >= 0 for span in spans.values())
+
+
+def test_the_router_model_chooses_gathering_and_the_tool_loop_runs(user, llm_stub):
+    llm_stub.script(
+        {"schema": "RouteChoice", "json": {"route": "gather", "reason": "asks about the past"}},
+        {"tool_calls": [{"name": "calculator", "arguments": {"expression": "17 * 23"}}]},
+        {"content": "I have what I need."},
+    )
+    reply = _reply(user, "I wonder whether my sister would like the blue one")
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert turn.trace["route"]["by"] == "model" and turn.trace["route"]["route"] == "gather"
+    assert turn.trace["tools"]["calls"][0]["tool"] == "calculator"
+    assert turn.trace["tools"]["calls"][0]["outcome"] == "ok"
+    assert "391" in turn.messages[0]["content"], "the evidence is in the system prompt"
+    asked = [_schema_of(request) for request in _chat_requests(llm_stub)]
+    assert asked[0] == "RouteChoice" and len(asked) == 3
+
+
+def test_a_router_model_that_fails_answers_directly_and_the_trace_says_why(user, llm_stub):
+    llm_stub.script({"schema": "RouteChoice", "fault": "http_500"})
+    reply = _reply(user, "I wonder whether my sister would like the blue one")
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert turn.trace["route"]["route"] == "answer"
+    assert turn.trace["route"]["by"] == "fallback"
+    assert "500" in turn.trace["route"]["error"]
+    assert "tools" not in turn.trace
+
+
+def test_the_model_choosing_the_world_route_reads_as_world(user, llm_stub):
+    llm_stub.script(
+        {"schema": "RouteChoice", "json": {"route": "world", "reason": "a new project"}},
+    )
+    reply = _reply(user, "I wonder whether my sister would like the blue one")
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert turn.trace["route"]["route"] == "world"
+    # A saved reply (Retry, Continue, the API) never changes the world state a second time.
+    assert {s["name"]: s["outcome"] for s in turn.spans.as_trace()}["world"] == "skipped"
+
+
+def test_the_world_state_is_in_every_answers_system_prompt(user, llm_stub):
+    world_apply(
+        user_id=user.pk,
+        ops=[{"op": "set", "path": "project", "value": "a cedar garden shed"}],
+        source="test",
+    )
+    reply = _reply(user, "Hello!")
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert "a cedar garden shed" in turn.messages[0]["content"]
+
+
+def _world_reply(ops: list[dict]) -> dict:
+    return {"json": {"ops": ops, "reason": "the user said so"}}
+
+
+async def _turn_over_socket(user, conversation, text: str) -> list[str]:
+    communicator = await connect_socket(user, conversation.pk)
+    await communicator.send_to(text_data=json.dumps({"action": "send", "content": text}))
+    frames = []
+    async with asyncio.timeout(20):
+        while True:
+            frame = await communicator.receive_from(20)
+            frames.append(frame)
+            if "msg-assistant complete" in frame or "msg-assistant failed" in frame:
+                break
+    await communicator.disconnect()
+    return frames
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_world_turn_changes_the_state_once_refuses_a_bad_operation_and_answers(
+    user, llm_stub
+):
+    conversation = await Conversation.objects.acreate(owner=user)
+    llm_stub.script(
+        _world_reply(
+            [
+                {"op": "set", "path": "project", "value": "the garden shed"},
+                {"op": "set", "path": "password", "value": "hunter2"},
+            ]
+        ),
+        {"content": "Noted: the garden shed it is."},
+    )
+
+    frames = await _turn_over_socket(user, conversation, "I'm working on the garden shed now")
+
+    state = await WorldState.objects.aget(owner=user)
+    assert state.project == "the garden shed" and state.version == 1
+    reply = await Message.objects.aget(role="assistant")
+    assert reply.status == Message.Status.COMPLETE
+    assert reply.content == "Noted: the garden shed it is."
+    world = reply.trace["world"]
+    assert [op["path"] for op in world["applied"]] == ["project"]
+    assert len(world["rejected"]) == 1 and world["rejected"][0]["reason"]
+    answer_prompt = _chat_requests(llm_stub)[-1]["body"]["messages"][0]["content"]
+    assert "the garden shed" in answer_prompt
+    assert any(f'id="msg-{reply.pk}-turn"' in frame for frame in frames)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_turn_records_every_step_as_a_span_and_shows_a_status_line(user, llm_stub):
+    conversation = await Conversation.objects.acreate(owner=user)
+    llm_stub.script({"content": "Hello to you too."})
+
+    frames = await _turn_over_socket(user, conversation, "Hello!")
+
+    reply = await Message.objects.select_related("conversation").aget(role="assistant")
+    spans = reply.trace["spans"]
+    assert [span["name"] for span in spans] == [
+        "recall",
+        "route",
+        "tools",
+        "world",
+        "assemble",
+        "answer",
+    ]
+    answer = spans[-1]
+    assert answer["outcome"] == "ok" and answer["detail"] == reply.model
+    opening = next(frame for frame in frames if f'id="msg-{reply.pk}-turn"' in frame)
+    assert "turn started" in opening, "the opening carries the live status line"
+    final = frames[-1]
+    assert 'data-subsystem="router"' in final and "answer (rule)" in final
+    assert 'data-subsystem="llm"' in final and 'data-subsystem="reflection"' in final
+    parts = {part.name: part for part in final_parts(reply)}
+    assert parts["retrieval"].state == "ok"
+    assert parts["reflection"].text == "queued"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_failing_answer_shows_its_error_in_the_status_line(user, llm_stub):
+    conversation = await Conversation.objects.acreate(owner=user)
+    llm_stub.script({"fault": "http_500"})
+
+    frames = await _turn_over_socket(user, conversation, "Hello!")
+
+    reply = await Message.objects.aget(role="assistant")
+    assert reply.status == Message.Status.FAILED
+    assert reply.trace["spans"][-1]["name"] == "answer"
+    assert reply.trace["spans"][-1]["outcome"] == "error"
+    llm = {part.name: part for part in final_parts(reply)}["llm"]
+    assert llm.state == "error" and "HTTP 500" in llm.text
+    assert 'class="turn-part turn-error" data-subsystem="llm"' in frames[-1]
