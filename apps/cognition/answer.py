@@ -38,6 +38,8 @@ from apps.core.llm import (
     background_completion,
     chat_active_clear,
     chat_active_mark,
+    failure_reason,
+    falls_back,
     stream_chat_chunks,
 )
 from apps.core.llm_limits import (
@@ -50,6 +52,7 @@ from apps.core.llm_limits import (
     learn_from_refusal,
     model_limits,
     role_endpoint,
+    role_endpoints,
     token_counter,
     usage_check,
 )
@@ -543,7 +546,7 @@ async def answer_reply(
                 turn=turn, client=client, streaming=streaming, on_review=on_review
             )
         else:
-            parts = _parts_of(await _open_stream(client, turn=turn, messages=turn.messages))
+            parts = await _answer_parts(client, turn=turn, streaming=streaming)
         async with aclosing(parts):
             async for delta, finish_reason, chunk_usage in parts:
                 if chunk_usage is not None:
@@ -643,6 +646,80 @@ async def _parts_of(stream) -> AsyncIterator[Part]:
     async with stream:
         async for chunk in stream:
             yield _read_chunk(chunk)
+
+
+async def _answer_parts(client, *, turn: PreparedTurn, streaming: asyncio.Future):
+    """The answer's parts from the first endpoint of the chat's chain that answers.
+
+    An endpoint that fails before its first part (see `falls_back`) hands the answer to the
+    next fallback, in order, with the same prompt and that model's reply cap; the turn then
+    names the endpoint that answered (the reply records its model) and its trace what failed
+    before it. When every one fails, the chat model's own error is raised.
+    """
+    try:
+        return await _opened_parts(client, turn=turn)
+    except openai.APIError as exc:
+        if not falls_back(exc):
+            raise
+        error = exc
+    primary = (turn.model, turn.base_url, turn.max_tokens, turn.extra_body)
+    failed = [{"model": turn.model, "base_url": turn.base_url, "error": failure_reason(error)}]
+    chain = await database_sync_to_async(role_endpoints, thread_sensitive=False)(CHAT)
+    for endpoint in chain[1:]:
+        limits = await database_sync_to_async(model_limits, thread_sensitive=False)(
+            CHAT, None, endpoint
+        )
+        turn.model, turn.base_url, turn.max_tokens = (
+            endpoint.model,
+            endpoint.base_url,
+            limits.reply_cap,
+        )
+        turn.extra_body = (
+            {"options": {"num_ctx": limits.context}} if limits.server == "ollama" else None
+        )
+        try:
+            parts = await _opened_parts(
+                async_llm_client(base_url=turn.base_url, timeout=settings.THALAMUS_LLM_TIMEOUT),
+                turn=turn,
+            )
+        except openai.APIError as exc:
+            if not falls_back(exc):
+                raise
+            failed.append(
+                {"model": turn.model, "base_url": turn.base_url, "error": failure_reason(exc)}
+            )
+            continue
+        turn.trace["answered_by"] = {
+            "model": turn.model,
+            "base_url": turn.base_url,
+            "fallback_from": failed,
+        }
+        # The reply was marked as streaming from the chat's own endpoint.
+        await asyncio.wait([streaming])
+        await database_sync_to_async(_moved_streaming, thread_sensitive=False)(
+            turn=turn, from_base_url=primary[1]
+        )
+        return parts
+    turn.model, turn.base_url, turn.max_tokens, turn.extra_body = primary
+    if len(failed) > 1:
+        turn.trace["answered_by"] = {"model": None, "fallback_from": failed}
+    raise error
+
+
+async def _opened_parts(client, *, turn: PreparedTurn) -> AsyncIterator[Part]:
+    """The answer's stream with its first part already read: an endpoint that fails does so
+    before anything reaches the page, while another may still answer."""
+    parts = _parts_of(await _open_stream(client, turn=turn, messages=turn.messages))
+    first = await anext(parts, None)
+    return _chained(first, parts)
+
+
+async def _chained(first: Part | None, parts: AsyncIterator[Part]) -> AsyncIterator[Part]:
+    async with aclosing(parts):
+        if first is not None:
+            yield first
+            async for part in parts:
+                yield part
 
 
 async def _complete(client, *, turn: PreparedTurn) -> tuple[str, str | None, Usage | None]:
@@ -791,6 +868,12 @@ def _start_streaming(*, turn: PreparedTurn) -> None:
     )
     # Background calls to this endpoint wait, or give way, until the answer is done.
     chat_active_mark(base_url=turn.base_url, reply_id=turn.reply.pk)
+
+
+def _moved_streaming(*, turn: PreparedTurn, from_base_url: str) -> None:
+    """A fallback answers: the reply records its model, and its endpoint is the one busy."""
+    chat_active_clear(base_url=from_base_url, reply_id=turn.reply.pk)
+    _start_streaming(turn=turn)
 
 
 def _renew(*, turn: PreparedTurn) -> None:

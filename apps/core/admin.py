@@ -10,8 +10,9 @@ from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
+from apps.core.forms import RuntimeConfigForm
 from apps.core.llm import llm_client
-from apps.core.llm_limits import all_model_limits, truncation_warnings
+from apps.core.llm_limits import all_model_limits, configured_models, truncation_warnings
 from apps.core.metrics import LlmMetricsRow, llm_metrics_rows
 from apps.core.models import Event, PromptOverride, RuntimeConfig
 from apps.core.prompts import PROMPT_PLACEHOLDERS, file_prompt_text, prompt_path
@@ -34,6 +35,7 @@ def endpoint_problem(base_url: str) -> str | None:
 
 @admin.register(RuntimeConfig)
 class RuntimeConfigAdmin(admin.ModelAdmin):
+    form = RuntimeConfigForm
     # A local LLM server speaks plain HTTP: "localhost:11434/v1" means http://, not https://.
     formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
     fieldsets = [
@@ -78,6 +80,16 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                     "router_timeout_seconds",
                     ("tool_rounds", "tool_timeout_seconds"),
                 ],
+            },
+        ),
+        (
+            "Fallback models",
+            {
+                "description": "When a role's model fails (its server unreachable or too slow, "
+                "the model not there, a server error), the next line of its chain is asked, in "
+                "order. A line is a model on the role's own server, or an endpoint and a model: "
+                "http://host:port/v1 qwen2.5:3b.",
+                "fields": ["model_fallbacks"],
             },
         ),
         (
@@ -173,13 +185,20 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                 messages.WARNING,
             )
 
+    def _warn_about_missing_models(self, request) -> None:
+        for configured in configured_models():
+            if configured.missing:
+                self.message_user(request, configured.fix, messages.WARNING)
+
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         if request.method == "GET":
             self._warn_about_truncation(request)
+            self._warn_about_missing_models(request)
         return super().changeform_view(request, object_id, form_url, extra_context)
 
     def changelist_view(self, request, extra_context=None):
         self._warn_about_truncation(request)
+        self._warn_about_missing_models(request)
         return super().changelist_view(request, extra_context)
 
     def has_add_permission(self, request):
@@ -312,6 +331,7 @@ class EventAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
 
 def _seconds(value: float | None) -> str:
     if value is None:

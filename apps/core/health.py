@@ -73,16 +73,30 @@ def check_llm() -> dict:
 
 
 def check_models() -> dict:
-    """Each role's model, window and reply cap, and any silent truncation seen in the last day."""
-    from apps.core.llm_limits import all_model_limits, truncation_warnings
+    """Each role's model, window and reply cap, whether its server lists it (and each of its
+    fallbacks), and any silent truncation seen in the last day."""
+    from apps.core.llm_limits import all_model_limits, configured_models, truncation_warnings
+    from apps.core.selectors import runtime_config
 
     try:
-        roles = {limits.role: limits.as_dict() for limits in all_model_limits()}
-        warnings = truncation_warnings()
+        config = runtime_config()
+        roles = {limits.role: limits.as_dict() for limits in all_model_limits(config)}
+        configured = configured_models(config)
+        warnings = truncation_warnings(config)
     except Exception as exc:
         return {"ok": False, "error": _error(exc)}
-    result = {"ok": not warnings, "roles": roles, "truncation_warnings": warnings}
-    if warnings:
+    for model in configured:
+        if model.fallback:
+            roles[model.role].setdefault("fallbacks", []).append(
+                {"model": model.model, "base_url": model.base_url, "listed": model.listed}
+            )
+        else:
+            roles[model.role]["listed"] = model.listed
+    missing = [model for model in configured if model.missing]
+    result = {"ok": not warnings and not missing, "roles": roles, "truncation_warnings": warnings}
+    if missing:
+        result["error"] = missing[0].fix
+    elif warnings:
         result["error"] = (
             f"{warnings[0]['model']} at {warnings[0]['base_url']} silently drops the start of "
             f"long prompts: {warnings[0]['fix']}"

@@ -9,18 +9,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import openai
 from django.conf import settings
 from openai import AsyncOpenAI, AsyncStream, OpenAI
 
 from apps.core.metrics import error_kind, record_llm_call
+
+if TYPE_CHECKING:
+    from apps.core.llm_limits import Endpoint
+    from apps.core.models import RuntimeConfig
+
+logger = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=16)
@@ -134,10 +142,36 @@ class Completion:
     completion_tokens: int | None
     waited_seconds: float = 0.0
     gave_way: int = 0
+    # The endpoint that answered, and those of the role's chain that failed before it.
+    model: str = ""
+    base_url: str = ""
+    fallback_from: list[dict] = field(default_factory=list)
 
 
 class _GaveWay(Exception):
     pass
+
+
+def falls_back(exc: Exception) -> bool:
+    """Is the error the endpoint's, so that the next in the role's chain may answer? A server
+    not there or too slow, a model it does not have (Ollama's 404), a server error; not a 400,
+    which any model would answer to the same request (a prompt too long is learnt from)."""
+    return isinstance(
+        exc, openai.APIConnectionError | openai.NotFoundError | openai.InternalServerError
+    )
+
+
+def failure_reason(exc: Exception) -> str:
+    """Why an endpoint failed, in a few words: "timed out", "unreachable", "HTTP 404: …"."""
+    if isinstance(exc, openai.APITimeoutError):
+        return "timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        return "unreachable"
+    if isinstance(exc, openai.APIStatusError):
+        body = exc.body
+        said = body.get("message") if isinstance(body, dict) else body
+        return f"HTTP {exc.status_code}" + (f": {said}"[:200] if isinstance(said, str) else "")
+    return type(exc).__name__
 
 
 def background_completion(
@@ -159,23 +193,70 @@ def background_completion(
     starts; a time limit per call. Raises the SDK's errors (BadRequestError for any HTTP 400);
     a refusal of a too-long prompt teaches the limits what the server's window really is.
 
+    An endpoint that fails (see `falls_back`) hands the call to the next of the role's chain
+    (`role_endpoints`), in order, with that model's own limits; the last one's error is raised.
+    The completion names the endpoint that answered and what failed before it.
+
     A foreground role (the router, on the turn's path) neither waits nor gives way, and has
     the router's time limit.
     """
-    from apps.core.llm_limits import (
-        FOREGROUND_ROLES,
-        Endpoint,
-        learn_from_refusal,
-        model_limits,
-        usage_check,
-    )
+    from apps.core.llm_limits import FOREGROUND_ROLES, role_endpoints
     from apps.core.selectors import runtime_config
 
     config = runtime_config()
-    limits = model_limits(role, config)
-    endpoint = Endpoint(limits.base_url, limits.model)
+    foreground = role in FOREGROUND_ROLES
+    call = {
+        "role": role,
+        "config": config,
+        "messages": messages,
+        "response_format": response_format,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "done": done,
+        "timeout": float(
+            config.router_timeout_seconds if foreground else config.background_timeout_seconds
+        ),
+        "wait_until": time.monotonic() + (0 if foreground else config.background_wait_seconds),
+    }
+    *fallen_through, last = role_endpoints(role, config)
+    failed: list[dict] = []
+    for endpoint in fallen_through:
+        try:
+            return _complete_at(endpoint, failed=failed, **call)
+        except openai.APIError as exc:
+            if not falls_back(exc):
+                raise
+            failed.append(
+                {
+                    "model": endpoint.model,
+                    "base_url": endpoint.base_url,
+                    "error": failure_reason(exc),
+                }
+            )
+            logger.warning("%s: %s at %s failed (%s)", role, endpoint.model, endpoint.base_url, exc)
+    return _complete_at(last, failed=failed, **call)
+
+
+def _complete_at(
+    endpoint: Endpoint,
+    *,
+    role: str,
+    config: RuntimeConfig,
+    messages: list[dict],
+    response_format: dict | None,
+    max_tokens: int | None,
+    temperature: float,
+    done: Callable[[str], bool] | None,
+    timeout: float,
+    wait_until: float,
+    failed: list[dict],
+) -> Completion:
+    """The call of `background_completion` at one endpoint of the role's chain."""
+    from apps.core.llm_limits import learn_from_refusal, model_limits, usage_check
+
+    limits = model_limits(role, config, endpoint)
     body: dict = {
-        "model": limits.model,
+        "model": endpoint.model,
         "messages": messages,
         "temperature": temperature,
         "max_tokens": min(max_tokens or limits.reply_cap, limits.reply_cap),
@@ -185,16 +266,11 @@ def background_completion(
     if response_format is not None:
         body["response_format"] = response_format
     extra_body = {"options": {"num_ctx": limits.context}} if limits.server == "ollama" else None
-    foreground = role in FOREGROUND_ROLES
-    timeout = float(
-        config.router_timeout_seconds if foreground else config.background_timeout_seconds
-    )
-    client = llm_client(base_url=limits.base_url, timeout=timeout)
-    wait_until = time.monotonic() + (0 if foreground else config.background_wait_seconds)
+    client = llm_client(base_url=endpoint.base_url, timeout=timeout)
     waited = 0.0
     gave_way = 0
     while True:
-        waited += wait_for_chat(limits.base_url, until=wait_until)
+        waited += wait_for_chat(endpoint.base_url, until=wait_until)
         # Within its wait (background_wait_seconds) a call gives way as often as answers come;
         # past it, it runs to its end, so a busy chat delays background work but never starves it.
         may_give_way = time.monotonic() < wait_until
@@ -205,7 +281,7 @@ def background_completion(
                 role=role,
                 extra_body=extra_body,
                 timeout=timeout,
-                base_url=limits.base_url if may_give_way else None,
+                base_url=endpoint.base_url if may_give_way else None,
                 done=done,
             )
         except _GaveWay:
@@ -222,6 +298,9 @@ def background_completion(
         )
         completion.waited_seconds = round(waited, 3)
         completion.gave_way = gave_way
+        completion.model = endpoint.model
+        completion.base_url = endpoint.base_url
+        completion.fallback_from = failed
         return completion
 
 

@@ -17,6 +17,7 @@ import logging
 import math
 import re
 from dataclasses import asdict, dataclass
+from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
@@ -38,6 +39,9 @@ CHAT, REFLECTION, CRITIC, EPISODE, TITLE, ROUTER, EMBEDDING = (
 )
 ROLES = (CHAT, REFLECTION, CRITIC, EPISODE, TITLE, ROUTER, EMBEDDING)
 BACKGROUND_ROLES = (REFLECTION, CRITIC, EPISODE, TITLE)
+# Roles that may fall back to other models; not the embedding, whose vectors from another model
+# would not be comparable with the stored ones.
+FALLBACK_ROLES = (CHAT, REFLECTION, CRITIC, EPISODE, TITLE, ROUTER)
 # Roles called on the turn's path, before the answer: they neither wait for nor give way to an
 # answer streaming from the same server.
 FOREGROUND_ROLES = (ROUTER,)
@@ -46,6 +50,10 @@ TITLE_MAX_TOKENS = 32
 ROUTER_MAX_TOKENS = 256
 PROBE_SECONDS = 2.0
 LIMITS_SECONDS = 600
+# How long the models a server lists are believed; a server that could not be asked is asked
+# again sooner.
+MODELS_SECONDS = 180
+MODELS_UNKNOWN_SECONDS = 15
 # Before the server has told us anything: fewer characters per token than most text has, so
 # the first prompts are estimated long rather than short.
 DEFAULT_CHARS_PER_TOKEN = 3.2
@@ -88,6 +96,63 @@ def role_endpoint(role: str, config: RuntimeConfig | None = None) -> Endpoint:
     )
 
 
+def fallback_endpoint(entry: str, base_url: str) -> Endpoint:
+    """One entry of a fallback chain: "model" (on the role's own server) or
+    "http://host:port/v1 model"; ValueError when it is neither."""
+    words = entry.split()
+    if len(words) == 1 and not _is_url(words[0]):
+        return Endpoint(base_url, words[0])
+    if len(words) == 2 and _is_url(words[0]) and not _is_url(words[1]):
+        return Endpoint(words[0].rstrip("/"), words[1])
+    raise ValueError(
+        f"{entry!r} is neither a model nor an endpoint and a model (http://host:port/v1 model)"
+    )
+
+
+def _is_url(word: str) -> bool:
+    parts = urlsplit(word)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def fallback_problems(fallbacks: object) -> list[str]:
+    """What is wrong with a `model_fallbacks` value: {role: ["model", "url model", ...]}."""
+    if not isinstance(fallbacks, dict):
+        return ["The fallbacks must be a mapping of role to a list of models."]
+    problems = []
+    for role, entries in fallbacks.items():
+        if role not in FALLBACK_ROLES:
+            problems.append(
+                f"{role!r} cannot fall back: the roles that can are {', '.join(FALLBACK_ROLES)}."
+            )
+        elif not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+            problems.append(f"The {role} fallbacks must be a list of models.")
+        else:
+            for entry in entries:
+                try:
+                    fallback_endpoint(entry, "http://placeholder")
+                except ValueError as exc:
+                    problems.append(f"{role}: {exc}.")
+    return problems
+
+
+def role_endpoints(role: str, config: RuntimeConfig | None = None) -> list[Endpoint]:
+    """The chain a role's calls try in order: its own endpoint, then its fallbacks."""
+    config = config or runtime_config()
+    primary = role_endpoint(role, config)
+    chain = [primary]
+    if role not in FALLBACK_ROLES:
+        return chain
+    for entry in (config.model_fallbacks or {}).get(role) or []:
+        try:
+            endpoint = fallback_endpoint(entry, primary.base_url)
+        except ValueError as exc:  # clean() refuses these; a row written around it is logged
+            logger.warning("the %s fallback %s", role, exc)
+            continue
+        if endpoint not in chain:
+            chain.append(endpoint)
+    return chain
+
+
 @dataclass(frozen=True)
 class ServerFacts:
     """What a server said about a model; `context` None when it said nothing."""
@@ -116,9 +181,12 @@ class ModelLimits:
         return {**asdict(self), "prompt_budget": self.prompt_budget}
 
 
-def model_limits(role: str, config: RuntimeConfig | None = None) -> ModelLimits:
+def model_limits(
+    role: str, config: RuntimeConfig | None = None, endpoint: Endpoint | None = None
+) -> ModelLimits:
+    """A role's limits at its own endpoint, or at `endpoint` (one of its fallbacks)."""
     config = config or runtime_config()
-    endpoint = role_endpoint(role, config)
+    endpoint = endpoint or role_endpoint(role, config)
     facts = server_facts(endpoint)
     learnt = cache.get(_learnt_context_key(endpoint))
     context = learnt or facts.context or config.context_tokens
@@ -271,6 +339,93 @@ def _listed_facts(client: httpx.Client, endpoint: Endpoint) -> ServerFacts | Non
             if length:
                 return ServerFacts("vllm", length, "/v1/models max_model_len")
     return None
+
+
+# ----------------------------------------------------------------------------- listed models
+
+
+def _models_key(base_url: str) -> str:
+    return f"llm:models:{hashlib.sha1(base_url.encode()).hexdigest()[:16]}"
+
+
+def endpoint_models(base_url: str) -> list[str] | None:
+    """The models the server at `base_url` lists (GET /models); None when it cannot be asked."""
+    key = _models_key(base_url)
+    cached = cache.get(key)
+    if cached is not None:
+        return cached["models"]
+    models = _list_models(base_url)
+    cache.set(
+        key, {"models": models}, MODELS_SECONDS if models is not None else MODELS_UNKNOWN_SECONDS
+    )
+    return models
+
+
+def _list_models(base_url: str) -> list[str] | None:
+    headers = {"Authorization": f"Bearer {settings.THALAMUS_LLM_API_KEY}"}
+    try:
+        response = httpx.get(
+            f"{base_url.rstrip('/')}/models", headers=headers, timeout=PROBE_SECONDS
+        )
+    except httpx.HTTPError as exc:
+        logger.info("could not ask %s for its models: %s", base_url, exc)
+        return None
+    body = _json_or_none(response)
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return None
+    return [
+        entry["id"]
+        for entry in data
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str)
+    ]
+
+
+def model_listed(model: str, models: list[str]) -> bool:
+    # Ollama runs "qwen2.5" as "qwen2.5:latest", and lists it so.
+    return model in models or (":" not in model and f"{model}:latest" in models)
+
+
+@dataclass(frozen=True)
+class ConfiguredModel:
+    role: str
+    model: str
+    base_url: str
+    fallback: bool
+    # None: the server could not be asked.
+    listed: bool | None
+    # Not listed, and the server would refuse it (llama.cpp serves its one loaded model
+    # whatever a request names).
+    missing: bool
+
+    @property
+    def fix(self) -> str:
+        kind = "fallback" if self.fallback else "model"
+        return (
+            f"{self.model} (the {self.role} {kind}) is not among the models {self.base_url} "
+            f"lists: pull or load it there, or choose a listed one in the runtime configuration."
+        )
+
+
+def configured_models(config: RuntimeConfig | None = None) -> list[ConfiguredModel]:
+    """Every model a role uses, its fallbacks included, and whether its server lists it."""
+    config = config or runtime_config()
+    found = []
+    for role in ROLES:
+        for position, endpoint in enumerate(role_endpoints(role, config)):
+            models = endpoint_models(endpoint.base_url)
+            listed = None if models is None else model_listed(endpoint.model, models)
+            found.append(
+                ConfiguredModel(
+                    role=role,
+                    model=endpoint.model,
+                    base_url=endpoint.base_url,
+                    fallback=position > 0,
+                    listed=listed,
+                    missing=listed is False and server_facts(endpoint).server != "llama.cpp",
+                )
+            )
+    return found
 
 
 # ----------------------------------------------------------------------------- token counts

@@ -53,6 +53,15 @@ class RuntimeConfig(models.Model):
         help_text="How long one tool call (a memory search, the chat history) may take.",
     )
     embed_model = models.CharField(max_length=200, blank=True, help_text="Blank: from the env.")
+    # {role: ["model", "http://host:port/v1 model", ...]}: tried in order when the role's own
+    # model fails (unreachable, too slow, not found, a server error).
+    model_fallbacks = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Per role, the models tried in order when its own fails (unreachable, timed "
+        "out, HTTP 404 or 5xx): one a line, a model on the role's server or an endpoint and a "
+        "model (http://host:port/v1 model).",
+    )
     temperature = models.FloatField(
         default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]
     )
@@ -178,6 +187,11 @@ class RuntimeConfig(models.Model):
             raise ValidationError(
                 {"minimum_score": "The minimum score must be below the promotion threshold."}
             )
+        from apps.core.llm_limits import fallback_problems
+
+        problems = fallback_problems(self.model_fallbacks)
+        if problems:
+            raise ValidationError({"model_fallbacks": problems})
 
 
 class Event(models.Model):
