@@ -45,6 +45,11 @@ def final_parts(message: Message) -> list[Part]:
     if not spans:
         return []
     parts = []
+    if message.status in (Message.Status.COMPLETE, Message.Status.FAILED):
+        ended = f"ended · {_ms(message.latency_ms)}" if message.latency_ms is not None else "ended"
+        parts.append(Part("session", "ok", ended))
+    elif message.status == Message.Status.CANCELLED:
+        parts.append(Part("session", "skipped", "stopped"))
     route = trace.get("route") or {}
     if route:
         failed = bool(route.get("error"))
