@@ -17,13 +17,12 @@ import logging
 import math
 import re
 from dataclasses import asdict, dataclass
-from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 from django.core.cache import cache
 
-from apps.core.models import RuntimeConfig
+from apps.core.models import FALLBACK_ROLES, RuntimeConfig, fallback_entry
 from apps.core.selectors import runtime_config
 
 logger = logging.getLogger(__name__)
@@ -39,9 +38,6 @@ CHAT, REFLECTION, CRITIC, EPISODE, TITLE, ROUTER, EMBEDDING = (
 )
 ROLES = (CHAT, REFLECTION, CRITIC, EPISODE, TITLE, ROUTER, EMBEDDING)
 BACKGROUND_ROLES = (REFLECTION, CRITIC, EPISODE, TITLE)
-# Roles that may fall back to other models; not the embedding, whose vectors from another model
-# would not be comparable with the stored ones.
-FALLBACK_ROLES = (CHAT, REFLECTION, CRITIC, EPISODE, TITLE, ROUTER)
 # Roles called on the turn's path, before the answer: they neither wait for nor give way to an
 # answer streaming from the same server.
 FOREGROUND_ROLES = (ROUTER,)
@@ -97,42 +93,9 @@ def role_endpoint(role: str, config: RuntimeConfig | None = None) -> Endpoint:
 
 
 def fallback_endpoint(entry: str, base_url: str) -> Endpoint:
-    """One entry of a fallback chain: "model" (on the role's own server) or
-    "http://host:port/v1 model"; ValueError when it is neither."""
-    words = entry.split()
-    if len(words) == 1 and not _is_url(words[0]):
-        return Endpoint(base_url, words[0])
-    if len(words) == 2 and _is_url(words[0]) and not _is_url(words[1]):
-        return Endpoint(words[0].rstrip("/"), words[1])
-    raise ValueError(
-        f"{entry!r} is neither a model nor an endpoint and a model (http://host:port/v1 model)"
-    )
-
-
-def _is_url(word: str) -> bool:
-    parts = urlsplit(word)
-    return parts.scheme in ("http", "https") and bool(parts.netloc)
-
-
-def fallback_problems(fallbacks: object) -> list[str]:
-    """What is wrong with a `model_fallbacks` value: {role: ["model", "url model", ...]}."""
-    if not isinstance(fallbacks, dict):
-        return ["The fallbacks must be a mapping of role to a list of models."]
-    problems = []
-    for role, entries in fallbacks.items():
-        if role not in FALLBACK_ROLES:
-            problems.append(
-                f"{role!r} cannot fall back: the roles that can are {', '.join(FALLBACK_ROLES)}."
-            )
-        elif not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
-            problems.append(f"The {role} fallbacks must be a list of models.")
-        else:
-            for entry in entries:
-                try:
-                    fallback_endpoint(entry, "http://placeholder")
-                except ValueError as exc:
-                    problems.append(f"{role}: {exc}.")
-    return problems
+    """One entry of a role's fallback chain; a bare model is on the role's own server."""
+    endpoint, model = fallback_entry(entry)
+    return Endpoint(endpoint or base_url, model)
 
 
 def role_endpoints(role: str, config: RuntimeConfig | None = None) -> list[Endpoint]:

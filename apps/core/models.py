@@ -1,11 +1,56 @@
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from apps.core.prompts import PROMPT_PLACEHOLDERS, validate_template
+
+# The roles whose model may fall back to others; not the embedding, whose vectors from another
+# model would not be comparable with the stored ones.
+FALLBACK_ROLES = ("chat", "reflection", "critic", "episode", "title", "router")
+
+
+def fallback_entry(entry: str) -> tuple[str, str]:
+    """(endpoint, model) of one entry of a fallback chain: "model" (endpoint "": the role's own)
+    or "http://host:port/v1 model"; ValueError when it is neither."""
+    words = entry.split()
+    if len(words) == 1 and not _is_url(words[0]):
+        return "", words[0]
+    if len(words) == 2 and _is_url(words[0]) and not _is_url(words[1]):
+        return words[0].rstrip("/"), words[1]
+    raise ValueError(
+        f"{entry!r} is neither a model nor an endpoint and a model (http://host:port/v1 model)"
+    )
+
+
+def _is_url(word: str) -> bool:
+    parts = urlsplit(word)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def fallback_problems(fallbacks: object) -> list[str]:
+    """What is wrong with a `model_fallbacks` value: {role: ["model", "url model", ...]}."""
+    if not isinstance(fallbacks, dict):
+        return ["The fallbacks must be a mapping of role to a list of models."]
+    problems = []
+    for role, entries in fallbacks.items():
+        if role not in FALLBACK_ROLES:
+            problems.append(
+                f"{role!r} cannot fall back: the roles that can are {', '.join(FALLBACK_ROLES)}."
+            )
+        elif not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+            problems.append(f"The {role} fallbacks must be a list of models.")
+        else:
+            for entry in entries:
+                try:
+                    fallback_entry(entry)
+                except ValueError as exc:
+                    problems.append(f"{role}: {exc}.")
+    return problems
 
 
 class RuntimeConfig(models.Model):
@@ -187,8 +232,6 @@ class RuntimeConfig(models.Model):
             raise ValidationError(
                 {"minimum_score": "The minimum score must be below the promotion threshold."}
             )
-        from apps.core.llm_limits import fallback_problems
-
         problems = fallback_problems(self.model_fallbacks)
         if problems:
             raise ValidationError({"model_fallbacks": problems})

@@ -12,14 +12,16 @@ from django.urls import reverse
 from apps.core.llm import background_completion
 from apps.core.llm_limits import (
     CHAT,
+    EMBEDDING,
     REFLECTION,
+    ROLES,
     ROUTER,
     TITLE,
     Endpoint,
     endpoint_models,
     role_endpoints,
 )
-from apps.core.models import RuntimeConfig
+from apps.core.models import FALLBACK_ROLES, RuntimeConfig
 from apps.core.ports import free_port
 
 pytestmark = pytest.mark.django_db
@@ -114,6 +116,10 @@ def test_a_fallback_that_is_not_a_model_is_refused(admin_client, llm_stub):
     errors = response.context["adminform"].form.errors["model_fallbacks"]
     assert "'two models here' is neither a model nor an endpoint and a model" in errors[0]
     assert not RuntimeConfig.objects.exists()
+
+
+def test_every_role_but_the_embedding_can_fall_back():
+    assert set(FALLBACK_ROLES) == set(ROLES) - {EMBEDDING}
 
 
 def test_the_embedding_cannot_fall_back_to_another_model():
