@@ -1613,7 +1613,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _ollama_show(self, body: Any) -> None:
         body = body if isinstance(body, dict) else {}
         model = body.get("model") or body.get("name")
-        if model not in self.stub.models:
+        if model not in self.stub.models or model in self.stub.defaults["missing_models"]:
             self._send_json(404, {"error": f"model '{model}' not found"})
             return
         context = self.stub.defaults["context"]
