@@ -21,6 +21,7 @@ test: $(STAMP) system-deps lint
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 format: $(STAMP)
 	$(VENV)/bin/ruff check --fix .

@@ -3,11 +3,17 @@ from __future__ import annotations
 import hashlib
 import secrets
 
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from apps.accounts.models import ApiKey
 
 API_KEY_SCHEME = "thk"
+
+
+def user_create(*, username: str, password: str):
+    """A new user account; the sign-up form has already validated the password."""
+    return get_user_model().objects.create_user(username=username, password=password)
 
 
 def hash_api_key(secret: str) -> str:

@@ -27,7 +27,9 @@ def signup(request):
         raise Http404("Sign-up is closed; ask an administrator for an account.")
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = form.save()
+        user = services.user_create(
+            username=form.cleaned_data["username"], password=form.cleaned_data["password1"]
+        )
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         return redirect(settings.LOGIN_REDIRECT_URL)
     return render(request, "accounts/signup.html", {"form": form})

@@ -208,7 +208,7 @@ async def _complete(reply: Message, completion_id: str, created: int) -> HttpRes
             pass
     except AnswerFailed as exc:
         return _upstream_failed(exc).response()
-    reply = await Message.objects.aget(pk=reply.pk)
+    await reply.arefresh_from_db()
     return JsonResponse(
         {
             "id": completion_id,
@@ -263,8 +263,8 @@ async def _stream(
     except AnswerFailed as exc:
         yield _event(_upstream_failed(exc).body())
         return
-    finished = await Message.objects.aget(pk=reply.pk)
-    yield delta({}, finish_reason=_finish_reason(finished))
+    await reply.arefresh_from_db()
+    yield delta({}, finish_reason=_finish_reason(reply))
     if include_usage:
-        yield chunk([], usage=_usage(finished))
+        yield chunk([], usage=_usage(reply))
     yield _event("[DONE]")

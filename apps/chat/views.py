@@ -23,7 +23,7 @@ from apps.chat.selectors import (
 from apps.cognition.answer import AnswerFailed
 from apps.cognition.pipeline import answer_saved_reply
 from apps.core.selectors import runtime_config
-from apps.memory import browser_services
+from apps.memory import browser_selectors, browser_services
 from apps.memory.models import MemoryNode
 
 PAGE_SIZE = 30
@@ -172,7 +172,7 @@ async def _drain(reply_id: int) -> None:
 
 
 def _get_node_for_user(request, node_id: int) -> MemoryNode:
-    node = MemoryNode.objects.filter(owner=request.user, pk=node_id).first()
+    node = browser_selectors.memory_node_for_user(user=request.user, pk=node_id)
     if node is None:
         raise Http404("No such memory.")
     return node

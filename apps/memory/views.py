@@ -1,25 +1,23 @@
 """The memory browser: what the assistant believes about you, and how to correct it.
 
-Every query here is filtered by `owner=request.user`; another user's row is a 404.
+Every read (browser_selectors) and write (browser_services) is for `request.user`; another
+user's row is a 404.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, time
 
 from django.contrib import messages
-from django.contrib.postgres.search import SearchQuery
 from django.core.paginator import Paginator
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from pgvector.django import CosineDistance
 from pydantic import ValidationError
 
-from apps.memory import browser_services, selectors, services
+from apps.memory import browser_selectors, browser_services, selectors, services
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.forms import (
     ForgetAllForm,
@@ -28,7 +26,7 @@ from apps.memory.forms import (
     MemoryImportForm,
     WorldStateForm,
 )
-from apps.memory.models import Episode, MemoryNode, Triple
+from apps.memory.models import MemoryNode
 from apps.memory.services import ForgetReceipt
 
 PAGE_SIZE = 50
@@ -37,11 +35,7 @@ MAX_IMPORT_BYTES = 20 * 1024 * 1024
 
 
 def _get_node_for_user(request, pk: int) -> MemoryNode:
-    node = (
-        MemoryNode.objects.filter(owner=request.user, pk=pk)
-        .select_related("source_message")
-        .first()
-    )
+    node = browser_selectors.memory_node_for_user(user=request.user, pk=pk)
     if node is None:
         raise Http404("No such memory.")
     return node
@@ -51,42 +45,18 @@ def _ids(request) -> list[int]:
     return [int(value) for value in request.POST.getlist("ids") if value.isdigit()]
 
 
-def _believed(request, form: MemoryFilterForm) -> QuerySet[MemoryNode]:
-    """The current memories, or those believed at the end of the form's "as of" day."""
-    as_of = form.cleaned_data.get("as_of") if form.is_valid() else None
-    if as_of is None:
-        return MemoryNode.objects.filter(owner=request.user, valid_to=None)
-    at = timezone.make_aware(datetime.combine(as_of, time.max))
-    return selectors.memories_as_of(user_id=request.user.pk, at=at)
-
-
 def _memories_for(request, form: MemoryFilterForm) -> QuerySet[MemoryNode]:
-    nodes = _believed(request, form).select_related("source_message")
-    # Memories awaiting approval have their own section, unless asked for by state.
-    if not form.is_valid():
-        return nodes.exclude(state=MemoryNode.State.QUARANTINED).order_by("-created_at", "-id")
-    data = form.cleaned_data
-    if data["kind"]:
-        nodes = nodes.filter(kind=data["kind"])
-    if data["state"]:
-        nodes = nodes.filter(state=data["state"])
-    else:
-        nodes = nodes.exclude(state=MemoryNode.State.QUARANTINED)
-    if data["min_confidence"] is not None:
-        nodes = nodes.filter(confidence_score__gte=data["min_confidence"])
-    if data["max_confidence"] is not None:
-        nodes = nodes.filter(confidence_score__lte=data["max_confidence"])
-    if data["q"].strip():
-        query = SearchQuery(data["q"], config="simple", search_type="websearch")
-        nodes = nodes.filter(Q(tsv=query) | Q(description__icontains=data["q"].strip()))
-    if data["similar"].strip():
+    filters = form.cleaned_data if form.is_valid() else None
+    similar = filters["similar"].strip() if filters else ""
+    vector = None
+    if similar:
         try:
-            vector = get_embedder(timeout=10).embed([data["similar"].strip()])[0]
+            vector = get_embedder(timeout=10).embed([similar])[0]
         except EmbeddingError:
             messages.error(request, "Similarity search is unavailable: the embedder is down.")
-        else:
-            return nodes.exclude(embedding=None).order_by(CosineDistance("embedding", vector))
-    return nodes.order_by("-created_at", "-id")
+    return browser_selectors.memories_for_browser(
+        user=request.user, filters=filters, similar_to=vector
+    )
 
 
 @require_GET
@@ -101,18 +71,8 @@ def memory_list(request):
         return render(request, "memory/_list.html", context)
     receipt = request.session.pop(RECEIPT_KEY, None)
     context["receipt"] = ForgetReceipt(**receipt) if receipt else None
-    counts = {
-        "memories": MemoryNode.objects.filter(owner=request.user, valid_to=None).count(),
-        "episodes": Episode.objects.filter(owner=request.user).count(),
-        "triples": Triple.objects.filter(owner=request.user, valid_to=None).count(),
-    }
-    awaiting = (
-        MemoryNode.objects.filter(
-            owner=request.user, state=MemoryNode.State.QUARANTINED, valid_to=None
-        )
-        .select_related("source_message")
-        .order_by("-created_at", "-id")
-    )
+    counts = browser_selectors.memory_counts_for_user(user=request.user)
+    awaiting = browser_selectors.memories_awaiting_approval(user=request.user)
     return render(
         request, "memory/browser.html", {**context, "counts": counts, "awaiting": awaiting}
     )
@@ -155,8 +115,8 @@ def memory_forget(request, pk: int):
 
 @require_POST
 def memory_forget_many(request):
-    mine = MemoryNode.objects.filter(owner=request.user, pk__in=_ids(request))
-    receipt = browser_services.memory_nodes_forget(node_ids=list(mine.values_list("pk", flat=True)))
+    mine = browser_selectors.memory_node_ids_for_user(user=request.user, ids=_ids(request))
+    receipt = browser_services.memory_nodes_forget(node_ids=mine)
     return _show_receipt(request, receipt)
 
 
@@ -174,12 +134,8 @@ def memory_wrong(request, pk: int):
 
 @require_GET
 def knowledge(request):
-    triples = (
-        Triple.objects.filter(owner=request.user, valid_to=None)
-        .select_related("predicate", "source_message")
-        .order_by("category", "subject", "id")
-    )
-    episodes = Episode.objects.filter(owner=request.user).order_by("-ended_at", "-id")
+    triples = browser_selectors.triples_for_user(user=request.user)
+    episodes = browser_selectors.episodes_for_user(user=request.user)
     return render(
         request, "memory/knowledge.html", {"triples": triples[:500], "episodes": episodes[:200]}
     )
