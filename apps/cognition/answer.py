@@ -546,7 +546,7 @@ async def answer_reply(
                 turn=turn, client=client, streaming=streaming, on_review=on_review
             )
         else:
-            parts = await _answer_parts(client, turn=turn, streaming=streaming)
+            parts = await _from_the_chain(client, turn=turn, streaming=streaming, ask=_opened_parts)
         async with aclosing(parts):
             async for delta, finish_reason, chunk_usage in parts:
                 if chunk_usage is not None:
@@ -648,8 +648,9 @@ async def _parts_of(stream) -> AsyncIterator[Part]:
             yield _read_chunk(chunk)
 
 
-async def _answer_parts(client, *, turn: PreparedTurn, streaming: asyncio.Future):
-    """The answer's parts from the first endpoint of the chat's chain that answers.
+async def _from_the_chain(client, *, turn: PreparedTurn, streaming: asyncio.Future, ask):
+    """`ask(client, turn=turn)` (the answer's parts, or the debate's draft) of the first
+    endpoint of the chat's chain that answers.
 
     An endpoint that fails before its first part (see `falls_back`) hands the answer to the
     next fallback, in order, with the same prompt and that model's reply cap; the turn then
@@ -657,7 +658,7 @@ async def _answer_parts(client, *, turn: PreparedTurn, streaming: asyncio.Future
     before it. When every one fails, the chat model's own error is raised.
     """
     try:
-        return await _opened_parts(client, turn=turn)
+        return await ask(client, turn=turn)
     except openai.APIError as exc:
         if not falls_back(exc):
             raise
@@ -678,10 +679,7 @@ async def _answer_parts(client, *, turn: PreparedTurn, streaming: asyncio.Future
             {"options": {"num_ctx": limits.context}} if limits.server == "ollama" else None
         )
         try:
-            parts = await _opened_parts(
-                async_llm_client(base_url=turn.base_url, timeout=settings.THALAMUS_LLM_TIMEOUT),
-                turn=turn,
-            )
+            answer = await ask(_chat_client(turn), turn=turn)
         except openai.APIError as exc:
             if not falls_back(exc):
                 raise
@@ -699,11 +697,15 @@ async def _answer_parts(client, *, turn: PreparedTurn, streaming: asyncio.Future
         await database_sync_to_async(_moved_streaming, thread_sensitive=False)(
             turn=turn, from_base_url=primary[1]
         )
-        return parts
+        return answer
     turn.model, turn.base_url, turn.max_tokens, turn.extra_body = primary
     if len(failed) > 1:
         turn.trace["answered_by"] = {"model": None, "fallback_from": failed}
     raise error
+
+
+def _chat_client(turn: PreparedTurn):
+    return async_llm_client(base_url=turn.base_url, timeout=settings.THALAMUS_LLM_TIMEOUT)
 
 
 async def _opened_parts(client, *, turn: PreparedTurn) -> AsyncIterator[Part]:
@@ -780,7 +782,11 @@ async def _debated_parts(
     timings = debate["timings_ms"]
     try:
         started = time.perf_counter()
-        draft, finish_reason, usage = await _complete(client, turn=turn)
+        draft, finish_reason, usage = await _from_the_chain(
+            client, turn=turn, streaming=streaming, ask=_complete
+        )
+        # The rewrite goes to the model that drafted.
+        client = _chat_client(turn)
         timings["draft"] = _ms_since(started)
         debate["draft"] = draft
         if on_review is not None:

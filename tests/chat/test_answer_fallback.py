@@ -12,6 +12,7 @@ from apps.cognition.pipeline import answer_saved_reply
 from apps.core.llm_limits import CHAT, Endpoint, model_limits
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
+from apps.memory import services as memory_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -116,3 +117,32 @@ async def test_a_prompt_the_server_refuses_is_not_handed_to_a_fallback(user, llm
 
     assert reply.status == Message.Status.FAILED
     assert [body["model"] for body in _chat_requests(llm_stub)] == ["qwen2.5:7b"]
+
+
+async def test_the_debates_draft_falls_back_too_and_the_rewrite_asks_the_same_model(user, llm_stub):
+    await sync_to_async(memory_services.memory_node_create)(
+        owner=user, description="Always answer in Italian", kind="rule", source="user", embed=False
+    )
+    llm_stub.set_defaults(missing_models=["qwen2.5:7b"])
+    llm_stub.script(
+        {"content": "Rome is in Italy."},
+        {
+            "json": {"violations": ["English"], "verdict": "rewrite", "critique": "Italian."},
+            "match": "antagonistic reviewer",
+        },
+        {"content": "Roma è in Italia.", "match": "A reviewer found"},
+    )
+
+    reply = await _answer(
+        user, debate_enabled=True, model_fallbacks={"chat": ["demo"], "critic": ["demo"]}
+    )
+
+    assert (reply.status, reply.content, reply.model) == ("complete", "Roma è in Italia.", "demo")
+    assert reply.trace["debate"]["rewritten"] is True
+    assert [body["model"] for body in _chat_requests(llm_stub)] == [
+        "qwen2.5:7b",  # the draft
+        "demo",
+        "qwen2.5:7b",  # the review, on the critic's chain
+        "demo",
+        "demo",  # the rewrite
+    ]
