@@ -56,7 +56,7 @@ from apps.core.llm_limits import (
     token_counter,
     usage_check,
 )
-from apps.core.metrics import record_llm_call
+from apps.core.metrics import error_kind, record_llm_call
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.renderer import episode_line, knowledge_line, memory_line, render_memory_block
@@ -686,7 +686,10 @@ async def _from_the_chain(client, *, turn: PreparedTurn, streaming: asyncio.Futu
             failed.append(
                 {"model": turn.model, "base_url": turn.base_url, "error": failure_reason(exc)}
             )
+            _count_failed_attempt(turn.model, exc)
             continue
+        # The primary's failure is counted here; when every model fails, _finish counts it.
+        _count_failed_attempt(primary[0], error)
         turn.trace["answered_by"] = {
             "model": turn.model,
             "base_url": turn.base_url,
@@ -702,6 +705,19 @@ async def _from_the_chain(client, *, turn: PreparedTurn, streaming: asyncio.Futu
     if len(failed) > 1:
         turn.trace["answered_by"] = {"model": None, "fallback_from": failed}
     raise error
+
+
+def _count_failed_attempt(model: str, exc: Exception) -> None:
+    """A chat model that failed before a fallback answered is an error in its metrics."""
+    record_llm_call(
+        role=CHAT,
+        model=model,
+        prompt_tokens=None,
+        completion_tokens=None,
+        ttft_s=None,
+        latency_s=None,
+        error=error_kind(exc),
+    )
 
 
 def _chat_client(turn: PreparedTurn):

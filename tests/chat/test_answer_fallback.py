@@ -146,3 +146,32 @@ async def test_the_debates_draft_falls_back_too_and_the_rewrite_asks_the_same_mo
         "demo",
         "demo",  # the rewrite
     ]
+
+
+def _errors(model: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from apps.core.metrics import metrics_text
+
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(metrics_text().decode())
+        for sample in family.samples
+        if sample.name == "thalamus_llm_errors_total"
+        and sample.labels.get("role") == "chat"
+        and sample.labels.get("model") == model
+    )
+
+
+async def test_each_chat_model_that_failed_before_a_fallback_answered_counts_one_error(
+    user, llm_stub
+):
+    llm_stub.set_defaults(missing_models=["gone"])
+    llm_stub.script({"fault": "http_500"}, {"content": "Rome is in Italy."})
+    before = {model: await sync_to_async(_errors)(model) for model in ("qwen2.5:7b", "gone")}
+
+    reply = await _answer(user, model_fallbacks={"chat": ["gone", "demo"]})
+
+    assert reply.model == "demo"
+    for model in ("qwen2.5:7b", "gone"):
+        assert await sync_to_async(_errors)(model) - before[model] == 1
