@@ -31,7 +31,6 @@ from apps.cognition.debate import (
     rewrite_messages,
     rule_lines,
 )
-from apps.cognition.prompts import fill_prompt, prompt_text
 from apps.cognition.runaway import clean_title, repeated_tail
 from apps.core.llm import (
     async_llm_client,
@@ -58,7 +57,8 @@ from apps.core.llm_limits import (
 )
 from apps.core.metrics import error_kind, record_llm_call
 from apps.core.models import RuntimeConfig
-from apps.core.selectors import runtime_config
+from apps.core.prompts import fill_prompt
+from apps.core.selectors import prompt_text, runtime_config
 from apps.memory.renderer import episode_line, knowledge_line, memory_line, render_memory_block
 
 logger = logging.getLogger(__name__)
