@@ -431,9 +431,17 @@ async def _push_final(
         )
     if reply is None:
         return
-    await broadcasts.push(
-        broadcasts.conversation_group(conversation.pk),
-        broadcasts.render_message(reply)
-        + broadcasts.render_composer(conversation, still_open, max_chars=max_chars),
-        sender=sender,
+    # A finished reply's receipt and "What I used" panel read the memories it names: rendered
+    # on a thread, as the ORM must not run on the event loop.
+    html = await database_sync_to_async(_render_final, thread_sensitive=False)(
+        conversation, reply, still_open, max_chars
+    )
+    await broadcasts.push(broadcasts.conversation_group(conversation.pk), html, sender=sender)
+
+
+def _render_final(
+    conversation: Conversation, reply: Message, still_open: Message | None, max_chars: int | None
+) -> str:
+    return broadcasts.render_message(reply) + broadcasts.render_composer(
+        conversation, still_open, max_chars=max_chars
     )

@@ -234,3 +234,28 @@ async def test_a_limit_raised_while_the_page_is_open_lets_the_longer_message_thr
     assert llm_stub.requests[-1]["body"]["messages"][-1]["content"] == "y" * 500
     assert 'maxlength="1000"' in frame
     await communicator.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_finished_answer_that_used_memories_is_pushed_with_its_receipt(
+    user, llm_stub, monkeypatch
+):
+    # As in production: the ORM refuses to run on the event loop, and the receipt and the
+    # "What I used" panel of a finished answer read the memories it used.
+    from apps.memory import services as memory_services
+
+    monkeypatch.delenv("DJANGO_ALLOW_ASYNC_UNSAFE")
+    await sync_to_async(_configure)(max_message_chars=500)
+    await sync_to_async(memory_services.memory_node_create)(
+        owner=user, description="Alice keeps bees in Turin"
+    )
+    llm_stub.script({"content": "Your bees are fine."})
+    conversation = await Conversation.objects.acreate(owner=user)
+    communicator = await connect_socket(user, conversation.pk)
+    await communicator.send_json_to({"action": "send", "content": "How are my bees in Turin?"})
+    while True:
+        frame = await communicator.receive_from(10)
+        if "msg-assistant complete" in frame:
+            break
+    assert "used 1 memory" in frame and "Alice keeps bees in Turin" in frame
+    await communicator.disconnect()
