@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -152,6 +153,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "django_celery_beat",
+    "axes",
     "apps.core",
     "apps.accounts",
     "apps.chat",
@@ -172,6 +174,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a lockout raised by authentication into its response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "thalamus_site.urls"
@@ -229,6 +233,21 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Failed logins (the site's form and the admin's) counted in Redis per account and per IP
+# address by django-axes; at the limit both are refused until the lockout has passed.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_FAILURE_LIMIT = env_int("THALAMUS_LOGIN_ATTEMPTS", 10, maximum=1000)
+AXES_COOLOFF_TIME = timedelta(
+    seconds=env_int("THALAMUS_LOGIN_LOCKOUT_SECONDS", 900, minimum=1, maximum=86400)
+)
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.login_locked_out"
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
