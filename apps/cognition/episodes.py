@@ -2,30 +2,31 @@
 
 A stretch is the complete messages after the last one an episode of the conversation holds;
 the episode is written under a lock on the conversation after re-checking that stretch, so a
-repeated or concurrent run writes it once.
+repeated or concurrent run writes it once. A stretch whose summary fails every attempt (see
+tasks.summarise_episode) is marked (EpisodeFailure): neither the sweep nor the turns ask for it
+again until the conversation has moved on.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-import openai
 from django.db import transaction
 from django.db.models import Count, F, Max, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
 from apps.chat.models import Conversation, Message
 from apps.cognition.budget import bodies, fill_to_fit
 from apps.cognition.reflection import error_record
-from apps.cognition.schemas import EpisodeSummary, InvalidReply
+from apps.cognition.schemas import EpisodeSummary
 from apps.cognition.structured import complete_as
 from apps.core.llm_limits import EPISODE
 from apps.core.models import Event
 from apps.core.selectors import runtime_config
 from apps.core.services import event_record
 from apps.memory import services as memory_services
-from apps.memory.models import Episode
+from apps.memory.models import Episode, EpisodeFailure
 
 # One exchange (a question and its answer) is the smallest stretch worth an episode.
 MIN_STRETCH = 2
@@ -36,6 +37,16 @@ def _covered_up_to(conversation_id: int) -> int:
         conversation_id=conversation_id, episodes__isnull=False
     ).aggregate(last=Max("id"))["last"]
     return last or 0
+
+
+def _settled_up_to(conversation_id: int) -> int:
+    """The last message an episode holds or a failed summary gave up on."""
+    failed = (
+        EpisodeFailure.objects.filter(conversation_id=conversation_id)
+        .values_list("through_message_id", flat=True)
+        .first()
+    )
+    return max(_covered_up_to(conversation_id), failed or 0)
 
 
 def _stretch(conversation_id: int, after: int, up_to: int | None = None) -> list[Message]:
@@ -53,22 +64,24 @@ def due_after_turn(*, conversation_id: int) -> bool:
     pending = Message.objects.filter(
         conversation_id=conversation_id,
         status=Message.Status.COMPLETE,
-        id__gt=_covered_up_to(conversation_id),
+        id__gt=_settled_up_to(conversation_id),
     ).count()
     return pending >= config.short_term_window
 
 
 def idle_conversations(*, idle_minutes: int, limit: int) -> list[int]:
-    """Conversations idle for `idle_minutes` with a stretch no episode holds yet."""
+    """Conversations idle for `idle_minutes` with a stretch no episode holds and no failed
+    summary gave up on."""
     covered = (
         Message.objects.filter(conversation=OuterRef("pk"), episodes__isnull=False)
         .order_by("-id")
         .values("id")[:1]
     )
+    failed = EpisodeFailure.objects.filter(conversation=OuterRef("pk")).values("through_message_id")
     cutoff = timezone.now() - timedelta(minutes=idle_minutes)
     return list(
         Conversation.objects.filter(updated_at__lt=cutoff)
-        .annotate(covered=Coalesce(Subquery(covered), 0))
+        .annotate(covered=Greatest(Coalesce(Subquery(covered), 0), Coalesce(Subquery(failed), 0)))
         .annotate(
             pending=Count(
                 "messages",
@@ -83,6 +96,9 @@ def idle_conversations(*, idle_minutes: int, limit: int) -> list[int]:
 
 
 def episode_summarise(*, conversation_id: int) -> Episode | None:
+    """Summarise the conversation's stretch no episode holds yet; None if there is none (or
+    another run wrote it). An unusable reply raises InvalidReply, an LLM error its own
+    exception: the task retries or gives up (`episode_give_up`)."""
     conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
     if conversation is None:
         return None
@@ -96,13 +112,9 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
         role=EPISODE,
         slots={"transcript": bodies([f"{m.role}: {m.content}" for m in stretch])},
     )
-    try:
-        summary = complete_as(
-            EpisodeSummary, role="episode", messages=[{"role": "user", "content": prompt}]
-        )
-    except (InvalidReply, openai.BadRequestError, openai.APIResponseValidationError) as exc:
-        error_record(owner=conversation.owner, step="episode", message_id=None, error=str(exc))
-        return None
+    summary = complete_as(
+        EpisodeSummary, role="episode", messages=[{"role": "user", "content": prompt}]
+    )
     with transaction.atomic():
         Conversation.objects.select_for_update().filter(pk=conversation_id).first()
         if _covered_up_to(conversation_id) != covered:
@@ -129,3 +141,26 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
             },
         )
     return episode
+
+
+def episode_give_up(*, conversation_id: int, attempts: int, error: str) -> None:
+    """The last attempt at the conversation's stretch failed: mark the stretch and say why."""
+    conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
+    if conversation is None:
+        return
+    stretch = _stretch(conversation_id, _covered_up_to(conversation_id))
+    if not stretch:
+        return
+    with transaction.atomic():
+        memory_services.episode_failure_record(
+            conversation=conversation,
+            through_message_id=stretch[-1].pk,
+            attempts=attempts,
+            error=error,
+        )
+        error_record(
+            owner=conversation.owner,
+            step="episode",
+            message_id=None,
+            error=f"gave up after {attempts} attempts: {error}",
+        )

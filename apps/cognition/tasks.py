@@ -15,7 +15,7 @@ import openai
 from celery import shared_task
 from celery.utils.time import get_exponential_backoff_interval
 
-from apps.chat.models import Conversation, Message
+from apps.chat.models import Message
 from apps.cognition import critic, episodes, reflection
 from apps.cognition.schemas import InvalidReply
 from apps.core.selectors import runtime_config
@@ -65,11 +65,6 @@ def _last_retry_recorded(task, *, step: str, owner_of):
 def _owner_of_message(message_id: int):
     message = Message.objects.select_related("conversation__owner").filter(pk=message_id).first()
     return message.conversation.owner if message else None
-
-
-def _owner_of_conversation(conversation_id: int):
-    conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
-    return conversation.owner if conversation else None
 
 
 @shared_task(name="cognition.reflect", **LLM_TASK)
@@ -137,11 +132,35 @@ def criticise_unreviewed(self) -> int:
 
 
 @shared_task(name="cognition.summarise_episode", **LLM_TASK)
-def summarise_episode(self, conversation_id: int) -> None:
-    with _last_retry_recorded(
-        self, step="episode", owner_of=lambda: _owner_of_conversation(conversation_id)
-    ):
+def summarise_episode(self, conversation_id: int, invalid_replies: int = 0) -> None:
+    """Unusable replies are asked again INVALID_REPLY_ATTEMPTS times, LLM errors retried up to
+    max_retries, both with backoff; then the stretch is marked failed, so neither the sweep
+    nor the next turn runs it again until the conversation moves on."""
+    attempts = self.request.retries + 1
+    try:
         episodes.episode_summarise(conversation_id=conversation_id)
+    except (InvalidReply, openai.APIResponseValidationError) as exc:
+        if invalid_replies + 1 >= INVALID_REPLY_ATTEMPTS:
+            episodes.episode_give_up(
+                conversation_id=conversation_id, attempts=attempts, error=str(exc)
+            )
+            return
+        countdown = get_exponential_backoff_interval(
+            factor=INVALID_REPLY_BACKOFF, retries=invalid_replies, maximum=300, full_jitter=True
+        )
+        raise self.retry(
+            exc=exc,
+            countdown=countdown,
+            args=[conversation_id],
+            kwargs={"invalid_replies": invalid_replies + 1},
+        ) from exc
+    except TRANSIENT_LLM_ERRORS as exc:
+        if self.request.retries < self.max_retries:
+            raise
+        episodes.episode_give_up(conversation_id=conversation_id, attempts=attempts, error=str(exc))
+    except openai.BadRequestError as exc:
+        # The server refuses this prompt; asking again would be refused the same way.
+        episodes.episode_give_up(conversation_id=conversation_id, attempts=attempts, error=str(exc))
 
 
 @shared_task(

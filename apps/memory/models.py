@@ -242,6 +242,25 @@ class Episode(models.Model):
         return "\n".join(part for part in parts if part)
 
 
+class EpisodeFailure(models.Model):
+    """A stretch of conversation whose summary failed every attempt.
+
+    The sweep and the turns pass the stretch by; only messages after `through_message_id`
+    make the conversation due again (with the failed stretch still in the next try).
+    """
+
+    conversation = models.OneToOneField(
+        "chat.Conversation", on_delete=models.CASCADE, related_name="episode_failure"
+    )
+    through_message_id = models.BigIntegerField()
+    attempts = models.PositiveSmallIntegerField()
+    error = models.TextField()
+    failed_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"conversation {self.conversation_id} through message {self.through_message_id}"
+
+
 class Predicate(models.Model):
     """A canonical relation name; aliases written by the LLM map onto it."""
 

@@ -23,6 +23,7 @@ from apps.memory.models import (
     Category,
     EmbeddingStatus,
     Episode,
+    EpisodeFailure,
     MemoryLink,
     MemoryNode,
     Predicate,
@@ -220,6 +221,22 @@ def episode_create(
         if vector is None:
             _embed_later()
     return episode
+
+
+def episode_failure_record(
+    *, conversation: Conversation, through_message_id: int, attempts: int, error: str
+) -> EpisodeFailure:
+    """Mark the stretch up to `through_message_id` as one no summary could be made of."""
+    failure, _ = EpisodeFailure.objects.update_or_create(
+        conversation=conversation,
+        defaults={
+            "through_message_id": through_message_id,
+            "attempts": attempts,
+            "error": error[:2000],
+            "failed_at": timezone.now(),
+        },
+    )
+    return failure
 
 
 def _set_embeddings(
