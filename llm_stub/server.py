@@ -752,10 +752,31 @@ def _demo_episode(prompt: str) -> dict[str, Any]:
     }
 
 
+_DEMO_WORKING_ON = re.compile(
+    r"\b(?:i'?m|i am) (?:now )?working on (?:a |an |the |my )?([^.!?\n]{2,80})", re.IGNORECASE
+)
+_DEMO_FROM_NOW_ON = re.compile(r"\bfrom now on,? ([^.!?\n]{2,160})", re.IGNORECASE)
+
+
+def _demo_world(prompt: str) -> dict[str, Any]:
+    """The world modifier's operations for what the demo understands: a project the user works
+    on, an instruction "from now on …"; otherwise no change."""
+    message = prompt.split("The user's new message:", 1)[-1].split("Reply with", 1)[0]
+    ops = []
+    project = _DEMO_WORKING_ON.search(message)
+    if project:
+        ops.append({"op": "set", "path": "project", "value": project.group(1).strip()})
+    instruction = _DEMO_FROM_NOW_ON.search(message)
+    if instruction:
+        ops.append({"op": "append", "path": "behaviour", "value": instruction.group(1).strip()})
+    return {"ops": ops, "reason": "what the user said" if ops else "nothing changes"}
+
+
 _DEMO_ANSWERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "Reflection": _demo_reflection,
     "CriticVerdict": _demo_verdict,
     "EpisodeSummary": _demo_episode,
+    "WorldOps": _demo_world,
 }
 
 

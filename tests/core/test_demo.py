@@ -296,3 +296,23 @@ def test_the_demo_notice_says_it_is_the_demo_model_and_where_memories_show(clien
     page = client.get("/dashboard/").content.decode()
     assert "replies come from the built-in demo model, not a real LLM" in page
     assert 'href="/dashboard/">Mind</a>' in page
+
+
+def test_the_demo_model_sets_the_project_the_user_works_on_and_keeps_an_instruction():
+    from apps.cognition.world import WorldOps
+
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "WorldOps", "schema": WorldOps.model_json_schema()},
+    }
+    prompt = (
+        "The user's new message:\nI'm working on a cedar garden shed. From now on, keep answers "
+        "short.\n\nReply with a JSON object"
+    )
+
+    reply = WorldOps.model_validate_json(demo_structured_reply(response_format, prompt))
+
+    assert [(op.op, op.path, op.value) for op in reply.ops] == [
+        ("set", "project", "cedar garden shed"),
+        ("append", "behaviour", "keep answers short"),
+    ]
