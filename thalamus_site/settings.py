@@ -248,6 +248,13 @@ AXES_COOLOFF_TIME = timedelta(
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.login_locked_out"
 AXES_VERBOSE = False
+# Wrong API keys one client address may send in 5 minutes before /v1 answers it 429.
+THALAMUS_API_BAD_KEY_LIMIT = env_int("THALAMUS_API_BAD_KEY_LIMIT", 20, maximum=100000)
+# The largest request body read into memory: a form's fields or an API request's JSON (file
+# uploads are counted apart). Larger: the site answers 400, the /v1 API 413.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
+    "THALAMUS_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=64 * 1024, maximum=1 << 30
+)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

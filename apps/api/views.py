@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 
 import pydantic
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
@@ -19,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.accounts.models import ApiKey
 from apps.accounts.selectors import api_key_for_token
 from apps.accounts.services import api_key_mark_used
+from apps.accounts.throttle import bad_api_key_record, bad_api_key_wait
 from apps.api.schemas import ChatCompletionRequest
 from apps.api.services import ConversationBusy, api_turn_start
 from apps.chat.models import Conversation, Message
@@ -82,8 +85,19 @@ def _authenticate(request) -> ApiKey:
             type="authentication_error",
             code="missing_api_key",
         )
+    address = request.META.get("REMOTE_ADDR", "")
+    wait = bad_api_key_wait(address=address)
+    if wait:
+        raise ApiError(
+            429,
+            f"Too many wrong API keys from this address. Try again in {wait} seconds.",
+            type="rate_limit_error",
+            code="too_many_wrong_keys",
+            headers={"Retry-After": str(wait)},
+        )
     key = api_key_for_token(token=token.strip())
     if key is None:
+        bad_api_key_record(address=address)
         raise ApiError(
             401,
             "Invalid or revoked API key.",
@@ -107,6 +121,22 @@ def _get_conversation_for_key(key: ApiKey, raw_id: str) -> Conversation:
             param=CONVERSATION_HEADER,
         )
     return conversation
+
+
+def _request_body(request) -> bytes:
+    """The JSON body, at most DATA_UPLOAD_MAX_MEMORY_SIZE bytes (413 beyond)."""
+    cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    try:
+        if int(request.META.get("CONTENT_LENGTH") or 0) <= cap:
+            return request.body
+    except (ValueError, RequestDataTooBig):
+        pass
+    raise ApiError(
+        413,
+        f"The request body is larger than {cap:,} bytes.",
+        type="invalid_request_error",
+        code="request_too_large",
+    )
 
 
 def _parse_request(body: bytes) -> ChatCompletionRequest:
@@ -182,7 +212,7 @@ def models(request):
 async def chat_completions(request):
     try:
         key = await sync_to_async(_authenticate)(request)
-        body = _parse_request(request.body)
+        body = _parse_request(_request_body(request))
         reply = await sync_to_async(_start_turn)(request, key, body)
     except ApiError as exc:
         return exc.response()
