@@ -94,7 +94,9 @@ DEFAULT_CHAT_MODEL = "qwen2.5:7b"
 DEFAULT_EMBED_MODEL = "nomic-embed-text"
 DEFAULT_DIM = 768
 HANG_SECONDS = 30.0
-FAULTS = frozenset({"http_500", "http_429", "drop", "garbage", "hang"})
+# "drop_done": a streamed reply arrives whole, finish reason and usage included, then the
+# connection drops before "data: [DONE]" (non-streamed, it is "drop").
+FAULTS = frozenset({"http_500", "http_429", "drop", "drop_done", "garbage", "hang"})
 ENDPOINTS = frozenset({"chat", "embeddings"})
 REPLY_KEYS = frozenset(
     {
@@ -109,6 +111,8 @@ REPLY_KEYS = frozenset(
         "resend",
         "tool_calls",
         "schema",
+        # Seconds in the Retry-After header of an http_429 or http_500 fault.
+        "retry_after",
     }
 )
 # Structured requests for these schemas (by their json_schema name) take only the scripted
@@ -844,6 +848,8 @@ def normalize_reply(reply: Any) -> dict[str, Any]:
     if "finish_reason" in reply and not isinstance(reply["finish_reason"], str):
         raise ValueError("'finish_reason' must be a string")
     _check_timing_and_fault(reply)
+    if "retry_after" in reply and not _is_positive_int(reply["retry_after"]):
+        raise ValueError("'retry_after' must be an integer >= 1")
     if "json" in reply:
         json.dumps(reply["json"])  # fail at scripting time, not mid-request
     if "tool_calls" in reply:
@@ -1063,6 +1069,7 @@ class _Plan:
     # The scripted reply it came from: given back if its client leaves before the end.
     scripted: dict[str, Any] | None = None
     tool_calls: list[dict[str, Any]] | None = None
+    retry_after: int | None = None
 
     @classmethod
     def from_reply(cls, reply: dict[str, Any]) -> _Plan:
@@ -1082,6 +1089,7 @@ class _Plan:
             ),
             scripted=reply,
             tool_calls=_tool_calls_message(reply["tool_calls"]) if "tool_calls" in reply else None,
+            retry_after=reply.get("retry_after"),
         )
 
 
@@ -1482,10 +1490,18 @@ class _Handler(BaseHTTPRequestHandler):
             chunks.append(self.rfile.read(size))
             self.rfile.readline()
 
-    def _send_bytes(self, status: int, data: bytes, content_type: str = "application/json") -> None:
+    def _send_bytes(
+        self,
+        status: int,
+        data: bytes,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self._headers_sent = True
         self._status = str(status)
@@ -1495,10 +1511,16 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_bytes(status, json.dumps(payload).encode("utf-8"))
 
     def _send_error_json(
-        self, status: int, message: str, err_type: str, code: str | None = None
+        self,
+        status: int,
+        message: str,
+        err_type: str,
+        code: str | None = None,
+        retry_after: int | None = None,
     ) -> None:
         error = {"message": message, "type": err_type, "param": None, "code": code}
-        self._send_json(status, {"error": error})
+        headers = {"Retry-After": str(retry_after)} if retry_after else None
+        self._send_bytes(status, json.dumps({"error": error}).encode("utf-8"), headers=headers)
 
     def _start_stream(self) -> None:
         self.send_response(200)
@@ -1688,17 +1710,28 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _apply_fault(self, plan: _Plan, stream: bool = False) -> bool:
         """Answer error faults up front; a streaming "drop" is left to the stream itself."""
-        if plan.fault in ("http_500", "http_429") or (plan.fault == "drop" and not stream):
+        dropped = plan.fault in ("drop", "drop_done") and not stream
+        if plan.fault in ("http_500", "http_429") or dropped:
             self._note = f" [{plan.fault}]"
             if self._abort_if_stopping(plan.ttft):
                 return True
-            if plan.fault == "drop":
+            if dropped:
                 self._drop()
             elif plan.fault == "http_500":
-                self._send_error_json(500, "Scripted stub failure", "server_error", "stub_fault")
+                self._send_error_json(
+                    500,
+                    "Scripted stub failure",
+                    "server_error",
+                    "stub_fault",
+                    retry_after=plan.retry_after,
+                )
             else:
                 self._send_error_json(
-                    429, "Scripted rate limit", "rate_limit_error", "rate_limit_exceeded"
+                    429,
+                    "Scripted rate limit",
+                    "rate_limit_error",
+                    "rate_limit_exceeded",
+                    retry_after=plan.retry_after,
                 )
             return True
         return False
@@ -1971,6 +2004,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._write_event(delta({}, finish_reason))
         if include_usage:
             self._write_event(chunk([], usage=usage))
+        if plan.fault == "drop_done":
+            self._drop()
+            return
         self._write_chunk(b"data: [DONE]\n\n")
         self._write_chunk(b"")
 

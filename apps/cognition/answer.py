@@ -574,8 +574,12 @@ async def answer_reply(
             raise _StreamCutOff("the stream ended without a finish reason")
         outcome = Message.Status.COMPLETE
     except (openai.OpenAIError, ValueError, _StreamCutOff) as exc:
-        error = _failure_sentence(exc, base_url=turn.base_url, streamed=bool(written))
-        turn.trace["error_detail"] = f"{type(exc).__name__}: {exc}"[:500]
+        if finished and type(exc) is openai.APIConnectionError:
+            # The finish reason arrived; only the closing "[DONE]" was lost with the connection.
+            outcome = Message.Status.COMPLETE
+        else:
+            error = _failure_sentence(exc, base_url=turn.base_url, streamed=bool(written))
+            turn.trace["error_detail"] = f"{type(exc).__name__}: {exc}"[:500]
     except BaseException:
         # Cancelled (Stop, or the server shutting down): keep what arrived.
         outcome = Message.Status.CANCELLED

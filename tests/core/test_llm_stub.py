@@ -217,6 +217,30 @@ def test_drop_mid_stream_raises_after_partial_content(stub: StubServer, client: 
     assert "".join(received) == "one two three four "
 
 
+def test_an_error_fault_can_carry_retry_after(stub: StubServer, client: OpenAI) -> None:
+    stub.script({"fault": "http_429", "retry_after": 30}, {"fault": "http_500", "retry_after": 7})
+    with pytest.raises(openai.RateLimitError) as limited:
+        ask(client, "hi")
+    with pytest.raises(openai.InternalServerError) as failed:
+        ask(client, "hi")
+    assert limited.value.response.headers["retry-after"] == "30"
+    assert failed.value.response.headers["retry-after"] == "7"
+
+
+def test_drop_done_sends_the_whole_answer_then_drops_before_done(
+    stub: StubServer, client: OpenAI
+) -> None:
+    stub.script({"content": "one two three", "fault": "drop_done"})
+    received: list[str] = []
+    finish = None
+    with pytest.raises(openai.APIConnectionError):
+        for chunk in client.chat.completions.create(model="m", messages=USER, stream=True):
+            if chunk.choices:
+                received.append(chunk.choices[0].delta.content or "")
+                finish = chunk.choices[0].finish_reason or finish
+    assert ("".join(received), finish) == ("one two three", "stop")
+
+
 def test_drop_non_streaming_closes_connection(stub: StubServer, client: OpenAI) -> None:
     stub.script({"fault": "drop"})
     with pytest.raises(openai.APIConnectionError):
