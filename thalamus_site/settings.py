@@ -283,6 +283,13 @@ THALAMUS_CHAT_MODEL = env_str("THALAMUS_CHAT_MODEL", "qwen2.5:7b")
 THALAMUS_EMBED_MODEL = env_str("THALAMUS_EMBED_MODEL", "nomic-embed-text")
 THALAMUS_EMBED_DIM = env_int("THALAMUS_EMBED_DIM", 768, minimum=8, maximum=16000)
 THALAMUS_DEMO = env_bool("THALAMUS_DEMO", False)
+# The largest websocket frame a browser may send (a message of max_message_chars characters
+# fits); larger, the socket is closed with 1009.
+THALAMUS_WS_MAX_BYTES = env_int(
+    "THALAMUS_WS_MAX_BYTES", 4 * 1024 * 1024, minimum=64 * 1024, maximum=1 << 30
+)
+# Answers one user may have streaming at once, over all their conversations and the API.
+THALAMUS_STREAMS_PER_USER = env_int("THALAMUS_STREAMS_PER_USER", 3, maximum=1000)
 # Seconds to wait for the LLM's next bytes before giving up on an answer.
 THALAMUS_LLM_TIMEOUT = env_int("THALAMUS_LLM_TIMEOUT", 60, minimum=1, maximum=3600)
 

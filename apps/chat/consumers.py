@@ -11,6 +11,7 @@ from contextlib import aclosing
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 
 from apps.chat import broadcasts, services
 from apps.chat.models import Conversation, Message
@@ -31,6 +32,8 @@ FLUSH_SECONDS = 0.03
 # Pages show the new messages once the answer is requested, so rendering them never delays the
 # request; a turn still preparing after this long (a slow embedding server) shows them anyway.
 OPENING_LATEST_SECONDS = 0.05
+# RFC 6455's close code for a frame too big to process.
+MESSAGE_TOO_BIG = 1009
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -75,6 +78,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None):
+        # uvicorn refuses larger frames itself (`up` passes --ws-max-size); this holds under any
+        # server.
+        if len((text_data or "").encode()) > settings.THALAMUS_WS_MAX_BYTES:
+            await self.close(code=MESSAGE_TOO_BIG)
+            return
         try:
             data = json.loads(text_data or "{}")
         except ValueError:
@@ -104,13 +112,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # embedding model reaches it one turn late); the recall reads the configuration afresh.
         text = content.replace("\r\n", "\n").strip()
         run = None
-        if text and len(text) <= self.max_chars:  # else the save most likely refuses it
-            run = self._start(text, start_turn_embedding(text=text, config=self.config))
+        user_id = self.scope["user"].pk
         try:
+            # A message over the turn limit, or beyond the user's streams, starts nothing.
+            slot = services.turn_admit(user_id=user_id, config=self.config)
+        except services.ChatError as exc:
+            await self.send(text_data=broadcasts.render_error(str(exc)))
+            return
+        try:
+            if text and len(text) <= self.max_chars:  # else the save most likely refuses it
+                # RecallBusy (a ChatError) when the recall's pools are full.
+                run = self._start(text, start_turn_embedding(text=text, config=self.config))
             user_message, reply, history, config = await database_sync_to_async(
                 _save_message, thread_sensitive=False
             )(conversation=self.conversation, content=content)
         except services.ChatError as exc:
+            services.stream_slot_release(user_id=user_id, slot=slot)
             if run is not None:
                 run.cancel()
             await self.send(text_data=broadcasts.render_error(str(exc)))
@@ -129,7 +146,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 + broadcasts.render_error("")
             )
 
-        start_reply(
+        task = start_reply(
             conversation,
             reply.pk,
             run.prepare(reply=reply, history=history),
@@ -138,6 +155,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             opening=opening,
             run=run,
         )
+        task.add_done_callback(lambda _: services.stream_slot_release(user_id=user_id, slot=slot))
 
     def _start(self, text: str, embedded: Future | None = None) -> TurnRun:
         """The turn's pipeline, started as the message arrives (apps/cognition/pipeline.py)."""

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import math
+import uuid
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
 from typing import NamedTuple, NoReturn
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.utils import timezone
@@ -185,6 +187,7 @@ def message_send(
         for pk, role, text, status, created in json_value(earlier)
     ]
     reply_lease_renew(reply_id=reply.pk)
+    _turn_recorded(user_id=conversation.owner_id, reply_id=reply.pk, now=now)
     return SentTurn(question, reply, previous + [question] if history else [])
 
 
@@ -262,6 +265,91 @@ def _refuse_as_too_fast(*, limiting: datetime, limit: int, now: datetime) -> NoR
         f"Try again in {retry_after} second{'' if retry_after == 1 else 's'}.",
         retry_after=retry_after,
     )
+
+
+# ------------------------------------------------------------------ admission, before a turn starts
+#
+# A refused message must start nothing: no embedding, no search, no LLM call. The send statement
+# above is the authority on the turn limit, but the socket starts the turn's recall before it
+# saves; so the socket first asks Redis, in one round trip, whether the user is over the limit
+# (a mirror of their recent turns, which message_send records) and for one of their stream slots.
+
+STREAM_SLOT_SECONDS = 900
+STREAMS_BUSY = (
+    "You already have {cap} answer{s} being written. Wait for one to finish, or stop one."
+)
+_ADMIT = """
+local now = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+local limit = tonumber(ARGV[3])
+if limit > 0 then
+  local recent = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+  local count = #recent / 2
+  if count >= limit then
+    return {'rate', recent[(count - limit) * 2 + 2]}
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
+  return {'streams', ''}
+end
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[6])
+redis.call('EXPIRE', KEYS[2], ARGV[5])
+return {'ok', ''}
+"""
+
+
+def _turns_key(user_id: int) -> str:
+    return cache.make_key(f"chat:turns:{user_id}")
+
+
+def _streams_key(user_id: int) -> str:
+    return cache.make_key(f"chat:streams:{user_id}")
+
+
+def _redis():
+    return cache._cache.get_client(write=True)
+
+
+def _turn_recorded(*, user_id: int, reply_id: int, now: datetime) -> None:
+    key = _turns_key(user_id)
+    window = int(TURN_RATE_WINDOW.total_seconds())
+    _redis().pipeline().zadd(key, {str(reply_id): now.timestamp()}).expire(key, window).execute()
+
+
+def turn_admit(*, user_id: int, config: RuntimeConfig) -> str:
+    """Admit a turn of the user's before anything of it starts, and hold one of their stream
+    slots (THALAMUS_STREAMS_PER_USER) for it; returns the slot, for `stream_slot_release`.
+
+    Raises ChatRateLimited when their recent turns already reach `turns_per_minute`, ChatError
+    when all their slots are taken. A slot left by a process that died frees itself after
+    STREAM_SLOT_SECONDS.
+    """
+    slot = uuid.uuid4().hex
+    now = timezone.now()
+    outcome, limiting = _redis().eval(
+        _ADMIT,
+        2,
+        _turns_key(user_id),
+        _streams_key(user_id),
+        now.timestamp(),
+        TURN_RATE_WINDOW.total_seconds(),
+        config.turns_per_minute,
+        settings.THALAMUS_STREAMS_PER_USER,
+        STREAM_SLOT_SECONDS,
+        slot,
+    )
+    if outcome == b"rate":
+        limiting = datetime.fromtimestamp(float(limiting), tz=now.tzinfo)
+        _refuse_as_too_fast(limiting=limiting, limit=config.turns_per_minute, now=now)
+    if outcome == b"streams":
+        cap = settings.THALAMUS_STREAMS_PER_USER
+        raise ChatError(STREAMS_BUSY.format(cap=cap, s="" if cap == 1 else "s"))
+    return slot
+
+
+def stream_slot_release(*, user_id: int, slot: str) -> None:
+    _redis().zrem(_streams_key(user_id), slot)
 
 
 @transaction.atomic

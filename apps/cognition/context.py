@@ -8,12 +8,14 @@ this module only orders them in time.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.db import connection
 
+from apps.chat.services import ChatError
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.embedding import Embedder, EmbeddingError, get_embedder
@@ -79,8 +81,50 @@ def _embed_queries(embedder: Embedder, texts: list[str]) -> tuple[dict[str, list
 # pool (HTTP only) and searches with it on the second, which runs the episode search beside it.
 # The second pool's threads keep a database connection each, like request threads, recycled by
 # age. Searches wait on embeddings, never the other way round, so neither pool can deadlock.
-_EMBED_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thalamus-embed")
-_SEARCH_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="thalamus-recall")
+class RecallBusy(ChatError):
+    """The recall's pool has all the work it may hold; the turn is refused, not queued."""
+
+
+RECALL_BUSY = "Thalamus is busy with other messages right now. Try again in a moment."
+
+
+class BoundedPool(ThreadPoolExecutor):
+    """A thread pool that holds at most `max_workers + queue` tasks and refuses the next one
+    with RecallBusy: under a flood, a turn is told at once instead of waiting in a backlog."""
+
+    def __init__(self, max_workers: int, *, queue: int, thread_name_prefix: str):
+        super().__init__(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
+        self.capacity = max_workers + queue
+        self._slots = threading.BoundedSemaphore(self.capacity)
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        if not self._slots.acquire(blocking=False):
+            raise RecallBusy(RECALL_BUSY)
+        try:
+            future = super().submit(fn, *args, **kwargs)
+        except BaseException:
+            self._slots.release()
+            raise
+        future.add_done_callback(lambda _: self._slots.release())
+        return future
+
+
+_EMBED_POOL = BoundedPool(4, queue=12, thread_name_prefix="thalamus-embed")
+_SEARCH_POOL = BoundedPool(8, queue=24, thread_name_prefix="thalamus-recall")
+
+
+def _done(value) -> Future:
+    future = Future()
+    future.set_result(value)
+    return future
+
+
+def _submit_or_none(pool: BoundedPool, /, *args, **kwargs) -> Future | None:
+    """The call on a pool thread, or None when the pool is full and the caller makes it."""
+    try:
+        return pool.submit(*args, **kwargs)
+    except RecallBusy:
+        return None
 
 
 def start_turn_embedding(*, text: str, config: RuntimeConfig) -> Future:
@@ -88,7 +132,8 @@ def start_turn_embedding(*, text: str, config: RuntimeConfig) -> Future:
 
     It only submits, so an event loop can call it the moment a message arrives: the embedding
     is the longest wait before the answer can be asked for, and starts before the thread hop
-    into the turn's preparation and the configuration read there.
+    into the turn's preparation and the configuration read there. Raises RecallBusy when the
+    pool is full.
     """
     return _EMBED_POOL.submit(_embed_turn_text, text, config)
 
@@ -158,10 +203,14 @@ def memory_context_for_turn(
     # runs here, on its connection, so the search sees what the transaction wrote.
     parallel = not connection.in_atomic_block
     if embedded is None:
-        embedded = start_turn_embedding(text=text, config=config)
+        try:
+            embedded = start_turn_embedding(text=text, config=config)
+        except RecallBusy:  # a turn already admitted runs on; its thread does the work
+            embedded = _done(_embed_turn_text(text, config))
     own_search = None
     if parallel:
-        own_search = _SEARCH_POOL.submit(
+        own_search = _submit_or_none(
+            _SEARCH_POOL,
             _in_pool,
             _search_when_embedded,
             embedded=embedded,
@@ -189,7 +238,8 @@ def memory_context_for_turn(
     # them: a familiar turn never waits on them.
     early_episodes = None
     if parallel:
-        early_episodes = _SEARCH_POOL.submit(
+        early_episodes = _submit_or_none(
+            _SEARCH_POOL,
             _in_pool,
             episode_search,
             user_id=user.pk,

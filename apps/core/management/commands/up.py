@@ -43,6 +43,26 @@ class Child:
     tail: deque = field(default_factory=lambda: deque(maxlen=20))
 
 
+def web_command(host: str, port: int) -> list[str]:
+    """The ASGI server's command line. A websocket frame over THALAMUS_WS_MAX_BYTES closes the
+    socket with 1009 before it reaches Thalamus."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "thalamus_site.asgi:application",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--lifespan",
+        "off",
+        "--no-access-log",
+        "--ws-max-size",
+        str(settings.THALAMUS_WS_MAX_BYTES),
+    ]
+
+
 class Command(BaseCommand):
     help = "Run Thalamus (database, Redis, web server, worker and beat) in the foreground."
 
@@ -177,22 +197,7 @@ class Command(BaseCommand):
     ) -> None:
         python = sys.executable
         children = [
-            Child(
-                "web",
-                [
-                    python,
-                    "-m",
-                    "uvicorn",
-                    "thalamus_site.asgi:application",
-                    "--host",
-                    host,
-                    "--port",
-                    str(port),
-                    "--lifespan",
-                    "off",
-                    "--no-access-log",
-                ],
-            ),
+            Child("web", web_command(host, port)),
             _worker("worker", settings.CELERY_TASK_DEFAULT_QUEUE, concurrency, "thalamus"),
             # The background LLM calls (reflection, critic, episodes, titles) on a queue and a
             # worker of their own, so they never crowd out memory upkeep, nor each other.
