@@ -147,7 +147,7 @@ def asgi_server(django_db_setup, django_db_blocker):
             "--port",
             str(port),
             "--lifespan",
-            "off",
+            "on",
             "--log-level",
             "warning",
         ],

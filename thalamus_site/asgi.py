@@ -12,15 +12,29 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from apps.mcp_server.server import MCP_PATH, mcp_asgi_app  # noqa: E402
 from thalamus_site.routing import websocket_urlpatterns  # noqa: E402
+
+# One process serves everything, static files included; behind a reverse proxy in
+# production, the proxy can serve STATIC_ROOT (`collectstatic`) instead.
+site_app = ASGIStaticFilesHandler(django_asgi_app)
+mcp_app = mcp_asgi_app()
+
+
+async def http_app(scope, receive, send):
+    """/mcp is the MCP SDK's own app (API keys, no session or CSRF); the rest is Django's."""
+    if scope["path"] == MCP_PATH or scope["path"].startswith(f"{MCP_PATH}/"):
+        return await mcp_app(scope, receive, send)
+    return await site_app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        # One process serves everything, static files included; behind a reverse proxy in
-        # production, the proxy can serve STATIC_ROOT (`collectstatic`) instead.
-        "http": ASGIStaticFilesHandler(django_asgi_app),
+        "http": http_app,
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
+        # Starts and stops the MCP session manager: uvicorn runs with `--lifespan on`.
+        "lifespan": mcp_app,
     }
 )

@@ -159,6 +159,7 @@ INSTALLED_APPS = [
     "apps.chat",
     "apps.cognition",
     "apps.api",
+    "apps.mcp_server",
     "apps.memory",
     "apps.dashboard",
 ]

@@ -546,6 +546,11 @@ def current_memories_for(*, user_id: int) -> QuerySet[MemoryNode]:
     )
 
 
+def shared_memory_count() -> int:
+    """How many current global memories (every user's, owned by none) there are."""
+    return MemoryNode.objects.filter(owner=None, valid_to=None).count()
+
+
 def memories_as_of(*, user_id: int, at: datetime) -> QuerySet[MemoryNode]:
     """What was believed about a user at a moment: each value that had begun by then and
     was neither superseded nor past its own end yet (superseded rows hold the old values)."""

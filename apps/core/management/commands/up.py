@@ -55,8 +55,9 @@ def web_command(host: str, port: int) -> list[str]:
         host,
         "--port",
         str(port),
+        # The MCP endpoint's session manager runs in the app's lifespan.
         "--lifespan",
-        "off",
+        "on",
         "--no-access-log",
         "--ws-max-size",
         str(settings.THALAMUS_WS_MAX_BYTES),
