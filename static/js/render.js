@@ -12,7 +12,7 @@
   var PH_RE = /\uE000(\d+)\uE001/g;
   var KS_ATTR = 'data-thalamus-ks'; // KaTeX inline style, applied through CSSOM (CSP friendly)
   var KS_RE = / data-thalamus-ks="/g;
-  var CACHE_MAX = 400;
+  var CACHE_MAX = 4000; // entries per cache: more than the blocks of any one long reply, or it thrashes
 
   // ---------------------------------------------------------------- helpers
   function escapeHtml(s) {
@@ -364,11 +364,25 @@
   });
 
   // --------------------------------------------------------------- pipeline
+  // Raw HTML from the model is shown as text, never parsed: an unclosed <details>, <!-- or
+  // <script> would otherwise hide every word after it. Markdown has no HTML blocks here, and an
+  // inline tag is plain text (escaped like any text) except <br>, which cannot hide anything.
+  var BR_RE = /^<br\s*\/?>/i;
+  var NO_RAW_HTML = {
+    tokenizer: {
+      html: function () { return undefined; },
+      tag: function (src) {
+        var m = BR_RE.exec(src);
+        return m ? { type: 'html', raw: m[0], text: '<br>', block: false, inLink: false, inRawBlock: false }
+          : undefined;
+      }
+    }
+  };
+
   var md = null;
   function marker() {
-    if (!md && window.marked) {
-      md = window.marked.Marked ? new window.marked.Marked({ gfm: true, breaks: false })
-        : { parse: function (s) { return window.marked.parse(s, { gfm: true, breaks: false }); } };
+    if (!md && window.marked && window.marked.Marked) {
+      md = new window.marked.Marked({ gfm: true, breaks: false }, NO_RAW_HTML);
     }
     return md;
   }
@@ -495,18 +509,15 @@
   }
 
   // Top-level Markdown blocks are rendered and cached one by one, so re-rendering a growing
-  // (streaming) message only does real work for its last block. Raw HTML blocks can open in one
-  // block and close in another: then the document is rendered as a whole.
+  // (streaming) message only does real work for its last block (no raw HTML can span blocks).
   var blockCache = new Map();
   function renderBlocks(src, maths) {
     var m = marker();
     var tokens = null;
-    if (m && m.lexer && m.parser) {
+    if (m) {
       try { tokens = m.lexer(src); } catch (e) { tokens = null; }
     }
-    if (!tokens || tokens.some(function (t) { return t.type === 'html'; })) {
-      return [renderChunk(markdown(src), maths)];
-    }
+    if (!tokens) return [renderChunk(markdown(src), maths)];
     var links = tokens.links || {};
     var linksKey = Object.keys(links).length ? JSON.stringify(links) : '';
     var groups = [];
@@ -558,6 +569,8 @@
   var STATE = new WeakMap();
   function renderInto(el, text) {
     if (!el) return false;
+    // htmx never processes anything inside rendered output (the sanitizer drops hx-* too).
+    if (!el.hasAttribute('hx-disable')) el.setAttribute('hx-disable', '');
     text = String(text == null ? '' : text);
     var st = STATE.get(el);
     var ours = !!st && st.first === el.firstChild && st.last === el.lastChild;
