@@ -157,6 +157,10 @@ class EmbeddedPostgres:
     def log_path(self) -> Path:
         return self.data / "log" / "postgres.log"
 
+    @property
+    def socket_dir(self) -> Path:
+        return run_dir(self.data)
+
     def _run(self, tool: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         user = PG_OS_USER if _running_as_root() else None
         return subprocess.run(
@@ -189,7 +193,7 @@ class EmbeddedPostgres:
         ensure_folder_permissions(self.bin_dir, read | stat.S_IXGRP | stat.S_IXOTH)
         ensure_folder_permissions(self.bin_dir.parent / "lib", read)
         ensure_folder_permissions(self.bin_dir.parent / "share", read)
-        for path in (self.pgdata, pg_socket_dir(), self.log_path.parent):
+        for path in (self.pgdata, self.socket_dir, self.log_path.parent):
             ensure_prefix_permissions(path)
             os.chown(path, entry.pw_uid, entry.pw_gid)
 
@@ -199,10 +203,10 @@ class EmbeddedPostgres:
             pid = int(pidfile.read_text().splitlines()[0])
         except (OSError, ValueError, IndexError):
             return False
-        return _pid_alive(pid) and (pg_socket_dir() / f".s.PGSQL.{PG_PORT}").exists()
+        return _pid_alive(pid) and (self.socket_dir / f".s.PGSQL.{PG_PORT}").exists()
 
     def start(self) -> None:
-        for path in (self.pgdata, pg_socket_dir(), self.log_path.parent):
+        for path in (self.pgdata, self.socket_dir, self.log_path.parent):
             path.mkdir(parents=True, exist_ok=True)
         self._prepare_permissions()
         if not (self.pgdata / "PG_VERSION").exists():
@@ -219,7 +223,7 @@ class EmbeddedPostgres:
             if result.returncode != 0:
                 raise EmbeddedError(f"Could not initialise PostgreSQL: {result.stderr.strip()}")
         options = (
-            f"-c listen_addresses='' -k {pg_socket_dir()} -p {PG_PORT} "
+            f"-c listen_addresses='' -k {self.socket_dir} -p {PG_PORT} "
             "-c max_connections=200 -c shared_buffers=256MB -c maintenance_work_mem=512MB "
             "-c fsync=on -c synchronous_commit=off"
         )
@@ -245,7 +249,7 @@ class EmbeddedPostgres:
         import psycopg
 
         with psycopg.connect(
-            host=str(pg_socket_dir()),
+            host=str(self.socket_dir),
             port=PG_PORT,
             user=PG_SUPERUSER,
             dbname="postgres",
@@ -275,6 +279,10 @@ class EmbeddedRedis:
     def pidfile(self) -> Path:
         return self.data / "redis" / "redis.pid"
 
+    @property
+    def socket_path(self) -> Path:
+        return run_dir(self.data) / "redis.sock"
+
     @staticmethod
     def binary() -> str:
         try:
@@ -295,12 +303,12 @@ class EmbeddedRedis:
             pid = int(self.pidfile.read_text().strip())
         except (OSError, ValueError):
             return False
-        return _pid_alive(pid) and redis_socket_path().exists()
+        return _pid_alive(pid) and self.socket_path.exists()
 
     def start(self) -> None:
         workdir = self.data / "redis"
         workdir.mkdir(parents=True, exist_ok=True)
-        redis_socket_path().parent.mkdir(parents=True, exist_ok=True)
+        self.socket_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.data / "log" / "redis.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         args = [
@@ -308,7 +316,7 @@ class EmbeddedRedis:
             "--port",
             "0",
             "--unixsocket",
-            str(redis_socket_path()),
+            str(self.socket_path),
             "--unixsocketperm",
             "700",
             "--bind",

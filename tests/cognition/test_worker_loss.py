@@ -75,3 +75,84 @@ def test_a_worker_child_killed_mid_reflection_is_redelivered_and_writes_exactly_
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(15)
+
+
+TASKS = 200
+
+
+def _learnt(i: int) -> dict:
+    # Words of their own, so no two memories look alike to the duplicate check.
+    words = f"Tok{i}alpha tok{i}beta tok{i}gamma tok{i}delta"
+    return {**reflection(memories=[memory(words)]), "match": f"<m{i}>", "ttft": 0.02}
+
+
+def test_killed_children_then_a_killed_worker_group_lose_no_reflection_and_write_none_twice(
+    transactional_db, user, llm_stub, config, tmp_path
+):
+    from redis import Redis
+
+    from apps.chat.models import Conversation, Message
+    from tests.private_servers import pool_children, private_redis, redis_url, start_worker
+    from thalamus_site.celery import app
+    from thalamus_site.settings import celery_url
+
+    config(critic_enabled=False)
+    replies = []
+    for i in range(TASKS):
+        conversation = Conversation.objects.create(owner=user)
+        asked = Message.objects.create(
+            conversation=conversation, role="user", content=f"Remember the code <m{i}>."
+        )
+        replies.append(
+            Message.objects.create(
+                conversation=conversation, role="assistant", content="Noted.", reply_to=asked
+            )
+        )
+    # Each reply twice: a killed attempt may have used up the first. Reply 40 hangs the first
+    # time, so a child is surely inside the LLM call when it is killed.
+    llm_stub.script(
+        *({**_learnt(i), "ttft": 30} if i == 40 else _learnt(i) for i in range(TASKS)),
+        *(_learnt(i) for i in range(TASKS)),
+    )
+
+    def reflected() -> int:
+        return Message.objects.filter(
+            pk__in=[r.pk for r in replies], trace__has_key="reflection"
+        ).count()
+
+    # A broker of this test's own: the recovery below hands back every unacked task in it.
+    with private_redis(tmp_path) as redis:
+        url = redis_url(redis)
+        worker = start_worker(redis=url, concurrency=2)
+        recovery = None
+        try:
+            with app.connection_for_write(celery_url(url)) as connection:
+                for reply in replies:
+                    tasks.reflect.apply_async((reply.pk,), connection=connection)
+            wait_for(lambda: any("<m40>" in str(r["body"]) for r in llm_stub.requests), 60)
+            for child in pool_children(worker.pid):
+                os.kill(child, signal.SIGKILL)
+            wait_for(lambda: reflected() >= TASKS // 2, 120)
+            # The whole worker, its parent and its children at once, as an OOM kill or a
+            # power cut would: its unacked tasks wait in the broker for the next worker.
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(10)
+            in_flight = Redis.from_url(url).hlen("unacked")
+            left = TASKS - reflected()
+            recovery = start_worker(redis=url, concurrency=2, visibility_timeout=5)
+            wait_for(lambda: reflected() == TASKS, 180)
+            time.sleep(1)  # a duplicate would show up now
+        finally:
+            for process in (worker, recovery):
+                if process is not None and process.poll() is None:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    process.wait(15)
+
+    nodes = MemoryNode.objects.filter(owner=user)
+    descriptions = list(nodes.values_list("description", flat=True))
+    assert in_flight > 0 and left > 0
+    assert len(descriptions) == TASKS
+    assert set(descriptions) == {
+        _learnt(i)["json"]["memories"][0]["description"] for i in range(TASKS)
+    }
+    assert Event.objects.filter(owner=user, kind="perception").count() == TASKS
