@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Annotated
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -235,6 +236,8 @@ def mcp_asgi_app() -> ASGIApp:
         streamable_http_path=MCP_PATH,
         stateless_http=True,
         json_response=True,
+        # The site's cap on request bodies (THALAMUS_MAX_BODY_BYTES); larger ones get 413.
+        max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE,
         # ApiKeyAuth checks the Host against ALLOWED_HOSTS, as Django does for the rest.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )

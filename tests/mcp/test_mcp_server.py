@@ -260,6 +260,22 @@ async def test_wrong_keys_from_one_address_are_throttled_like_the_api(asgi_serve
     assert int(refused.headers["Retry-After"]) > 0
 
 
+async def test_a_body_over_the_sites_cap_gets_413_and_remembers_nothing(asgi_server, key_for, user):
+    fact = "x" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "remember", "arguments": {"fact": fact}},
+    }
+    headers = {"Authorization": f"Bearer {key_for(user)}"}
+    async with httpx.AsyncClient(base_url=asgi_server, timeout=30) as http:
+        response = await http.post("/mcp", json=call, headers=headers)
+
+    assert response.status_code == 413
+    assert not MemoryNode.objects.exists()
+
+
 async def test_a_host_outside_allowed_hosts_is_refused(asgi_server, key_for, user):
     headers = {"Authorization": f"Bearer {key_for(user)}", "Host": "evil.example"}
     async with httpx.AsyncClient(base_url=asgi_server, timeout=10) as http:
