@@ -96,6 +96,9 @@ license "$NM/katex"                       "$DEST/katex/LICENSE"
 # vis-network standalone UMD (bundles vis-data etc., defines window.vis)
 copy "$NM/vis-network/standalone/umd/vis-network.min.js" \
      "$DEST/vis-network/vis-network.min.js"
+# The same rules the standalone build injects as <style> elements, which the CSP blocks.
+copy "$NM/vis-network/styles/vis-network.min.css" \
+     "$DEST/vis-network/vis-network.min.css"
 license "$NM/vis-network"                 "$DEST/vis-network/LICENSE"
 
 # Post-processing, so Django's ManifestStaticFilesStorage (collectstatic)

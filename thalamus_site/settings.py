@@ -271,9 +271,23 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "static"
 
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
+# Behind TLS (a reverse proxy that terminates it and sets X-Forwarded-Proto): secure cookies,
+# HSTS and a redirect of plain HTTP. Off, Thalamus serves plain HTTP, as on a LAN.
+THALAMUS_HTTPS = env_bool("THALAMUS_HTTPS", False)
+if THALAMUS_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    # Health checks and scrapers on the internal network speak plain HTTP.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = 365 * 24 * 3600
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
 
 # The LLM endpoint (any OpenAI-compatible server; Ollama by default).
 THALAMUS_LLM_BASE_URL = env_url(

@@ -2,13 +2,30 @@ from __future__ import annotations
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
-# Scripts only from our own origin; KaTeX output and highlight themes need inline style
-# attributes, which cannot run code. Nothing may be fetched from, or sent to, another host.
+# The <style> elements vis-network's standalone build injects (the dashboard's graph; the same
+# rules come from its style sheet too): an empty one, then each block of its CSS.
+# tests/core/test_security_headers.py recomputes them from static/vendor.
+VIS_NETWORK_STYLE_HASHES = [
+    "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",
+    "sha256-OutIf5hnp68ctx4ThtV5J02g5HTJ5bbu/hkNfqVXWWo=",
+    "sha256-4cgFR0//m8/eHo2G/esYsuZetUHlzCUWYM59sfgE9zY=",
+    "sha256-uepMTym1NwItBa/XV6ef6fQobLL0A0CNVDM5km5L+nQ=",
+    "sha256-gGUn/VMBXCeWm86qX/pOf+4ZDSbe0JcaXXb4rJjw1mA=",
+    "sha256-QuPewnJYr+SnQiTnCNHFBw99ExTsz9f8w5320PimEPw=",
+    "sha256-IY7YKNHjbzQ1NfAKrBZvBZohgXMtxrqB9PaqhAaT3vg=",
+    "sha256-QE7TOEDW7YIlMzvUUnm8boDWeNBN7PBbaaYJjnp34WI=",
+]
+
+# Scripts and style sheets only from our own origin, no inline <script>, and no inline <style>
+# but vis-network's. KaTeX's rendered math (inserted as HTML) and a few admin widgets need
+# inline style attributes, which can neither run code nor load anything; browsers that predate
+# style-src-attr block them too. Nothing may be fetched from, or sent to, another host.
 CONTENT_SECURITY_POLICY = "; ".join(
     [
         "default-src 'self'",
         "script-src 'self'",
-        "style-src 'self' 'unsafe-inline'",
+        "style-src 'self' " + " ".join(f"'{digest}'" for digest in VIS_NETWORK_STYLE_HASHES),
+        "style-src-attr 'unsafe-inline'",
         "img-src 'self' data:",
         "font-src 'self' data:",
         "connect-src 'self'",
