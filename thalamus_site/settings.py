@@ -109,6 +109,9 @@ THALAMUS_METRICS_DIR = DATA_DIR / "metrics" / INSTANCE
 # Lets a Prometheus scraper read /metrics as `Authorization: Bearer <token>`; unset, only a
 # staff login can.
 THALAMUS_METRICS_TOKEN = os.environ.get("THALAMUS_METRICS_TOKEN", "").strip()
+# Lets a monitor read /healthz's details as `Authorization: Bearer <token>`; without it (or a
+# staff login) /healthz says only "ok" or "degraded".
+THALAMUS_HEALTH_TOKEN = os.environ.get("THALAMUS_HEALTH_TOKEN", "").strip()
 
 DEBUG = env_bool("DEBUG", False)
 

@@ -16,8 +16,31 @@ from apps.core.metrics import METRICS_CONTENT_TYPE, metrics_text
 @never_cache
 @login_not_required
 def healthz(request):
+    """Every component's state for staff or THALAMUS_HEALTH_TOKEN; to anyone else only "ok"
+    or "degraded" (versions, host names and the LLM's address are not theirs to know)."""
+    refusal = _bearer_refusal(request, settings.THALAMUS_HEALTH_TOKEN, "health")
+    if refusal is not None:
+        return refusal
     healthy, report = system_health()
-    return JsonResponse(report, status=200 if healthy else 503)
+    status = 200 if healthy else 503
+    if not (_has_bearer(request) or request.user.is_staff):
+        everything_ok = all(part["ok"] for part in report.values() if isinstance(part, dict))
+        return JsonResponse({"status": "ok" if everything_ok else "degraded"}, status=status)
+    return JsonResponse(report, status=status)
+
+
+def _has_bearer(request) -> bool:
+    return request.headers.get("Authorization", "").partition(" ")[0].lower() == "bearer"
+
+
+def _bearer_refusal(request, expected: str, name: str) -> HttpResponse | None:
+    """403 for a bearer token that is not `expected`; None for the right one or none at all."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    if expected and hmac.compare_digest(token.strip().encode(), expected.encode()):
+        return None
+    return HttpResponse(f"Wrong {name} token.\n", status=403, content_type="text/plain")
 
 
 @require_GET

@@ -60,10 +60,10 @@ def test_a_model_the_endpoint_does_not_list_is_flagged_in_the_admin(admin_client
     assert not any("qwen2.5:7b" in text for text in warnings)
 
 
-def test_healthz_flags_a_missing_model_with_the_fix(client, config, llm_stub):
+def test_healthz_flags_a_missing_model_with_the_fix(admin_client, config, llm_stub):
     config(title_model="tiny", model_fallbacks={"chat": ["demo"]})
 
-    models = client.get("/healthz").json()["models"]
+    models = admin_client.get("/healthz").json()["models"]
 
     assert models["ok"] is False
     assert models["roles"]["title"]["listed"] is False
@@ -75,8 +75,8 @@ def test_healthz_flags_a_missing_model_with_the_fix(client, config, llm_stub):
     assert "choose a listed one in the runtime configuration" in models["error"]
 
 
-def test_healthz_is_content_when_every_model_is_listed(client, llm_stub):
-    models = client.get("/healthz").json()["models"]
+def test_healthz_is_content_when_every_model_is_listed(admin_client, llm_stub):
+    models = admin_client.get("/healthz").json()["models"]
 
     assert models["ok"] is True
     assert all(role["listed"] is True for role in models["roles"].values())

@@ -25,6 +25,7 @@ def _env(data_dir: Path) -> dict[str, str]:
         THALAMUS_DATA_DIR=str(data_dir),
         THALAMUS_INSTANCE="up-test",
         THALAMUS_ADMIN_PASSWORD="first-admin-pass-1",
+        THALAMUS_HEALTH_TOKEN="up-test-monitor",
         PYTHONUNBUFFERED="1",
     )
     return env
@@ -59,7 +60,10 @@ def _wait_healthy(url: str, process: subprocess.Popen, log_path: Path) -> dict:
     while time.monotonic() < deadline:
         assert process.poll() is None, log_path.read_text()
         try:
-            with urllib.request.urlopen(url, timeout=2) as response:
+            request = urllib.request.Request(
+                url, headers={"Authorization": "Bearer up-test-monitor"}
+            )
+            with urllib.request.urlopen(request, timeout=2) as response:
                 body = json.load(response)
                 if body["worker"]["ok"]:
                     return body
