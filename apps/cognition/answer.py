@@ -551,6 +551,8 @@ async def answer_reply(
             async for delta, finish_reason, chunk_usage in parts:
                 if chunk_usage is not None:
                     usage = chunk_usage
+                # PostgreSQL refuses a NUL in text: one in the reply would fail the whole answer.
+                delta = delta.replace("\x00", "") if delta else delta
                 if delta:
                     if ttft_ms is None:
                         ttft_ms = (time.perf_counter() - started) * 1000

@@ -185,6 +185,22 @@ def test_streamed_hostile_replies_run_nothing_load_nothing_and_lose_no_word(
     _assert_clean(watch, ".msg-assistant .md-out", PAYLOADS)
 
 
+def test_a_reply_with_nul_bytes_is_saved_and_shown_without_them(
+    page, asgi_server, log_in, user, llm_stub
+):
+    llm_stub.script({"content": "one\x00two, then <details> and more words", "match": "nul"})
+    log_in("alice")
+    page.click("text=+ New conversation")
+    page.wait_for_selector(".chat[data-live='on']", state="attached")
+    page.fill("#composer textarea", "send a nul")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".msg-assistant.complete")
+
+    reply = Message.objects.get(role="assistant")
+    assert reply.content == "onetwo, then <details> and more words"
+    assert page.inner_text(".msg-assistant .md-out") == "onetwo, then <details> and more words"
+
+
 @pytest.fixture
 def hostile_memories(user, page):
     """One memory per batch of 50 payloads, and a dashboard event quoting each."""
