@@ -1619,6 +1619,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(body, dict):
                 raise _BadRequest("request body must be a JSON object")
             entry = self.stub._record(path, body)
+            # Which key the client sent, so tests can tell where an operator's key went.
+            entry["authorization"] = self.headers.get("Authorization")
             if body.get("model") in missing:
                 # Ollama's /v1 for a model not pulled.
                 message = f'model "{body["model"]}" not found, try pulling it first'

@@ -67,6 +67,20 @@ HNSW_SESSION_OPTIONS = (
 )
 
 
+def env_endpoint_keys(name: str) -> dict[str, str]:
+    """`URL=key` pairs, separated by spaces or commas: the key to send to each endpoint."""
+    keys = {}
+    for pair in os.environ.get(name, "").replace(",", " ").split():
+        url, equals, key = pair.partition("=")
+        if not equals or not key or urlparse(url).scheme not in {"http", "https"}:
+            raise ImproperlyConfigured(
+                f"{name} must be URL=key pairs, such as http://gpu-box:8080/v1=sk-..., "
+                f"not {pair.split('=')[0]!r}=…"
+            )
+        keys[url.rstrip("/")] = key
+    return keys
+
+
 def database_from_url(url: str) -> dict:
     parsed = urlparse(url)
     if parsed.scheme not in {"postgres", "postgresql"}:
@@ -297,6 +311,9 @@ THALAMUS_LLM_BASE_URL = env_url(
     "THALAMUS_LLM_BASE_URL", "http://localhost:11434/v1", {"http", "https"}
 )
 THALAMUS_LLM_API_KEY = env_str("THALAMUS_LLM_API_KEY", "ollama")
+# The environment's key goes only to THALAMUS_LLM_BASE_URL; an endpoint chosen in the admin
+# (the runtime configuration's base URLs and fallbacks) gets the key set for it here, or none.
+THALAMUS_LLM_ENDPOINT_KEYS = env_endpoint_keys("THALAMUS_LLM_ENDPOINT_KEYS")
 THALAMUS_CHAT_MODEL = env_str("THALAMUS_CHAT_MODEL", "qwen2.5:7b")
 THALAMUS_EMBED_MODEL = env_str("THALAMUS_EMBED_MODEL", "nomic-embed-text")
 THALAMUS_EMBED_DIM = env_int("THALAMUS_EMBED_DIM", 768, minimum=8, maximum=16000)

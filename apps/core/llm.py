@@ -40,20 +40,21 @@ _async_clients: dict[tuple, AsyncOpenAI] = {}
 
 
 def llm_client(*, timeout: float = 60.0, max_retries: int = 0, base_url: str | None = None):
-    return _sync_client(
-        base_url or settings.THALAMUS_LLM_BASE_URL,
-        settings.THALAMUS_LLM_API_KEY,
-        float(timeout),
-        max_retries,
-    )
+    from apps.core.llm_limits import endpoint_api_key
+
+    base_url = base_url or settings.THALAMUS_LLM_BASE_URL
+    return _sync_client(base_url, endpoint_api_key(base_url), float(timeout), max_retries)
 
 
 def async_llm_client(*, timeout: float = 60.0, max_retries: int = 0, base_url: str | None = None):
     # An async client's connection pool belongs to the event loop that first used it.
+    from apps.core.llm_limits import endpoint_api_key
+
+    base_url = base_url or settings.THALAMUS_LLM_BASE_URL
     key = (
         id(asyncio.get_running_loop()),
-        base_url or settings.THALAMUS_LLM_BASE_URL,
-        settings.THALAMUS_LLM_API_KEY,
+        base_url,
+        endpoint_api_key(base_url),
         float(timeout),
         max_retries,
     )

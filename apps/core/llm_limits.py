@@ -209,6 +209,25 @@ def forget_model_limits(endpoint: Endpoint | None = None) -> None:
         client.delete(*keys)
 
 
+# What an endpoint without a key of its own is sent (the openai SDK insists on some key, and
+# would take OPENAI_API_KEY from the environment for an empty one).
+NO_API_KEY = "none"
+
+
+def endpoint_api_key(base_url: str) -> str:
+    """The key sent to `base_url`: the environment's THALAMUS_LLM_API_KEY only to its own
+    THALAMUS_LLM_BASE_URL; to an endpoint chosen in the admin, the key the operator set for it
+    in THALAMUS_LLM_ENDPOINT_KEYS, else NO_API_KEY."""
+    url = base_url.rstrip("/")
+    if url == settings.THALAMUS_LLM_BASE_URL.rstrip("/"):
+        return settings.THALAMUS_LLM_API_KEY
+    return settings.THALAMUS_LLM_ENDPOINT_KEYS.get(url, NO_API_KEY)
+
+
+def _auth_headers(base_url: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {endpoint_api_key(base_url)}"}
+
+
 def server_root(base_url: str) -> str:
     """http://host:port/v1 -> http://host:port: llama.cpp and Ollama's own routes sit there."""
     root = base_url.rstrip("/")
@@ -217,7 +236,7 @@ def server_root(base_url: str) -> str:
 
 def _probe(endpoint: Endpoint) -> ServerFacts:
     root = server_root(endpoint.base_url)
-    headers = {"Authorization": f"Bearer {settings.THALAMUS_LLM_API_KEY}"}
+    headers = _auth_headers(endpoint.base_url)
     try:
         with httpx.Client(timeout=PROBE_SECONDS, headers=headers) as client:
             return (
@@ -325,7 +344,7 @@ def endpoint_models(base_url: str) -> list[str] | None:
 
 
 def _list_models(base_url: str) -> list[str] | None:
-    headers = {"Authorization": f"Bearer {settings.THALAMUS_LLM_API_KEY}"}
+    headers = _auth_headers(base_url)
     try:
         response = httpx.get(
             f"{base_url.rstrip('/')}/models", headers=headers, timeout=PROBE_SECONDS
