@@ -7,7 +7,7 @@ are exempt from the login and CSRF middleware. Errors use OpenAI's error JSON sh
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pydantic
 from asgiref.sync import sync_to_async
@@ -26,10 +26,11 @@ from apps.api.schemas import ChatCompletionRequest
 from apps.api.services import ConversationBusy, api_turn_start
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user
-from apps.chat.services import ChatError, ChatRateLimited
+from apps.chat.services import ChatError, ChatRateLimited, stream_slot_release, turn_admit
 from apps.cognition.answer import AnswerFailed
 from apps.cognition.pipeline import answer_saved_reply
 from apps.core.llm_limits import CHAT, role_endpoint, token_counter
+from apps.core.selectors import runtime_config
 
 MODEL_ID = "thalamus"
 MODEL_CREATED = 1735689600
@@ -152,6 +153,26 @@ def _parse_request(body: bytes) -> ChatCompletionRequest:
         raise _bad_request(f"{param or 'body'}: {first['msg']}", param=param) from exc
 
 
+def _rate_limited(exc: ChatRateLimited) -> ApiError:
+    return ApiError(
+        429,
+        str(exc),
+        type="rate_limit_error",
+        code="rate_limit_exceeded",
+        headers={"Retry-After": str(exc.retry_after)},
+    )
+
+
+def _admit(key: ApiKey) -> str:
+    """One of the user's stream slots for this answer, or 429 (see chat's turn_admit)."""
+    try:
+        return turn_admit(user_id=key.user_id, config=runtime_config())
+    except ChatRateLimited as exc:
+        raise _rate_limited(exc) from exc
+    except ChatError as exc:
+        raise ApiError(429, str(exc), type="rate_limit_error", code="too_many_streams") from exc
+
+
 def _start_turn(request, key: ApiKey, body: ChatCompletionRequest) -> Message:
     user_message = body.last_user_message()
     if user_message is None or not user_message.text.strip():
@@ -165,13 +186,7 @@ def _start_turn(request, key: ApiKey, body: ChatCompletionRequest) -> Message:
             409, str(exc), type="invalid_request_error", code="conversation_busy"
         ) from exc
     except ChatRateLimited as exc:
-        raise ApiError(
-            429,
-            str(exc),
-            type="rate_limit_error",
-            code="rate_limit_exceeded",
-            headers={"Retry-After": str(exc.retry_after)},
-        ) from exc
+        raise _rate_limited(exc) from exc
     except ChatError as exc:
         raise _bad_request(str(exc), param="messages") from exc
 
@@ -213,21 +228,33 @@ async def chat_completions(request):
     try:
         key = await sync_to_async(_authenticate)(request)
         body = _parse_request(_request_body(request))
+        slot = await sync_to_async(_admit)(key)
+    except ApiError as exc:
+        return exc.response()
+
+    def release_slot() -> None:
+        stream_slot_release(user_id=key.user_id, slot=slot)
+
+    try:
         reply = await sync_to_async(_start_turn)(request, key, body)
     except ApiError as exc:
+        release_slot()
         return exc.response()
     completion_id = f"chatcmpl-{reply.pk}"
     created = int(reply.created_at.timestamp())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         response = StreamingHttpResponse(
-            _stream(reply, completion_id, created, include_usage),
+            _stream(reply, completion_id, created, include_usage, release_slot),
             content_type="text/event-stream",
         )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
     else:
-        response = await _complete(reply, completion_id, created)
+        try:
+            response = await _complete(reply, completion_id, created)
+        finally:
+            release_slot()
     response[CONVERSATION_HEADER] = str(reply.conversation_id)
     return response
 
@@ -269,6 +296,20 @@ def _event(payload: dict | str) -> str:
 
 
 async def _stream(
+    reply: Message,
+    completion_id: str,
+    created: int,
+    include_usage: bool,
+    release_slot: Callable[[], None],
+) -> AsyncIterator[str]:
+    try:
+        async for event in _stream_events(reply, completion_id, created, include_usage):
+            yield event
+    finally:
+        release_slot()
+
+
+async def _stream_events(
     reply: Message, completion_id: str, created: int, include_usage: bool
 ) -> AsyncIterator[str]:
     def chunk(choices: list[dict], **extra) -> str:

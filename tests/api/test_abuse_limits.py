@@ -75,3 +75,34 @@ def test_a_form_body_over_the_cap_is_refused_by_the_site(client, user):
         "/accounts/settings/keys/", {"name": "x" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE}
     )
     assert response.status_code == 400
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_answer_beyond_the_users_streams_gets_429_and_starts_no_turn(
+    client, user, settings, llm_stub
+):
+    from apps.chat.services import stream_slot_release, turn_admit
+    from apps.core.selectors import runtime_config
+
+    settings.THALAMUS_STREAMS_PER_USER = 1
+    _, secret = api_key_create(user=user, name="tests")
+    # An answer streaming to one of the user's pages holds their only slot.
+    slot = turn_admit(user_id=user.pk, config=runtime_config())
+
+    def ask():
+        return client.post(
+            "/v1/chat/completions",
+            {"model": "thalamus", "messages": [{"role": "user", "content": "hello"}]},
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {secret}",
+        )
+
+    refused = ask()
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "too_many_streams"
+    assert "You already have 1 answer being written." in refused.json()["error"]["message"]
+    assert not Message.objects.exists()
+
+    stream_slot_release(user_id=user.pk, slot=slot)
+    assert ask().status_code == 200
+    assert ask().status_code == 200, "a finished answer gives its slot back"
