@@ -15,6 +15,9 @@ import shutil
 from apps.core import embedded
 from llm_stub import StubServer
 
+# The route coverage gate (whole-suite runs fail if a route was never exercised).
+pytest_plugins = ["tests.route_coverage"]
+
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
 os.environ["THALAMUS_INSTANCE"] = f"test-{_worker}-{os.getpid()}"
 # One test database per pytest run (xdist adds its worker suffix), so parallel runs on one

@@ -141,7 +141,8 @@ def asgi_server(django_db_setup, django_db_blocker):
             sys.executable,
             "-m",
             "uvicorn",
-            "thalamus_site.asgi:application",
+            # The product's app, its routes recorded for the coverage gate.
+            "tests.recorded_asgi:application",
             "--host",
             "127.0.0.1",
             "--port",
