@@ -8,18 +8,25 @@ starts its own servers in its temporary directory and points its child processes
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
+import httpx
 from django.conf import settings
 
 from apps.core.embedded import PG_DATABASE, PG_PORT, PG_SUPERUSER, EmbeddedPostgres, EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parent.parent
+Server = TypeVar("Server", EmbeddedPostgres, EmbeddedRedis)
 
 
 def redis_url(server: EmbeddedRedis) -> str:
@@ -35,21 +42,26 @@ def database_url(server: EmbeddedPostgres | None = None) -> str:
 
 
 @contextmanager
-def private_redis(path: Path) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(path)
-    server.start()
+def _data_dir() -> Iterator[Path]:
+    # Not pytest's tmp_path: another pytest run on the machine resets the permissions of its
+    # root to 0700, which locks out PostgreSQL's own OS user (embedded.PG_OS_USER) mid-test.
+    path = Path(tempfile.mkdtemp(prefix="thalamus-private-"))
     try:
-        yield server
+        yield path
     finally:
-        server.stop()
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextmanager
-def private_postgres(path: Path) -> Iterator[EmbeddedPostgres]:
+def private_redis() -> Iterator[EmbeddedRedis]:
+    with _data_dir() as path, _running(EmbeddedRedis(path)) as server:
+        yield server
+
+
+@contextmanager
+def private_postgres() -> Iterator[EmbeddedPostgres]:
     """A private PostgreSQL holding a copy of the test database as it is now (schema and rows)."""
-    server = EmbeddedPostgres(path)
-    server.start()
-    try:
+    with _data_dir() as path, _running(EmbeddedPostgres(path)) as server:
         db = settings.DATABASES["default"]
         dump = subprocess.run(
             [str(server.bin_dir / "pg_dump"), "--no-owner", "-h", db["HOST"], "-p", db["PORT"]]
@@ -64,6 +76,13 @@ def private_postgres(path: Path) -> Iterator[EmbeddedPostgres]:
             capture_output=True,
             check=True,
         )
+        yield server
+
+
+@contextmanager
+def _running(server: Server) -> Iterator[Server]:
+    server.start()
+    try:
         yield server
     finally:
         server.stop()
@@ -108,3 +127,75 @@ def start_worker(
 
 def pool_children(pid: int) -> list[int]:
     return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+@contextmanager
+def web_server(*, database: str | None = None, redis: str) -> Iterator[str]:
+    """The real ASGI app under uvicorn in a child process; yields its base URL."""
+    from apps.core.ports import free_port
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database or database_url(),
+        "REDIS_URL": redis,
+        "PYTHONUNBUFFERED": "1",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "thalamus_site.asgi:application"]
+        + ["--host", "127.0.0.1", "--port", str(port), "--lifespan", "off"]
+        + ["--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, "the web server exited"
+            try:
+                httpx.get(f"{url}/accounts/login/", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, f"nothing served {url} within 30 s"
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def logged_in_client(url: str, username: str, password: str) -> httpx.Client:
+    client = httpx.Client(base_url=url, timeout=15)
+    client.get("/accounts/login/")
+    response = client.post(
+        "/accounts/login/",
+        data={
+            "username": username,
+            "password": password,
+            "csrfmiddlewaretoken": client.cookies["csrftoken"],
+        },
+        headers={"Referer": f"{url}/accounts/login/"},
+    )
+    assert response.status_code == 302, response.text[:500]
+    return client
+
+
+def chat_turn(url: str, client: httpx.Client, conversation_id: int, text: str) -> str:
+    """One message over the chat websocket as `client`'s user; the reply's final fragment, or
+    the notice refusing the message."""
+    from websockets.sync.client import connect
+
+    socket_url = url.replace("http://", "ws://") + f"/ws/c/{conversation_id}/"
+    cookie = "; ".join(f"{name}={value}" for name, value in client.cookies.items())
+    with connect(
+        socket_url, additional_headers={"Cookie": cookie, "Origin": url}, open_timeout=10
+    ) as socket:
+        socket.send(json.dumps({"content": text}))
+        deadline = time.monotonic() + 20
+        while True:
+            frame = socket.recv(timeout=max(0.1, deadline - time.monotonic()))
+            if "msg-assistant complete" in frame or "msg-assistant failed" in frame:
+                return frame
+            if frame.startswith('<div id="chat-notice"'):
+                return frame

@@ -100,9 +100,10 @@ def database_from_url(url: str) -> dict:
         # several milliseconds each on the chat's hot path. (A psycopg pool leaks a checked-out
         # connection for every executor thread that goes away, which exhausts it.)
         "CONN_MAX_AGE": env_int("THALAMUS_DB_CONN_MAX_AGE", 300, minimum=0),
-        # No ping before each thread hop's first query (one round trip per hop on the hot path);
-        # a connection that broke fails one query and is then replaced.
-        "CONN_HEALTH_CHECKS": False,
+        # A ping before each thread hop's first query (one round trip on a unix socket, well
+        # under a millisecond): without it a database restart fails one request or chat turn
+        # per pooled connection (tests/core/test_restarts.py).
+        "CONN_HEALTH_CHECKS": True,
         "OPTIONS": {
             "connect_timeout": 5,
             **query,

@@ -74,6 +74,9 @@ def fetch_hot(sql: str, params: dict) -> list[tuple]:
     its recall (0.42 at 100k rows in bench/retrieval, against 1.00), and a prepared statement
     with custom plans saved only its parsing (~0.4 ms) at the price of transaction poolers.
     """
+    # Django's own cursors ping a reused connection first (CONN_HEALTH_CHECKS); so does this,
+    # or a database restart would fail the next turn on every pooled connection.
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     # Errors come out as Django's (IntegrityError, …), as from its own cursors.
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:

@@ -1,0 +1,66 @@
+"""The site survives its servers restarting under it: real processes, real restarts.
+
+Each test restarts a private embedded server (tests/private_servers.py), never the one the
+other test processes share.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from apps.chat.models import Conversation
+from tests.private_servers import (
+    chat_turn,
+    database_url,
+    logged_in_client,
+    private_postgres,
+    web_server,
+)
+
+PASSWORD = "correct-horse-battery-9"
+PAGES = ["/c/", "/memory/", "/memory/knowledge", "/dashboard/", "/"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_request_and_turn_after_a_fast_postgresql_restart_succeeds(user, settings, llm_stub):
+    conversation = Conversation.objects.create(owner=user, title="Before the restart")
+    conversations = [Conversation.objects.create(owner=user) for _ in range(3)]
+    with (
+        private_postgres() as postgres,
+        web_server(database=database_url(postgres), redis=settings.REDIS_URL) as url,
+    ):
+        client = logged_in_client(url, user.username, PASSWORD)
+        pages = [*PAGES, f"/c/{conversation.pk}/"]
+
+        def visit(page: str) -> int:
+            return client.get(page).status_code
+
+        def turn(n: int) -> str:
+            return chat_turn(url, client, conversations[n % 3].pk, f"message {n}")
+
+        # Every worker thread of the server holds a database connection now.
+        with ThreadPoolExecutor(8) as pool:
+            assert set(pool.map(visit, pages * 8)) == {200}
+        # At most three answers are written at once for one user (the abuse limits).
+        with ThreadPoolExecutor(3) as pool:
+            before = list(pool.map(turn, range(3)))
+
+        postgres.stop()  # pg_ctl -m fast: every session is ended
+        postgres.start()
+
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(visit, pages * 8))
+        with ThreadPoolExecutor(3) as pool:
+            after = list(pool.map(turn, range(3, 12)))
+        new = client.post(
+            "/c/new",
+            headers={"X-CSRFToken": client.cookies["csrftoken"], "Referer": url},
+            follow_redirects=True,
+        )
+        client.close()
+    assert [s for s in statuses if s != 200] == []
+    assert new.status_code == 200
+    assert [frame for frame in before if "msg-assistant complete" not in frame] == []
+    assert [frame for frame in after if "msg-assistant complete" not in frame] == []
