@@ -251,6 +251,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    # Not a rule: it hears of every password change and closes that user's open sockets.
+    {"NAME": "apps.accounts.sockets.PasswordChangeClosesSockets"},
 ]
 # Failed logins (the site's form and the admin's) counted in Redis per account and per IP
 # address by django-axes; at the limit both are refused until the lockout has passed.

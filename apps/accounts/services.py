@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from apps.accounts.models import ApiKey
+from apps.accounts.sockets import user_sockets_close
 
 API_KEY_SCHEME = "thk"
 
@@ -31,7 +32,10 @@ def api_key_create(*, user, name: str) -> tuple[ApiKey, str]:
 
 
 def api_key_revoke(*, key: ApiKey) -> ApiKey:
-    ApiKey.objects.filter(pk=key.pk, revoked_at=None).update(revoked_at=timezone.now())
+    """Revoke the key; the user's open sockets close too, as after a logout: a key is revoked
+    when it may have leaked, and the pages reconnect only with a valid session."""
+    if ApiKey.objects.filter(pk=key.pk, revoked_at=None).update(revoked_at=timezone.now()):
+        user_sockets_close(user_id=key.user_id)
     key.refresh_from_db(fields=["revoked_at"])
     return key
 

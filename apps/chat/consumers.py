@@ -13,6 +13,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from apps.accounts.sockets import SIGNED_OUT_CLOSE_CODE, user_sockets_group
 from apps.chat import broadcasts, services
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, message_of, open_reply
@@ -67,6 +68,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.groups_joined = [
             broadcasts.conversation_group(self.conversation.pk),
             broadcasts.user_group(user.pk),
+            user_sockets_group(user.pk),
         ]
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
@@ -171,9 +173,17 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
         if message is None:
             return
+        user_id = self.scope["user"].pk
+        try:
+            # Not a new turn, but an answer being written: it takes one of the user's slots.
+            slot = services.turn_admit(user_id=user_id, config=self.config, new_turn=False)
+        except services.ChatError as exc:
+            await self.send(text_data=broadcasts.render_error(str(exc)))
+            return
         try:
             message = await database_sync_to_async(reopen)(message=message)
         except services.ChatError as exc:
+            services.stream_slot_release(user_id=user_id, slot=slot)
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
         await broadcasts.push(
@@ -182,13 +192,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
             + broadcasts.render_composer(self.conversation, message, max_chars=self.max_chars),
             sender=self,
         )
-        start_reply(
+        task = start_reply(
             self.conversation,
             message.pk,
             max_chars=self.max_chars,
             sender=self,
             text=message.content,
         )
+        task.add_done_callback(lambda _: services.stream_slot_release(user_id=user_id, slot=slot))
 
     async def _fail_if_orphaned(self, message_id: int | None) -> None:
         """A Stop for a reply no process is generating (it died) fails it, and shows Retry."""
@@ -221,6 +232,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def chat_cancel(self, event):
         _cancel(event.get("message_id"), self.conversation.pk)
+
+    async def session_ended(self, event):
+        await self.close(code=SIGNED_OUT_CLOSE_CODE)
 
 
 def _cancel(message_id: int | None, conversation_id: int) -> bool:

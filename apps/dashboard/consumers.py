@@ -15,6 +15,7 @@ import logging
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from apps.accounts.sockets import SIGNED_OUT_CLOSE_CODE, user_sockets_group
 from apps.dashboard import selectors
 from apps.dashboard.rendering import render_refresh
 
@@ -39,6 +40,7 @@ class MindConsumer(AsyncWebsocketConsumer):
         self.graph_limit = selectors.GRAPH_LIMIT
         self.pending: asyncio.Task | None = None
         await self.channel_layer.group_add(self.mind.group, self.channel_name)
+        await self.channel_layer.group_add(user_sockets_group(user.pk), self.channel_name)
         await self.accept()
         # The page carries counters and events; the graph arrives here, so it is never stale.
         await self.refresh()
@@ -47,6 +49,9 @@ class MindConsumer(AsyncWebsocketConsumer):
         mind = getattr(self, "mind", None)
         if mind is not None:
             await self.channel_layer.group_discard(mind.group, self.channel_name)
+            await self.channel_layer.group_discard(
+                user_sockets_group(self.scope["user"].pk), self.channel_name
+            )
         if getattr(self, "pending", None) is not None:
             self.pending.cancel()
 
@@ -58,6 +63,9 @@ class MindConsumer(AsyncWebsocketConsumer):
         if data.get("action") == "expand":
             self.graph_limit = min(self.graph_limit * 2, selectors.GRAPH_LIMIT_MAX)
             await self.refresh()
+
+    async def session_ended(self, event):
+        await self.close(code=SIGNED_OUT_CLOSE_CODE)
 
     async def mind_event(self, event):
         if self.pending is None or self.pending.done():
