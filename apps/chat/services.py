@@ -317,13 +317,13 @@ def _turn_recorded(*, user_id: int, reply_id: int, now: datetime) -> None:
     _redis().pipeline().zadd(key, {str(reply_id): now.timestamp()}).expire(key, window).execute()
 
 
-def turn_admit(*, user_id: int, config: RuntimeConfig) -> str:
+def turn_admit(*, user_id: int, config: RuntimeConfig, new_turn: bool = True) -> str:
     """Admit a turn of the user's before anything of it starts, and hold one of their stream
     slots (THALAMUS_STREAMS_PER_USER) for it; returns the slot, for `stream_slot_release`.
 
-    Raises ChatRateLimited when their recent turns already reach `turns_per_minute`, ChatError
-    when all their slots are taken. A slot left by a process that died frees itself after
-    STREAM_SLOT_SECONDS.
+    Raises ChatRateLimited when their recent turns already reach `turns_per_minute` (unless it
+    is not a `new_turn`: a Retry or a Continue), ChatError when all their slots are taken. A
+    slot left by a process that died frees itself after STREAM_SLOT_SECONDS.
     """
     slot = uuid.uuid4().hex
     now = timezone.now()
@@ -334,7 +334,7 @@ def turn_admit(*, user_id: int, config: RuntimeConfig) -> str:
         _streams_key(user_id),
         now.timestamp(),
         TURN_RATE_WINDOW.total_seconds(),
-        config.turns_per_minute,
+        config.turns_per_minute if new_turn else 0,
         settings.THALAMUS_STREAMS_PER_USER,
         STREAM_SLOT_SECONDS,
         slot,

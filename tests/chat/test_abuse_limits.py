@@ -180,3 +180,43 @@ def test_up_serves_websockets_that_refuse_a_frame_over_the_limit_with_1009(user,
     finally:
         process.terminate()
         process.wait(10)
+
+
+async def _failed_reply(user) -> Message:
+    conversation = await Conversation.objects.acreate(owner=user)
+    sent = await sync_to_async(services.message_send)(conversation=conversation, content="hello")
+    return await sync_to_async(services.message_fail_open)(reply_id=sent.reply.pk, error="boom")
+
+
+async def test_a_retry_beyond_the_users_streams_is_refused_and_leaves_the_reply_failed(
+    user, llm_stub, settings
+):
+    settings.THALAMUS_STREAMS_PER_USER = 1
+    failed = await _failed_reply(user)
+    held = await sync_to_async(services.turn_admit)(
+        user_id=user.pk, config=RuntimeConfig(), new_turn=False
+    )
+    communicator = await connect_socket(user, failed.conversation_id)
+
+    await communicator.send_json_to({"action": "retry", "message_id": failed.pk})
+    frame = await communicator.receive_from(5)
+
+    assert "You already have 1 answer being written." in frame
+    await failed.arefresh_from_db()
+    assert failed.status == Message.Status.FAILED
+    await sync_to_async(services.stream_slot_release)(user_id=user.pk, slot=held)
+    await communicator.disconnect()
+
+
+async def test_a_retry_is_not_held_back_by_the_turn_limit(user, llm_stub):
+    await sync_to_async(runtime_config_save)(config=RuntimeConfig(turns_per_minute=1))
+    failed = await _failed_reply(user)
+    llm_stub.script({"content": "Second time lucky."})
+    communicator = await connect_socket(user, failed.conversation_id)
+
+    await communicator.send_json_to({"action": "retry", "message_id": failed.pk})
+    await _frames_until(communicator, "msg-assistant complete")
+
+    await failed.arefresh_from_db()
+    assert failed.content == "Second time lucky."
+    await communicator.disconnect()
