@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import psycopg
@@ -214,3 +216,58 @@ def test_the_command_line_names_a_wrong_file_in_one_line_and_exits_1(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         f"CommandError: {wrong} is not a Thalamus backup (one made by `manage.py backup`)."
     )
+
+
+def _manage(data_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    """`manage.py` as an operator runs it on an embedded installation in `data_dir`."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env.update(THALAMUS_DATA_DIR=str(data_dir), PYTHONWARNINGS="ignore")
+    env.pop("SECRET_KEY", None)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+_REMEMBER = """
+from django.contrib.auth import get_user_model
+from apps.memory.services import memory_node_create
+user = get_user_model().objects.create_user("alice", password="correct-horse-battery-9")
+memory_node_create(owner=user, description="Alice keeps bees in Lyon", embed=False)
+"""
+_RECALL = """
+from apps.memory.models import MemoryNode
+mine = MemoryNode.objects.filter(owner__username="alice")
+print(list(mine.values_list("description", flat=True)))
+"""
+
+
+@pytest.fixture
+def installations():
+    """Two data dirs of their own, outside pytest's basetemp, which parallel sessions prune."""
+    root = Path(tempfile.mkdtemp(prefix="thalamus-backup-test-"))
+    yield root / "old", root / "new", root / "thalamus.backup"
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_an_embedded_installation_moves_to_a_fresh_data_dir_by_backup_and_restore(installations):
+    old, new, backup = installations
+    for step in (("migrate", "--noinput"), ("shell", "-c", _REMEMBER), ("backup", str(backup))):
+        result = _manage(old, *step)
+        assert result.returncode == 0, result.stderr
+
+    restored = _manage(new, "restore", str(backup))
+    assert restored.returncode == 0, restored.stderr
+    assert "secret key is now" in restored.stdout
+    assert (new / "secret_key").read_text() == (old / "secret_key").read_text()
+    recalled = _manage(new, "shell", "-c", _RECALL)
+    # (The shell's first line counts the models it imported.)
+    assert recalled.stdout.splitlines()[-1] == "['Alice keeps bees in Lyon']", recalled.stderr
+
+    again = _manage(new, "restore", str(backup))
+    assert again.returncode == 1
+    assert "already has" in again.stderr and "--force" in again.stderr
