@@ -3,7 +3,7 @@
 Each user's canary sits in every kind of thing they own (a memory, a triple, an episode, their
 world state, a conversation). Then every user asks the same question through the API, and the
 test reads every surface a user (or the LLM, on their behalf) sees: the turn's memory context,
-each prompt sent to the LLM, the replies, the dashboard's push, the export, the /v1 answer, the
+each prompt sent to the LLM, the replies, the dashboard's pushes, the export, the /v1 answer, the
 site's pages and the admin's list pages. A canary found where a user other than its owner sees
 it is a leak; the test also checks each user's own canary does reach their prompt and pages, so
 "no foreign canary" is not the result of nothing being found at all.
@@ -11,12 +11,13 @@ it is a leak; the test also checks each user's own canary does reach their promp
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib import admin
@@ -28,6 +29,7 @@ from apps.accounts.services import api_key_create
 from apps.chat.models import Conversation, Message
 from apps.cognition.context import memory_context_for_turn
 from apps.dashboard.routing import websocket_urlpatterns as mind_routes
+from apps.memory import browser_services
 from apps.memory import services as memory_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,17 +108,29 @@ class Sightings:
                 self.foreign.append((surface, viewer.username, canary))
 
 
-def _mind_push(user) -> str:
-    async def first_frame() -> str:
+async def _dashboard_pushes(holders) -> dict:
+    """What each user's open dashboard is pushed, on connect and while every user adds a
+    memory holding their canary: frames by user, until each has shown its own new memory."""
+    sockets = {}
+    frames = {user: [] for user, *_ in holders}
+    for user, *_ in holders:
         communicator = WebsocketCommunicator(URLRouter(mind_routes), "/ws/mind/me/")
         communicator.scope["user"] = user
         connected, _ = await communicator.connect()
         assert connected
-        frame = await communicator.receive_from(10)
+        frames[user].append(await communicator.receive_from(10))
+        sockets[user] = communicator
+    for user, canary, *_ in holders:
+        await sync_to_async(browser_services.memory_node_add)(
+            owner=user, description=f"Added by hand: {canary}"
+        )
+    async with asyncio.timeout(30):
+        for user, canary, *_ in holders:
+            while not any(f"Added by hand: {canary}" in frame for frame in frames[user][1:]):
+                frames[user].append(await sockets[user].receive_from(30))
+    for communicator in sockets.values():
         await communicator.disconnect()
-        return frame
-
-    return async_to_sync(first_frame)()
+    return frames
 
 
 def _admin_list_pages() -> list[str]:
@@ -157,7 +171,6 @@ def test_twenty_users_see_no_canary_but_their_own_on_any_surface(llm_stub):
 
         site = Client()
         site.force_login(user)
-        seen.look("dashboard push", user, _mind_push(user))
         seen.look("export", user, site.get("/memory/export").content.decode())
         for page in [*PAGES, f"/c/{conversation.pk}/"]:
             response = site.get(page)
@@ -168,6 +181,10 @@ def test_twenty_users_see_no_canary_but_their_own_on_any_surface(llm_stub):
             assert response.redirect_chain, f"{page} let a non-staff user in"
             seen.look("admin list pages", user, response.content.decode())
 
+    for user, pushed in async_to_sync(_dashboard_pushes)(holders).items():
+        for frame in pushed:
+            seen.look("dashboard pushes", user, frame)
+
     surfaces = sorted(seen.checks)
     print(
         f"\n{USERS} users x {len(surfaces)} surfaces ({sum(seen.checks.values())} reads): "
@@ -175,5 +192,5 @@ def test_twenty_users_see_no_canary_but_their_own_on_any_surface(llm_stub):
     )
     assert seen.foreign == []
     # Each user's own canary reached what the turn and the pages are built from.
-    for surface in ("retrieval", "LLM prompts", "export", "pages", "dashboard push"):
+    for surface in ("retrieval", "LLM prompts", "export", "pages", "dashboard pushes"):
         assert seen.own[surface] >= USERS, (surface, seen.own[surface])
