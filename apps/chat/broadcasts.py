@@ -5,13 +5,18 @@ The htmx websocket extension swaps every pushed fragment into the page by its el
 
 from __future__ import annotations
 
+import logging
+
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils.html import escape
+from redis.exceptions import RedisError
 
 from apps.chat.models import Conversation, Message
+
+logger = logging.getLogger(__name__)
 
 
 def conversation_group(conversation_id: int) -> str:
@@ -83,7 +88,12 @@ async def push(group: str, html: str, *, sender=None) -> None:
     event = {"type": "chat.fragment", "html": html}
     if sender is not None and await sender.send_direct(html):
         event["skip"] = sender.channel_name
-    await get_channel_layer().group_send(group, event)
+    try:
+        await get_channel_layer().group_send(group, event)
+    except (RedisError, OSError) as exc:
+        # Redis is down (restarting): the asking page got the fragment directly, and the other
+        # pages read the conversation again when their socket reconnects.
+        logger.warning("pushing to %s failed: %s", group, exc)
 
 
 def conversation_changed(*, conversation: Conversation) -> None:

@@ -116,11 +116,25 @@ def _redis():
 
 def chat_active_mark(*, base_url: str, reply_id: int) -> None:
     """The answer `reply_id` is (still) generating at `base_url`; renewed while it runs."""
-    _redis().zadd(_active_key(base_url), {str(reply_id): time.time() + CHAT_ACTIVE_SECONDS})
+    with _redis_outage_logged("marking"):
+        _redis().zadd(_active_key(base_url), {str(reply_id): time.time() + CHAT_ACTIVE_SECONDS})
 
 
 def chat_active_clear(*, base_url: str, reply_id: int) -> None:
-    _redis().zrem(_active_key(base_url), str(reply_id))
+    with _redis_outage_logged("clearing"):
+        _redis().zrem(_active_key(base_url), str(reply_id))
+
+
+@contextlib.contextmanager
+def _redis_outage_logged(doing: str):
+    # The mark only makes background calls wait, and lapses by itself: while Redis restarts,
+    # the answer goes on and is saved without it.
+    from redis.exceptions import RedisError
+
+    try:
+        yield
+    except (RedisError, OSError) as exc:
+        logger.warning("%s the active chat mark failed: %s", doing, exc)
 
 
 def chat_active(base_url: str) -> bool:
