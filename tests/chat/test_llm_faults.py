@@ -39,7 +39,7 @@ FAULTS = {
         "failed",
         "HTTP 429",
     ),
-    "503-like 500 with Retry-After": (
+    "500 with Retry-After": (
         {"fault": "http_500", "retry_after": 120},
         "failed",
         "HTTP 500",
