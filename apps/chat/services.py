@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 from contextlib import contextmanager, nullcontext
@@ -10,13 +11,17 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.utils import timezone
+from redis.exceptions import RedisError
 
-from apps.chat.models import OPEN_STATUSES, Conversation, Message
+from apps.accounts.selectors import memory_enabled_for
+from apps.chat.models import OPEN_STATUSES, TEMPORARY_LIFETIME, Conversation, Message
 from apps.chat.selectors import open_reply
 from apps.core.db import fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.core.services import task_send_on_commit
+
+logger = logging.getLogger(__name__)
 
 TITLE_FALLBACK_CHARS = 60
 TURN_RATE_WINDOW = timedelta(minutes=1)
@@ -34,16 +39,24 @@ class ChatRateLimited(ChatError):
         self.retry_after = retry_after
 
 
-def conversation_create(*, user, title: str = "") -> Conversation:
-    return Conversation.objects.create(owner=user, title=title[:200])
+def conversation_create(*, user, title: str = "", temporary: bool = False) -> Conversation:
+    return Conversation.objects.create(owner=user, title=title[:200], temporary=temporary)
 
 
-def conversation_start(*, user) -> Conversation:
-    """A conversation to type into: the newest one if it is still empty, else a new one."""
+def conversation_start(*, user, temporary: bool = False) -> Conversation:
+    """A conversation to type into: the newest one if it is still empty (and of the kind asked
+    for, kept or temporary), else a new one."""
     latest = Conversation.objects.filter(owner=user).order_by("-updated_at", "-pk").first()
-    if latest is not None and not latest.messages.exists():
+    if latest is not None and latest.temporary == temporary and not latest.messages.exists():
         return latest
-    return conversation_create(user=user)
+    return conversation_create(user=user, temporary=temporary)
+
+
+def conversations_delete_expired(*, now: datetime | None = None) -> int:
+    """Delete the temporary chats started more than TEMPORARY_LIFETIME ago; how many went."""
+    cutoff = (now or timezone.now()) - TEMPORARY_LIFETIME
+    _, per_model = Conversation.objects.filter(temporary=True, created_at__lt=cutoff).delete()
+    return per_model.get(Conversation._meta.label, 0)
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
@@ -311,10 +324,22 @@ def _redis():
     return cache._cache.get_client(write=True)
 
 
+@contextmanager
+def _redis_outage_logged(doing: str):
+    # Admission is a fast path in front of the send statement, which still holds the turn
+    # limit: while Redis is away, turns go on without a stream slot.
+    try:
+        yield
+    except (RedisError, OSError) as exc:
+        logger.warning("%s failed, Redis is unreachable: %s", doing, exc)
+
+
 def _turn_recorded(*, user_id: int, reply_id: int, now: datetime) -> None:
     key = _turns_key(user_id)
     window = int(TURN_RATE_WINDOW.total_seconds())
-    _redis().pipeline().zadd(key, {str(reply_id): now.timestamp()}).expire(key, window).execute()
+    with _redis_outage_logged("recording a turn"):
+        pipeline = _redis().pipeline().zadd(key, {str(reply_id): now.timestamp()})
+        pipeline.expire(key, window).execute()
 
 
 def turn_admit(*, user_id: int, config: RuntimeConfig, new_turn: bool = True) -> str:
@@ -323,22 +348,27 @@ def turn_admit(*, user_id: int, config: RuntimeConfig, new_turn: bool = True) ->
 
     Raises ChatRateLimited when their recent turns already reach `turns_per_minute` (unless it
     is not a `new_turn`: a Retry or a Continue), ChatError when all their slots are taken. A
-    slot left by a process that died frees itself after STREAM_SLOT_SECONDS.
+    slot left by a process that died frees itself after STREAM_SLOT_SECONDS. Without Redis the
+    turn is admitted with no slot (""); the send statement still holds the turn limit.
     """
     slot = uuid.uuid4().hex
     now = timezone.now()
-    outcome, limiting = _redis().eval(
-        _ADMIT,
-        2,
-        _turns_key(user_id),
-        _streams_key(user_id),
-        now.timestamp(),
-        TURN_RATE_WINDOW.total_seconds(),
-        config.turns_per_minute if new_turn else 0,
-        settings.THALAMUS_STREAMS_PER_USER,
-        STREAM_SLOT_SECONDS,
-        slot,
-    )
+    try:
+        outcome, limiting = _redis().eval(
+            _ADMIT,
+            2,
+            _turns_key(user_id),
+            _streams_key(user_id),
+            now.timestamp(),
+            TURN_RATE_WINDOW.total_seconds(),
+            config.turns_per_minute if new_turn else 0,
+            settings.THALAMUS_STREAMS_PER_USER,
+            STREAM_SLOT_SECONDS,
+            slot,
+        )
+    except (RedisError, OSError) as exc:
+        logger.warning("admitting a turn without a stream slot, Redis is unreachable: %s", exc)
+        return ""
     if outcome == b"rate":
         limiting = datetime.fromtimestamp(float(limiting), tz=now.tzinfo)
         _refuse_as_too_fast(limiting=limiting, limit=config.turns_per_minute, now=now)
@@ -349,7 +379,9 @@ def turn_admit(*, user_id: int, config: RuntimeConfig, new_turn: bool = True) ->
 
 
 def stream_slot_release(*, user_id: int, slot: str) -> None:
-    _redis().zrem(_streams_key(user_id), slot)
+    if slot:
+        with _redis_outage_logged("releasing a stream slot"):
+            _redis().zrem(_streams_key(user_id), slot)
 
 
 @transaction.atomic
@@ -466,8 +498,18 @@ def message_queue_background(*, message: Message) -> None:
     """
     if message.status != Message.Status.COMPLETE:
         return
-    if Conversation.objects.filter(pk=message.conversation_id, title="").exists():
+    conversation = (
+        Conversation.objects.filter(pk=message.conversation_id)
+        .values("title", "temporary", "owner_id")
+        .first()
+    )
+    if conversation is None:
+        return
+    if not conversation["title"]:
         task_send_on_commit("apps.chat.tasks.title_conversation", message.conversation_id)
+    # A temporary chat, or a user who turned memory off, teaches the memory nothing.
+    if conversation["temporary"] or not memory_enabled_for(user_id=conversation["owner_id"]):
+        return
     task_send_on_commit("cognition.reflect", message.pk)
 
 

@@ -220,3 +220,16 @@ async def test_a_retry_is_not_held_back_by_the_turn_limit(user, llm_stub):
     await failed.arefresh_from_db()
     assert failed.content == "Second time lucky."
     await communicator.disconnect()
+
+
+@pytest.mark.django_db
+def test_without_redis_a_turn_is_admitted_with_no_slot_and_nothing_raises(user, settings, tmp_path):
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"unix://{tmp_path}/nothing.sock",
+        }
+    }
+    slot = services.turn_admit(user_id=user.pk, config=RuntimeConfig())
+    assert slot == ""
+    services.stream_slot_release(user_id=user.pk, slot=slot)
