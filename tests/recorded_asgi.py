@@ -3,9 +3,21 @@ route coverage gate (tests/route_coverage.py)."""
 
 from __future__ import annotations
 
-from tests.route_coverage import record_routes
-from thalamus_site.asgi import application
+import os
+
+from tests.route_coverage import ROUTE_LOG_ENV, record, record_routes
+from thalamus_site import asgi
 
 record_routes()
 
-__all__ = ["application"]
+if os.environ.get(ROUTE_LOG_ENV):
+    mcp_app = asgi.mcp_app
+
+    async def recorded_mcp_app(scope, receive, send):
+        record(asgi.MCP_PATH.removeprefix("/"))
+        return await mcp_app(scope, receive, send)
+
+    # asgi.http_app finds the MCP app by this name on each request.
+    asgi.mcp_app = recorded_mcp_app
+
+application = asgi.application

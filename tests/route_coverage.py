@@ -1,8 +1,8 @@
 """The route coverage gate: the whole suite fails if a route was never exercised.
 
-Like Zulip's "Some URLs are untested!": every URL pattern (the admin's included) and every
-websocket route must be called by at least one test. Every process of the run — the xdist
-controller and workers, and the uvicorn children of `asgi_server` (which serve
+Like Zulip's "Some URLs are untested!": every URL pattern (the admin's included), every
+websocket route and the MCP endpoint must be called by at least one test. Every process of the
+run — the xdist controller and workers, and the uvicorn children of `asgi_server` (which serve
 `tests.recorded_asgi`) — wraps the view or consumer of each route with a recorder. The first
 time a route's view runs in a process, the recorder appends its pattern to that process's file
 in one directory per run (`THALAMUS_ROUTE_LOG_DIR`, made by the controller, inherited by all).
@@ -47,18 +47,21 @@ def _routes(patterns, prefix: str = "") -> Iterator[tuple[str, object]]:
             yield route, pattern
 
 
-def all_routes() -> dict[str, object]:
-    """Every URL pattern and websocket route of the product, by its full pattern."""
+def all_routes() -> dict[str, object | None]:
+    """Every URL pattern and websocket route of the product, by its full pattern, and the MCP
+    endpoint, which thalamus_site/asgi.py serves beside Django's URLs (no pattern: None)."""
     from django.urls import get_resolver
 
+    from apps.mcp_server.server import MCP_PATH
     from thalamus_site.routing import websocket_urlpatterns
 
-    routes = dict(_routes(get_resolver().url_patterns))
+    routes: dict[str, object | None] = dict(_routes(get_resolver().url_patterns))
     routes.update(_routes(websocket_urlpatterns))
+    routes[MCP_PATH.removeprefix("/")] = None
     return routes
 
 
-def _record(route: str) -> None:
+def record(route: str) -> None:
     if route in _recorded:
         return
     _recorded.add(route)
@@ -71,14 +74,14 @@ def _recording(route: str, view):
 
         @functools.wraps(view)
         async def recorded(*args, **kwargs):
-            _record(route)
+            record(route)
             return await view(*args, **kwargs)
 
     else:
 
         @functools.wraps(view)
         def recorded(*args, **kwargs):
-            _record(route)
+            record(route)
             return view(*args, **kwargs)
 
     recorded.records_route = True
@@ -90,7 +93,7 @@ def record_routes() -> None:
     if not os.environ.get(ROUTE_LOG_ENV):
         return
     for route, pattern in all_routes().items():
-        if not getattr(pattern.callback, "records_route", False):
+        if pattern is not None and not getattr(pattern.callback, "records_route", False):
             pattern.callback = _recording(route, pattern.callback)
 
 
