@@ -180,6 +180,7 @@ INSTALLED_APPS = [
     "apps.mcp_server",
     "apps.memory",
     "apps.dashboard",
+    "apps.imports",
 ]
 
 MIDDLEWARE = [
@@ -346,6 +347,7 @@ CELERY_TASK_ROUTES = {
         "cognition.criticise",
         "cognition.criticise_unreviewed",
         "cognition.summarise_episode",
+        "imports.learn",
         "apps.chat.tasks.title_conversation",
     )
 }

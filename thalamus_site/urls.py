@@ -12,6 +12,7 @@ urlpatterns = [
     path("c/", include("apps.chat.urls")),
     path("memory/", include("apps.memory.urls")),
     path("dashboard/", include("apps.dashboard.urls")),
+    path("import/", include("apps.imports.urls")),
     path("healthz", core_views.healthz, name="healthz"),
     path("metrics", core_views.metrics, name="metrics"),
     path("accounts/", include("apps.accounts.urls")),

@@ -364,6 +364,9 @@ def _remember(
     if item.action == "leave" or grounded is None:
         return
     source, quote, confidence = grounded
+    if "imported" in reply.trace:
+        # A reply of a conversation imported from another assistant (apps.imports).
+        source = MemoryNode.Source.IMPORTED
     # An instruction to the assistant is held apart, whatever it was meant to update: no fact
     # key to evolve a trusted memory, and a state that recall, promotion and the critic never
     # touch until it is approved.
