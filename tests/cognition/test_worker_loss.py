@@ -87,7 +87,7 @@ def _learnt(i: int) -> dict:
 
 
 def test_killed_children_then_a_killed_worker_group_lose_no_reflection_and_write_none_twice(
-    transactional_db, user, llm_stub, config, tmp_path
+    transactional_db, user, llm_stub, config
 ):
     from redis import Redis
 
@@ -121,7 +121,7 @@ def test_killed_children_then_a_killed_worker_group_lose_no_reflection_and_write
         ).count()
 
     # A broker of this test's own: the recovery below hands back every unacked task in it.
-    with private_redis(tmp_path) as redis:
+    with private_redis() as redis:
         url = redis_url(redis)
         worker = start_worker(redis=url, concurrency=2)
         recovery = None
@@ -156,3 +156,31 @@ def test_killed_children_then_a_killed_worker_group_lose_no_reflection_and_write
         _learnt(i)["json"]["memories"][0]["description"] for i in range(TASKS)
     }
     assert Event.objects.filter(owner=user, kind="perception").count() == TASKS
+
+
+def test_a_reflection_works_through_every_llm_fault_in_turn_and_writes_once(
+    celery_worker, user, turn, llm_stub, config
+):
+    """No fault holds the worker: each attempt ends within its timeout, the next one retries."""
+    config(critic_enabled=False, background_timeout_seconds=5)
+    reply = turn("I collect old stamps", "What a hobby!")
+    learnt = reflection(memories=[memory("The user collects old stamps")])
+    faults = [
+        {"fault": "hang", "ttft": 30},
+        {"fault": "http_429", "retry_after": 120},
+        {"fault": "http_500", "retry_after": 120},
+        {"fault": "drop"},
+    ]
+    llm_stub.script(*({**fault, "match": learnt["match"]} for fault in faults), learnt)
+
+    started = time.monotonic()
+    tasks.reflect.delay(reply.pk)
+    node = wait_for(lambda: MemoryNode.objects.filter(owner=user).first(), timeout=60)
+
+    # The hang ends at its timeout (5 s), the others at once; the backoff between the five
+    # attempts adds 0-15 s; each attempt may take 5 s more than its wait.
+    assert time.monotonic() - started < 5 + 15 + 5 * 5
+    asked = [r for r in llm_stub.requests if "reflective memory" in str(r["body"])]
+    assert len(asked) == 5
+    assert node.description == "The user collects old stamps"
+    assert MemoryNode.objects.filter(owner=user).count() == 1
