@@ -59,3 +59,12 @@ async def test_each_batch_pushes_the_bar_to_the_owners_page_only(user, other_use
     assert await stranger.receive_nothing(0.5)
     await owner.disconnect()
     await stranger.disconnect()
+
+
+@pytest.mark.parametrize("page", ["memory:list", "settings"])
+def test_the_memory_browser_and_settings_link_to_the_import_page(client, user, page):
+    client.force_login(user)
+
+    html = client.get(reverse(page)).content.decode()
+
+    assert f'href="{reverse("imports:page")}"' in html
