@@ -3,10 +3,10 @@
 Each user's canary sits in every kind of thing they own (a memory, a triple, an episode, their
 world state, a conversation). Then every user asks the same question through the API, and the
 test reads every surface a user (or the LLM, on their behalf) sees: the turn's memory context,
-each prompt sent to the LLM, the replies, the dashboard's pushes, the export, the /v1 answer, the
-site's pages and the admin's list pages. A canary found where a user other than its owner sees
-it is a leak; the test also checks each user's own canary does reach their prompt and pages, so
-"no foreign canary" is not the result of nothing being found at all.
+each prompt sent to the LLM, the replies, the dashboard's pushes, the export, the /v1 answer,
+the MCP tools, the site's pages and the admin's list pages. A canary found where a user other
+than its owner sees it is a leak; the test also checks each user's own canary does reach their
+prompt and pages, so "no foreign canary" is not the result of nothing being found at all.
 """
 
 from __future__ import annotations
@@ -133,6 +133,25 @@ async def _dashboard_pushes(holders) -> dict:
     return frames
 
 
+async def _mcp_reads(server: str, secret: str) -> str:
+    """What every read-only MCP tool answers the user's key."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    answers = []
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=30) as http,
+        Client(streamable_http_client(f"{server}/mcp", http_client=http)) as mcp,
+    ):
+        for tool in (await mcp.list_tools()).tools:
+            if tool.annotations and tool.annotations.read_only_hint:
+                required = tool.input_schema.get("required", [])
+                result = await mcp.call_tool(tool.name, dict.fromkeys(required, "locker code"))
+                answers.append(json.dumps(result.model_dump(mode="json"), default=str))
+    return "\n".join(answers)
+
+
 def _admin_list_pages() -> list[str]:
     return [
         reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
@@ -140,7 +159,7 @@ def _admin_list_pages() -> list[str]:
     ] + ["/admin/", "/admin/llm-metrics/"]
 
 
-def test_twenty_users_see_no_canary_but_their_own_on_any_surface(llm_stub):
+def test_twenty_users_see_no_canary_but_their_own_on_any_surface(llm_stub, asgi_server):
     holders = [_holder(index) for index in range(USERS)]
     owners = {canary: user for user, canary, _, _ in holders}
     seen = Sightings(owners)
@@ -168,6 +187,7 @@ def test_twenty_users_see_no_canary_but_their_own_on_any_surface(llm_stub):
         reply = Message.objects.filter(conversation=conversation).latest("pk")
         seen.look("replies", user, reply.content + json.dumps(reply.trace, default=str))
         seen.look("/v1 models", user, api.get("/v1/models").content.decode())
+        seen.look("MCP tools", user, async_to_sync(_mcp_reads)(asgi_server, secret))
 
         site = Client()
         site.force_login(user)
@@ -192,5 +212,5 @@ def test_twenty_users_see_no_canary_but_their_own_on_any_surface(llm_stub):
     )
     assert seen.foreign == []
     # Each user's own canary reached what the turn and the pages are built from.
-    for surface in ("retrieval", "LLM prompts", "export", "pages", "dashboard pushes"):
+    for surface in ("retrieval", "LLM prompts", "MCP tools", "export", "pages", "dashboard pushes"):
         assert seen.own[surface] >= USERS, (surface, seen.own[surface])

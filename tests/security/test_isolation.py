@@ -8,6 +8,7 @@ a kind in `_object_id`).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -353,3 +354,37 @@ async def test_a_socket_opened_from_another_origin_is_refused(route, user):
     assert await opened_from(b"http://testserver"), "A's own page connects"
     assert not await opened_from(b"https://evil.example")
     assert not await opened_from(b"null")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_every_mcp_tool_on_another_users_ids_shows_and_changes_nothing_of_theirs(
+    asgi_server, user, other_user
+):
+    """Generated from the tools the server lists: an id argument gets A's memory's id, a text
+    one words of A's memory, so a new tool is checked as it appears."""
+    import httpx2
+    from asgiref.sync import sync_to_async
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    a = await sync_to_async(owned_by)(user)
+    _, secret = await sync_to_async(api_key_create)(user=other_user, name="b")
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=30) as http,
+        Client(streamable_http_client(f"{asgi_server}/mcp", http_client=http)) as mcp,
+    ):
+        tools = (await mcp.list_tools()).tools
+        assert {tool.name for tool in tools} >= {"forget_memory", "search_memories"}
+        for tool in tools:
+            arguments = {}
+            for name, schema in tool.input_schema.get("properties", {}).items():
+                if schema.get("type") == "integer" and name.endswith("_id"):
+                    arguments[name] = a.node.pk
+                elif schema.get("type") == "string":
+                    arguments[name] = "locker code"
+            result = await mcp.call_tool(tool.name, arguments)
+            shown = json.dumps(result.model_dump(mode="json"), default=str)
+            assert SECRET not in shown, tool.name
+            if any(name.endswith("_id") for name in arguments):
+                assert result.is_error, f"{tool.name} accepted A's id"
+    await sync_to_async(_assert_untouched)(a)
