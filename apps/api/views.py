@@ -7,7 +7,8 @@ are exempt from the login and CSRF middleware. Errors use OpenAI's error JSON sh
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import NamedTuple
 
 import pydantic
 from asgiref.sync import sync_to_async
@@ -23,18 +24,26 @@ from apps.accounts.selectors import api_key_for_token
 from apps.accounts.services import api_key_mark_used
 from apps.accounts.throttle import bad_api_key_record, bad_api_key_wait
 from apps.api.schemas import ChatCompletionRequest
+from apps.api.selectors import conversation_sharing_history
 from apps.api.services import ConversationBusy, api_turn_start
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user
-from apps.chat.services import ChatError, ChatRateLimited, stream_slot_release, turn_admit
-from apps.cognition.answer import AnswerFailed
-from apps.cognition.pipeline import answer_saved_reply
+from apps.chat.services import (
+    ChatError,
+    ChatRateLimited,
+    SentTurn,
+    stream_slot_release,
+    turn_admit,
+)
+from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
+from apps.cognition.pipeline import CallOptions, start_turn
 from apps.core.llm_limits import CHAT, role_endpoint, token_counter
 from apps.core.selectors import runtime_config
 
 MODEL_ID = "thalamus"
 MODEL_CREATED = 1735689600
 CONVERSATION_HEADER = "X-Thalamus-Conversation"
+MEMORY_HEADER = "X-Thalamus-Memory"
 
 
 class ApiError(Exception):
@@ -173,14 +182,53 @@ def _admit(key: ApiKey) -> str:
         raise ApiError(429, str(exc), type="rate_limit_error", code="too_many_streams") from exc
 
 
-def _start_turn(request, key: ApiKey, body: ChatCompletionRequest) -> Message:
-    user_message = body.last_user_message()
-    if user_message is None or not user_message.text.strip():
-        raise _bad_request("The request has no user message to answer.", param="messages")
+def _call_options(request, body: ChatCompletionRequest) -> CallOptions:
+    """What the client set for this call: the upstream model, sampling, its system prompt, and
+    whether memory takes part (`X-Thalamus-Memory: off`)."""
+    model = None
+    if body.model not in (None, "", MODEL_ID):
+        prefix, _, model = body.model.partition("/")
+        if prefix != MODEL_ID or not model.strip():
+            raise ApiError(
+                404,
+                f"No model {body.model!r}: ask for {MODEL_ID!r} (the configured chat model) "
+                f"or {MODEL_ID + '/<name>'!r} (that model on the chat's server).",
+                type="invalid_request_error",
+                code="model_not_found",
+                param="model",
+            )
+    memory = request.headers.get(MEMORY_HEADER, "on").strip().lower()
+    if memory not in ("on", "off"):
+        raise _bad_request(f"{MEMORY_HEADER} is either on or off.", param=MEMORY_HEADER)
+    return CallOptions(
+        model=model,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        max_tokens=body.max_completion_tokens or body.max_tokens,
+        stop=body.stop_list(),
+        seed=body.seed,
+        system=body.system_prompt(),
+        remember=memory == "on",
+    )
+
+
+def _conversation_for_call(request, key: ApiKey, earlier: list[tuple[str, str]]):
+    """The conversation the header names, else the one holding the client's history, else None
+    (a new one)."""
     raw_id = request.headers.get(CONVERSATION_HEADER)
-    conversation = None if raw_id is None else _get_conversation_for_key(key, raw_id)
+    if raw_id is not None:
+        return _get_conversation_for_key(key, raw_id)
+    return conversation_sharing_history(user=key.user, turns=earlier)
+
+
+def _save_turn(key: ApiKey, conversation: Conversation | None, text: str) -> SentTurn:
     try:
-        return api_turn_start(user=key.user, conversation=conversation, content=user_message.text)
+        return api_turn_start(
+            user=key.user,
+            conversation=conversation,
+            content=text,
+            history=runtime_config().short_term_window,
+        )
     except ConversationBusy as exc:
         raise ApiError(
             409, str(exc), type="invalid_request_error", code="conversation_busy"
@@ -189,6 +237,34 @@ def _start_turn(request, key: ApiKey, body: ChatCompletionRequest) -> Message:
         raise _rate_limited(exc) from exc
     except ChatError as exc:
         raise _bad_request(str(exc), param="messages") from exc
+
+
+async def _start_turn(
+    request, key: ApiKey, body: ChatCompletionRequest, options: CallOptions
+) -> tuple[Message, Awaitable[PreparedTurn]]:
+    """Save the turn and start its pipeline, as the chat page's socket does: the recall runs
+    while the message is saved. Returns the reply and its preparation, to answer."""
+    user_message = body.last_user_message()
+    if user_message is None or not user_message.text.strip():
+        raise _bad_request("The request has no user message to answer.", param="messages")
+    earlier = body.earlier_turns()
+    conversation = await sync_to_async(_conversation_for_call)(request, key, earlier)
+    run = start_turn(
+        user=key.user, conversation=conversation, text=user_message.text, options=options
+    )
+    try:
+        sent = await sync_to_async(_save_turn)(key, conversation, user_message.text)
+    except BaseException:
+        run.cancel()
+        raise
+    history = sent.history
+    if earlier:
+        # The client's messages are the history of its call (an edited or trimmed history too).
+        window = runtime_config().short_term_window
+        client_history = [Message(role=role, content=text) for role, text in earlier]
+        history = (client_history + [sent.question])[-window:]
+    run.turn.input.conversation = sent.reply.conversation
+    return sent.reply, run.prepare(reply=sent.reply, history=history)
 
 
 def _usage(reply: Message) -> dict:
@@ -228,6 +304,7 @@ async def chat_completions(request):
     try:
         key = await sync_to_async(_authenticate)(request)
         body = _parse_request(_request_body(request))
+        options = _call_options(request, body)
         slot = await sync_to_async(_admit)(key)
     except ApiError as exc:
         return exc.response()
@@ -236,42 +313,57 @@ async def chat_completions(request):
         stream_slot_release(user_id=key.user_id, slot=slot)
 
     try:
-        reply = await sync_to_async(_start_turn)(request, key, body)
+        reply, prepared = await _start_turn(request, key, body, options)
     except ApiError as exc:
         release_slot()
         return exc.response()
-    completion_id = f"chatcmpl-{reply.pk}"
-    created = int(reply.created_at.timestamp())
+    answering = answer_reply(reply_id=reply.pk, turn=prepared)
+    completion = Completion(f"chatcmpl-{reply.pk}", int(reply.created_at.timestamp()), body.model)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         response = StreamingHttpResponse(
-            _stream(reply, completion_id, created, include_usage, release_slot),
+            _stream(reply, answering, completion, include_usage, release_slot),
             content_type="text/event-stream",
         )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
     else:
         try:
-            response = await _complete(reply, completion_id, created)
+            response = await _complete(reply, answering, completion)
         finally:
             release_slot()
     response[CONVERSATION_HEADER] = str(reply.conversation_id)
     return response
 
 
-async def _complete(reply: Message, completion_id: str, created: int) -> HttpResponse:
+class Completion(NamedTuple):
+    """What every response of one completion says of it."""
+
+    id: str
+    created: int
+    model: str | None
+
+    def head(self, object: str) -> dict:
+        return {
+            "id": self.id,
+            "object": object,
+            "created": self.created,
+            "model": self.model or MODEL_ID,
+        }
+
+
+async def _complete(
+    reply: Message, answering: AsyncIterator[str], completion: Completion
+) -> HttpResponse:
     try:
-        async for _ in answer_saved_reply(reply_id=reply.pk):
+        async for _ in answering:
             pass
     except AnswerFailed as exc:
         return _upstream_failed(exc).response()
     await reply.arefresh_from_db()
     return JsonResponse(
         {
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": created,
-            "model": MODEL_ID,
+            **completion.head("chat.completion"),
             "choices": [
                 {
                     "index": 0,
@@ -297,39 +389,30 @@ def _event(payload: dict | str) -> str:
 
 async def _stream(
     reply: Message,
-    completion_id: str,
-    created: int,
+    answering: AsyncIterator[str],
+    completion: Completion,
     include_usage: bool,
     release_slot: Callable[[], None],
 ) -> AsyncIterator[str]:
     try:
-        async for event in _stream_events(reply, completion_id, created, include_usage):
+        async for event in _stream_events(reply, answering, completion, include_usage):
             yield event
     finally:
         release_slot()
 
 
 async def _stream_events(
-    reply: Message, completion_id: str, created: int, include_usage: bool
+    reply: Message, answering: AsyncIterator[str], completion: Completion, include_usage: bool
 ) -> AsyncIterator[str]:
     def chunk(choices: list[dict], **extra) -> str:
-        return _event(
-            {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": MODEL_ID,
-                "choices": choices,
-                **extra,
-            }
-        )
+        return _event({**completion.head("chat.completion.chunk"), "choices": choices, **extra})
 
     def delta(fields: dict, finish_reason: str | None = None) -> str:
         return chunk([{"index": 0, "delta": fields, "finish_reason": finish_reason}])
 
     yield delta({"role": "assistant", "content": ""})
     try:
-        async for text in answer_saved_reply(reply_id=reply.pk):
+        async for text in answering:
             yield delta({"content": text})
     except AnswerFailed as exc:
         yield _event(_upstream_failed(exc).body())

@@ -93,6 +93,17 @@ class PreparedTurn:
     reviewing: bool = False
     # The turn's steps as the pipeline ran them (pipeline.Spans); the answer adds its own.
     spans: object | None = None
+    # Set by an API client for its call; None: the server's default.
+    top_p: float | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    # False: the reply is not reflected on (memory off for an API call).
+    remember: bool = True
+
+    def sampling(self) -> dict:
+        """The request's sampling fields besides the temperature, as the client set them."""
+        fields = {"top_p": self.top_p, "stop": self.stop, "seed": self.seed}
+        return {name: value for name, value in fields.items() if value is not None}
 
 
 @dataclass
@@ -121,10 +132,12 @@ def memory_for_turn(
     text: str,
     config: RuntimeConfig | None = None,
     embedded: Future | None = None,
+    recall: bool = True,
 ) -> MemoryForTurn:
     """What the memory knows for this turn; callers may run it while the message is saved.
 
-    `embedded`: the embedding of `text` already under way (`start_turn_embedding`).
+    `embedded`: the embedding of `text` already under way (`start_turn_embedding`). Without
+    `recall` (memory off for an API call) the memory, the rules and the world state stay empty.
     """
     from apps.cognition.context import memory_context_for_turn
     from apps.memory.renderer import render_world
@@ -137,6 +150,20 @@ def memory_for_turn(
     template = prompt_text("answer")
     limits = model_limits(CHAT, config)
     counter = token_counter(role_endpoint(CHAT, config))
+    if not recall:
+        return MemoryForTurn(
+            context=MemoryContext(
+                trace={"memories": [], "episodes": [], "triples": [], "off": True},
+                language=config.renderer_language,
+                user=user,
+            ),
+            ms=(time.perf_counter() - started) * 1000,
+            template=template,
+            user_name=user.get_full_name() or user.get_username(),
+            limits=limits,
+            counter=counter,
+            config=config,
+        )
     context = memory_context_for_turn(
         user=user, conversation=conversation, text=text, config=config, embedded=embedded
     )
@@ -213,6 +240,7 @@ def build_turn(
     memory: MemoryForTurn,
     continue_from: str = "",
     evidence: list | tuple = (),
+    client_system: str = "",
 ) -> PreparedTurn:
     """The request for the LLM from parts already read; no database access.
 
@@ -222,7 +250,9 @@ def build_turn(
     Everything is fitted to the model's window minus the answer's cap, by the one budgeting
     function: first the oldest history goes (the last exchange is kept longest), then the least
     relevant knowledge, then the lowest-scored memories and episodes. The user's message itself
-    is never cut; one that cannot fit on its own raises MessageTooLong. The world state is kept
+    is never cut; one that cannot fit on its own raises MessageTooLong. `client_system` (an API
+    client's own system prompt) leads the system prompt, ahead of the memory block, and is never
+    dropped either. The world state is kept
     as long as identity; what the tools found (`evidence`, best first) outlasts memories.
     """
     started = time.perf_counter()
@@ -238,6 +268,8 @@ def build_turn(
         memory=NOTHING_REMEMBERED,
     )
     knowledge_keep = _knowledge_keep(context.knowledge, question.content if question else "")
+    if client_system:
+        system_frame = f"{client_system}\n\n{system_frame}"
     pieces = [message_piece(system_frame)]
     pieces += [
         Piece(
@@ -324,6 +356,8 @@ def build_turn(
         user_name=memory.user_name,
         memory=block or NOTHING_REMEMBERED,
     )
+    if client_system:
+        system = f"{client_system}\n\n{system}"
     messages = [{"role": "system", "content": system}] + [
         {"role": m.role, "content": m.content} for m in kept_history
     ]
@@ -473,6 +507,9 @@ def _finish(*, turn: PreparedTurn, **outcome) -> Message:
 def _queue_background(*, turn: PreparedTurn, message: Message) -> None:
     from apps.cognition.context import mark_memories_used
 
+    if not turn.remember:
+        # Memory is off for this call: nothing is learnt from it.
+        return
     try:
         chat_services.message_queue_background(message=message)
         mark_memories_used(turn.trace.get("memory", {}))
@@ -644,6 +681,7 @@ async def _open_stream(client, *, turn: PreparedTurn, messages: list[dict]):
         temperature=turn.temperature,
         max_tokens=turn.max_tokens,
         stream_options={"include_usage": True},
+        **turn.sampling(),
         **(turn.extra_body or {}),
     )
 
@@ -756,6 +794,7 @@ async def _complete(client, *, turn: PreparedTurn) -> tuple[str, str | None, Usa
             "temperature": turn.temperature,
             "max_tokens": turn.max_tokens,
             "stream": False,
+            **turn.sampling(),
             **(turn.extra_body or {}),
         },
         cast_to=object,

@@ -41,7 +41,15 @@ from apps.cognition.answer import (
     memory_for_turn,
     turn_history,
 )
-from apps.cognition.route import GATHER, WORLD, RouteDecision, route_by_model, route_by_rule
+from apps.cognition.route import (
+    ANSWER,
+    GATHER,
+    RULE,
+    WORLD,
+    RouteDecision,
+    route_by_model,
+    route_by_rule,
+)
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.renderer import render_world
@@ -139,6 +147,23 @@ class Spans:
 
 
 @dataclass
+class CallOptions:
+    """What an API client sets for its call; None keeps Thalamus's own setting."""
+
+    model: str | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    # Capped by the model's reply cap.
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    # The client's system prompt, ahead of the memory block.
+    system: str = ""
+    # False: no recall, tools or world change for this turn, and no reflection on its reply.
+    remember: bool = True
+
+
+@dataclass
 class TurnInput:
     """What the turn starts from: who asks, where, what."""
 
@@ -148,6 +173,7 @@ class TurnInput:
     # None until the recall has read it (on its own thread: the event loop must not).
     config: RuntimeConfig | None
     time_zone: str
+    options: CallOptions = field(default_factory=CallOptions)
 
 
 @dataclass
@@ -184,6 +210,7 @@ def recall(*, inp: TurnInput, embedded: Future | None = None) -> MemoryForTurn:
         text=inp.text,
         config=inp.config,
         embedded=embedded,
+        recall=inp.options.remember,
     )
 
 
@@ -223,13 +250,23 @@ def assemble(*, turn: Turn, continue_from: str = "") -> PreparedTurn:
         turn.memory.world = render_world(
             turn.world.state, language=turn.memory.config.renderer_language
         )
+    options = turn.input.options
     prepared = build_turn(
         reply=turn.reply,
         history=turn.history,
         memory=turn.memory,
         continue_from=continue_from,
         evidence=evidence,
+        client_system=options.system,
     )
+    if options.model:
+        prepared.model = options.model
+    if options.temperature is not None:
+        prepared.temperature = options.temperature
+    if options.max_tokens is not None:
+        prepared.max_tokens = min(options.max_tokens, prepared.max_tokens)
+    prepared.top_p, prepared.stop, prepared.seed = options.top_p, options.stop, options.seed
+    prepared.remember = options.remember
     prepared.trace.update(_trace_of(turn))
     prepared.spans = turn.spans
     return prepared
@@ -246,6 +283,7 @@ def start_turn(
     config: RuntimeConfig | None = None,
     embedded: Future | None = None,
     status: StatusSink | None = None,
+    options: CallOptions | None = None,
 ) -> TurnRun:
     """Start a turn as its message arrives: the recall begins at once, beside the message's
     save; `TurnRun.prepare` routes and waits for it once the reply exists. Without `config`
@@ -256,6 +294,7 @@ def start_turn(
         text=text,
         config=config,
         time_zone=timezone.get_current_timezone_name(),
+        options=options or CallOptions(),
     )
     return TurnRun(Turn(inp), embedded=embedded, status=status)
 
@@ -292,7 +331,9 @@ class TurnRun:
         spans = turn.spans
         with spans.span("route") as span:
             decided = route_by_rule(turn.input.text, has_history=len(history) > 1)
-            if decided is None:
+            if not turn.input.options.remember:
+                decided = RouteDecision(ANSWER, "memory is off for this call", RULE)
+            elif decided is None:
                 self._notify("router", "running", "choosing")
                 decided = await database_sync_to_async(route_by_model, thread_sensitive=False)(
                     turn.input.text, history=_plain(history[:-1])

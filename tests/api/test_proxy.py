@@ -1,0 +1,181 @@
+"""/v1 as a memory proxy, driven by the official `openai` package as Open WebUI drives it: the
+whole history on every call, the client's own system prompt, no conversation header."""
+
+from __future__ import annotations
+
+import time
+
+import openai
+import pytest
+
+from apps.accounts.services import api_key_create
+from apps.chat.models import Conversation, Message
+from apps.cognition.reflection import TRACE_KEY
+from apps.memory.services import memory_node_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HEADER = "X-Thalamus-Conversation"
+SYSTEM = "You are a terse pirate."
+
+
+@pytest.fixture
+def client_for(asgi_server):
+    def make(user) -> openai.OpenAI:
+        _, secret = api_key_create(user=user, name="open-webui")
+        return openai.OpenAI(
+            base_url=f"{asgi_server}/v1", api_key=secret, max_retries=0, timeout=20
+        )
+
+    return make
+
+
+def _answers(llm_stub) -> list[dict]:
+    """The requests of the answers (the only ones whose system prompt is the client's)."""
+    return [
+        r["body"]
+        for r in llm_stub.requests
+        if r["path"].endswith("/chat/completions")
+        and r["body"]["messages"][0]["content"].startswith(SYSTEM)
+    ]
+
+
+def _ask(client, history: list[dict], *, stream: bool, **kwargs) -> tuple[str, str]:
+    """One call with the whole history, as Open WebUI makes it: the answer and finish reason."""
+    messages = [{"role": "system", "content": SYSTEM}, *history]
+    if not stream:
+        completion = client.chat.completions.create(model="thalamus", messages=messages, **kwargs)
+        return completion.choices[0].message.content, completion.choices[0].finish_reason
+    chunks = list(
+        client.chat.completions.create(model="thalamus", messages=messages, stream=True, **kwargs)
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    return text, [c.choices[0].finish_reason for c in chunks if c.choices][-1]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_calls_with_the_whole_history_land_in_one_conversation(client_for, user, llm_stub, stream):
+    memory_node_create(owner=user, description="Alice keeps bees in Turin")
+    client = client_for(user)
+    history: list[dict] = []
+    for question in ("Where do my bees live?", "How many hives?", "And the honey?"):
+        history.append({"role": "user", "content": question})
+        answer, finish = _ask(client, history, stream=stream)
+        assert finish == "stop"
+        history.append({"role": "assistant", "content": answer})
+
+    conversation = Conversation.objects.get(owner=user)
+    saved = list(conversation.messages.values_list("role", "content"))
+    assert saved == [(m["role"], m["content"]) for m in history]
+    prompt = _answers(llm_stub)[-1]["messages"]
+    assert [(m["role"], m["content"]) for m in prompt[1:]] == [
+        (m["role"], m["content"]) for m in history[:-1]
+    ]
+    # The client's system prompt leads; Thalamus's memory block follows it.
+    system = prompt[0]["content"]
+    assert system.startswith(SYSTEM + "\n\n")
+    assert system.index(SYSTEM) < system.index("Alice keeps bees in Turin")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_clients_sampling_and_model_go_upstream(client_for, user, llm_stub, stream):
+    _ask(
+        client_for(user),
+        [{"role": "user", "content": "Say something."}],
+        stream=stream,
+        temperature=0.3,
+        top_p=0.8,
+        max_tokens=50,
+        stop=["\n\n"],
+        seed=7,
+    )
+    client_for(user).chat.completions.create(
+        model="thalamus/other-model",
+        messages=[
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "Again."},
+        ],
+        stream=stream,
+    )
+
+    asked, other = _answers(llm_stub)
+    assert (asked["temperature"], asked["top_p"], asked["max_tokens"]) == (0.3, 0.8, 50)
+    assert (asked["stop"], asked["seed"]) == (["\n\n"], 7)
+    assert other["model"] == "other-model"
+    assert asked["model"] != "other-model"
+    assert "top_p" not in other and "seed" not in other
+
+
+def test_an_unknown_model_is_not_found(client_for, user, llm_stub):
+    with pytest.raises(openai.NotFoundError) as caught:
+        client_for(user).chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert caught.value.body["code"] == "model_not_found"
+    assert not Message.objects.exists()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_upstreams_length_cut_is_the_finish_reason(client_for, user, llm_stub, stream):
+    llm_stub.script({"content": "word " * 40})
+    answer, finish = _ask(
+        client_for(user), [{"role": "user", "content": "Talk."}], stream=stream, max_tokens=5
+    )
+    assert finish == "length"
+    assert answer.split() == ["word"] * 5
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_memory_off_leaves_memory_out_of_the_prompt_and_learns_nothing(
+    client_for, user, llm_stub, celery_worker, stream
+):
+    memory_node_create(owner=user, description="Alice keeps bees in Turin")
+    client = client_for(user)
+    off = {"extra_headers": {"X-Thalamus-Memory": "off"}}
+    _ask(client, [{"role": "user", "content": "Where do my bees live?"}], stream=stream, **off)
+    _ask(client, [{"role": "user", "content": "Where are my bees?"}], stream=stream)
+
+    without, with_memory = _answers(llm_stub)
+    assert "bees in Turin" not in without["messages"][0]["content"]
+    assert without["messages"][0]["content"].startswith(SYSTEM)
+    assert "bees in Turin" in with_memory["messages"][0]["content"]
+    off_reply, on_reply = Message.objects.filter(role="assistant").order_by("pk")
+    deadline = time.monotonic() + 15
+    while TRACE_KEY not in on_reply.trace and time.monotonic() < deadline:
+        time.sleep(0.2)
+        on_reply.refresh_from_db()
+    assert TRACE_KEY in on_reply.trace  # the worker reflected on the other reply meanwhile
+    off_reply.refresh_from_db()
+    assert TRACE_KEY not in off_reply.trace
+
+
+def test_another_users_identical_history_never_lands_in_alices_conversation(
+    client_for, user, other_user, llm_stub
+):
+    llm_stub.script({"content": "Hello."}, {"content": "Hello."}, {"content": "Bye."})
+    history = [{"role": "user", "content": "Hi"}]
+    answer, _ = _ask(client_for(user), history, stream=False)
+    history.append({"role": "assistant", "content": answer})
+    mallory = client_for(other_user)
+    _ask(mallory, [{"role": "user", "content": "Hi"}], stream=False)
+    _ask(mallory, [*history, {"role": "user", "content": "What did I say?"}], stream=False)
+
+    alices = Conversation.objects.get(owner=user)
+    assert alices.messages.count() == 2
+    assert Conversation.objects.filter(owner=other_user).count() == 1
+    assert Message.objects.filter(conversation__owner=other_user).count() == 4
+
+
+def test_an_edited_history_is_the_prompt_and_starts_a_new_conversation(client_for, user, llm_stub):
+    client = client_for(user)
+    answer, _ = _ask(client, [{"role": "user", "content": "Hi"}], stream=False)
+    edited = [
+        {"role": "user", "content": "Hello instead"},
+        {"role": "assistant", "content": "Something else"},
+        {"role": "user", "content": "Go on"},
+    ]
+    _ask(client, edited, stream=False)
+
+    prompt = _answers(llm_stub)[-1]["messages"]
+    assert [m["content"] for m in prompt[1:]] == ["Hello instead", "Something else", "Go on"]
+    assert Conversation.objects.filter(owner=user).count() == 2
