@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from apps.imports.formats import SOURCE_NAMES
 
@@ -18,7 +19,6 @@ class Import(models.Model):
         RUNNING = "running", "Importing conversations"
         LEARNING = "learning", "Learning from them"
         DONE = "done", "Done"
-        FAILED = "failed", "Failed"
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="imports"
@@ -27,9 +27,6 @@ class Import(models.Model):
     sha256 = models.CharField(max_length=64)
     source = models.CharField(max_length=16, choices=Source.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
-    # The parsed conversations still to read (formats.ParsedConversation dicts); emptied when
-    # they are all in, as the conversations themselves then hold them.
-    pending = models.JSONField(default=list, blank=True)
     conversations_total = models.PositiveIntegerField(default=0)
     conversations_done = models.PositiveIntegerField(default=0)
     conversations_added = models.PositiveIntegerField(default=0)
@@ -41,7 +38,7 @@ class Import(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # Moved by every batch; an unfinished import whose heartbeat stopped lost its task.
-    heartbeat_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -67,6 +64,23 @@ class Import(models.Model):
         if self.status == self.Status.RUNNING:
             return int(50 * read)
         return 50 + int(50 * learnt)
+
+
+class PendingConversation(models.Model):
+    """A parsed conversation of an import still to read (a formats.ParsedConversation dict),
+    one row each so a batch loads only its own; deleted once read."""
+
+    upload = models.ForeignKey(Import, on_delete=models.CASCADE, related_name="pending")
+    position = models.PositiveIntegerField()
+    data = models.JSONField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["upload", "position"], name="pending_once_per_place")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.upload_id}:{self.position}"
 
 
 class ImportedConversation(models.Model):

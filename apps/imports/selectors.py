@@ -6,4 +6,4 @@ from apps.imports.models import Import
 
 
 def imports_for(*, user) -> QuerySet[Import]:
-    return Import.objects.filter(owner=user).defer("pending")
+    return Import.objects.filter(owner=user)

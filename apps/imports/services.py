@@ -27,7 +27,7 @@ from apps.cognition import reflection
 from apps.core.selectors import runtime_config
 from apps.core.services import task_send_on_commit
 from apps.imports.formats import export_parse
-from apps.imports.models import Import, ImportedConversation
+from apps.imports.models import Import, ImportedConversation, PendingConversation
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +61,14 @@ def import_start(*, user, data: bytes, filename: str) -> tuple[Import, bool]:
                 filename=filename[:255],
                 sha256=sha256,
                 source=export.source,
-                pending=[c.as_dict() for c in export.conversations],
                 conversations_total=len(export.conversations),
+            )
+            PendingConversation.objects.bulk_create(
+                (
+                    PendingConversation(upload=started, position=n, data=parsed.as_dict())
+                    for n, parsed in enumerate(export.conversations)
+                ),
+                batch_size=500,
             )
             task_send_on_commit("imports.read", started.pk)
     except IntegrityError:
@@ -77,15 +83,15 @@ def import_read_batch(*, import_id: int, size: int = READ_BATCH) -> Import | Non
         started = Import.objects.select_for_update().filter(pk=import_id).first()
         if started is None or started.status != Import.Status.RUNNING:
             return started
-        batch = started.pending[started.conversations_done : started.conversations_done + size]
-        for parsed in batch:
-            added, replies = _conversation_import(started=started, parsed=parsed)
+        batch = list(started.pending.order_by("position")[:size])
+        for pending in batch:
+            added, replies = _conversation_import(started=started, parsed=pending.data)
             started.messages_added += added
             started.replies_total += replies
+        PendingConversation.objects.filter(pk__in=[pending.pk for pending in batch]).delete()
         started.conversations_done += len(batch)
         started.heartbeat_at = timezone.now()
-        if started.conversations_done >= started.conversations_total:
-            started.pending = []
+        if not batch or started.conversations_done >= started.conversations_total:
             started.status = Import.Status.LEARNING
             task_send_on_commit("imports.learn", started.pk)
         else:

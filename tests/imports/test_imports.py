@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from apps.chat.models import Conversation, Message
 from apps.imports import services
-from apps.imports.models import Import
+from apps.imports.formats import export_parse
+from apps.imports.models import Import, PendingConversation
 from apps.memory.models import MemoryNode
 from tests.cognition.conftest import memory, reflection, wait_for
 
@@ -160,7 +161,8 @@ def test_conversations_are_read_a_bounded_batch_per_task(user):
     services.import_read_batch(import_id=started.pk)
     services.import_read_batch(import_id=started.pk)
     started.refresh_from_db()
-    assert (started.conversations_done, started.status, started.pending) == (45, "learning", [])
+    assert (started.conversations_done, started.status) == (45, "learning")
+    assert not started.pending.exists()
     assert Message.objects.filter(conversation__owner=user).count() == 90
 
 
@@ -168,26 +170,27 @@ def test_an_import_left_running_by_a_restart_is_picked_up_when_its_page_is_visit
     celery_worker, client, user, config
 ):
     config(reflection_enabled=False)
-    export = services.export_parse(data=_many(30))
-    # As a worker killed after the first batch leaves it: state in the row, no task queued.
+    # As a worker killed mid-way leaves it: 10 conversations read, 20 pending, no task queued.
     stalled = Import.objects.create(
         owner=user,
         sha256="0" * 64,
         source="claude",
-        pending=[c.as_dict() for c in export.conversations],
         conversations_total=30,
+        conversations_done=10,
+        heartbeat_at=timezone.now() - services.STALLED_AFTER - timedelta(minutes=1),
     )
-    services.import_read_batch(import_id=stalled.pk, size=10)
-    Import.objects.filter(pk=stalled.pk).update(
-        heartbeat_at=timezone.now() - services.STALLED_AFTER - timedelta(minutes=1)
+    PendingConversation.objects.bulk_create(
+        PendingConversation(upload=stalled, position=n, data=parsed.as_dict())
+        for n, parsed in enumerate(export_parse(data=_many(30)).conversations)
+        if n >= 10
     )
     client.force_login(user)
 
     client.get(reverse("imports:page"))
 
     done = _finished(user)
-    assert (done.conversations_done, done.conversations_added) == (30, 30)
-    assert Conversation.objects.filter(owner=user).count() == 30
+    assert (done.conversations_done, done.conversations_added) == (30, 20)
+    assert Conversation.objects.filter(owner=user).count() == 20
 
 
 def test_imported_replies_are_learnt_from_in_batches_and_their_memories_marked_imported(
