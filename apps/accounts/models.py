@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from apps.core.models import RuntimeConfig
+
 
 class ApiKey(models.Model):
     """A bearer key for the OpenAI-compatible API; only the SHA-256 of the secret is stored."""
@@ -27,3 +29,54 @@ class ApiKey(models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+# What reflection may learn, by knowledge category: apps.memory.models.Category, named here
+# because accounts sits below memory (tests/accounts/test_user_settings.py keeps them equal).
+LEARNABLE_CATEGORIES = (
+    ("identity", "Identity"),
+    ("relationships", "Relationships"),
+    ("places", "Places"),
+    ("work", "Work and studies"),
+    ("skills", "Skills"),
+    ("preferences", "Preferences"),
+    ("goals", "Goals"),
+    ("health", "Health"),
+    ("experiences", "Experiences"),
+    ("knowledge", "General knowledge"),
+)
+
+
+def all_learnable_categories() -> list[str]:
+    return [value for value, _ in LEARNABLE_CATEGORIES]
+
+
+def default_time_zone() -> str:
+    return settings.TIME_ZONE
+
+
+class UserSettings(models.Model):
+    """One user's choices for their turns: memory on or off, custom instructions, the language
+    of the knowledge block, what reflection may learn, their time zone."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="thalamus_settings"
+    )
+    # Off: the turn reads no memory and reflection learns nothing.
+    memory_enabled = models.BooleanField(default=True)
+    about_me = models.TextField(blank=True, max_length=2000)
+    answer_style = models.TextField(blank=True, max_length=2000)
+    # Blank: the site's (RuntimeConfig.renderer_language).
+    knowledge_language = models.CharField(
+        max_length=2, blank=True, choices=RuntimeConfig.Language.choices
+    )
+    learn_categories = models.JSONField(default=all_learnable_categories, blank=True)
+    time_zone = models.CharField(max_length=64, default=default_time_zone)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "user settings"
+        verbose_name_plural = "user settings"
+
+    def __str__(self) -> str:
+        return f"settings of user {self.user_id}"

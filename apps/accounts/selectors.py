@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import hmac
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from django.conf import settings
 from django.db.models import QuerySet
 
-from apps.accounts.models import ApiKey
+from apps.accounts.models import ApiKey, UserSettings
 from apps.accounts.services import API_KEY_SCHEME, hash_api_key
 
 
@@ -30,3 +32,44 @@ def api_key_for_token(*, token: str) -> ApiKey | None:
     if key is None or not hmac.compare_digest(key.hashed_key, hash_api_key(token)):
         return None
     return key
+
+
+def user_settings_for(*, user) -> UserSettings:
+    """The user's settings; the defaults (unsaved) for one who never changed them."""
+    if user is None or not getattr(user, "pk", None):
+        return UserSettings()
+    found = UserSettings.objects.filter(user_id=user.pk).first()
+    return found if found is not None else UserSettings(user_id=user.pk)
+
+
+def user_time_zone(*, user) -> str:
+    """The user's IANA time zone; the server's when unset or no longer known."""
+    return time_zone_of(user_settings_for(user=user))
+
+
+def time_zone_of(prefs: UserSettings) -> str:
+    """The settings' IANA time zone; the server's when unset or no longer known."""
+    return prefs.time_zone if is_time_zone(prefs.time_zone) else settings.TIME_ZONE
+
+
+def is_time_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return bool(name)
+
+
+def custom_instructions(settings_: UserSettings) -> str:
+    """The user's own words for the system prompt: who they are and how to answer; "" if none."""
+    parts = []
+    if settings_.about_me.strip():
+        parts.append(f"About the user:\n{settings_.about_me.strip()}")
+    if settings_.answer_style.strip():
+        parts.append(f"How to answer:\n{settings_.answer_style.strip()}")
+    return "\n\n".join(parts)
+
+
+def memory_enabled_for(*, user_id: int) -> bool:
+    """Whether the user's turns read memory and teach it (on unless they turned it off)."""
+    return not UserSettings.objects.filter(user_id=user_id, memory_enabled=False).exists()

@@ -6,7 +6,7 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from apps.accounts.models import ApiKey
+from apps.accounts.models import ApiKey, UserSettings
 from apps.accounts.sockets import user_sockets_close
 
 API_KEY_SCHEME = "thk"
@@ -42,3 +42,20 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
 
 def api_key_mark_used(*, key: ApiKey) -> None:
     ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+
+
+def user_settings_update(*, user, **values) -> UserSettings:
+    """Save the given settings of the user (the form has validated them)."""
+    allowed = {
+        "memory_enabled",
+        "about_me",
+        "answer_style",
+        "knowledge_language",
+        "learn_categories",
+        "time_zone",
+    }
+    unknown = set(values) - allowed
+    if unknown:
+        raise ValueError(f"unknown settings: {sorted(unknown)}")
+    found, _ = UserSettings.objects.update_or_create(user=user, defaults=values)
+    return found

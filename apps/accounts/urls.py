@@ -17,5 +17,15 @@ urlpatterns = [
     path("signup/", views.signup, name="signup"),
     path("settings/", views.settings_page, name="settings"),
     path("settings/keys/", views.api_key_create, name="api_key_create"),
+    path(
+        "settings/preferences/<slug:section>/",
+        views.user_settings_save,
+        name="user_settings_save",
+    ),
+    path(
+        "settings/password/",
+        views.SettingsPasswordChangeView.as_view(),
+        name="settings_password",
+    ),
     path("settings/keys/<int:pk>/revoke/", views.api_key_revoke, name="api_key_revoke"),
 ]

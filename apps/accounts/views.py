@@ -1,16 +1,28 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.forms import PasswordChangeForm
+from django.contrib.auth.views import PasswordChangeView
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse, reverse_lazy
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts import services
-from apps.accounts.forms import ApiKeyForm, SignupForm
+from apps.accounts.forms import (
+    ApiKeyForm,
+    InstructionsForm,
+    MemorySettingsForm,
+    SignupForm,
+    TimeZoneForm,
+)
 from apps.accounts.models import ApiKey
-from apps.accounts.selectors import api_key_for_user, api_keys_for_user
+from apps.accounts.selectors import api_key_for_user, api_keys_for_user, user_settings_for
+from apps.core.selectors import runtime_config
 
 
 def _get_api_key_for_user(request, pk: int) -> ApiKey:
@@ -38,25 +50,101 @@ def signup(request):
 NEW_KEY_SESSION = "new_api_key"
 
 
-def _settings_page(request, *, form: ApiKeyForm):
+def _settings_context(request, *, form: ApiKeyForm | None = None, **forms) -> dict:
     # The secret waits in the session for exactly one page view, so a reload neither shows it
     # again nor creates a second key.
     new_key = request.session.pop(NEW_KEY_SESSION, None)
+    current = user_settings_for(user=request.user)
+    sections = {
+        name: forms.get(name) or _section_form(name, request=request, instance=current)
+        for name in SECTIONS
+    }
+    return {
+        "api_keys": api_keys_for_user(user=request.user),
+        "form": form or ApiKeyForm(),
+        "new_key": new_key,
+        "api_base_url": request.build_absolute_uri("/v1"),
+        "sections": sections,
+        "password_form": forms.get("password") or PasswordChangeForm(request.user),
+    }
+
+
+def _settings_page(request, *, form: ApiKeyForm | None = None, status: int = 200, **forms):
     return render(
         request,
         "accounts/settings.html",
-        {
-            "api_keys": api_keys_for_user(user=request.user),
-            "form": form,
-            "new_key": new_key,
-            "api_base_url": request.build_absolute_uri("/v1"),
-        },
+        _settings_context(request, form=form, **forms),
+        status=status,
     )
+
+
+# The sections of the settings page saved by user_settings_save, each with its form.
+SECTIONS = {
+    "memory": MemorySettingsForm,
+    "instructions": InstructionsForm,
+    "time": TimeZoneForm,
+}
+
+
+def _section_form(name: str, *, request, instance, data=None):
+    kwargs = {"data": data, "instance": instance, "prefix": name}
+    if name == "memory":
+        kwargs["site_language"] = runtime_config().renderer_language
+    return SECTIONS[name](**kwargs)
+
+
+@require_POST
+def user_settings_save(request, section: str):
+    """Save one section of the user's own settings; with htmx, the section comes back."""
+    if section not in SECTIONS:
+        raise Http404("No such settings section.")
+    current = user_settings_for(user=request.user)
+    form = _section_form(section, request=request, instance=current, data=request.POST)
+    saved = form.is_valid()
+    if saved:
+        services.user_settings_update(user=request.user, **form.cleaned_data)
+        if section == "time":
+            # This very response already shows dates in the new zone.
+            timezone.activate(form.cleaned_data["time_zone"])
+    if request.htmx:
+        return render(
+            request,
+            "accounts/_settings_section.html",
+            {"name": section, "section": form, "saved": saved},
+            status=200 if saved else 400,
+        )
+    if saved:
+        messages.success(request, "Settings saved.")
+        return redirect(f"{reverse('settings')}#settings-{section}")
+    return _settings_page(request, status=400, **{section: form})
+
+
+class SettingsPasswordChangeView(PasswordChangeView):
+    """Django's password change, on the settings page; the session stays signed in
+    (PasswordChangeView calls update_session_auth_hash)."""
+
+    template_name = "accounts/settings.html"
+    success_url = reverse_lazy("settings")
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context.update(_settings_context(self.request, password=context["form"]))
+        return context
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        response.status_code = 400
+        return response
+
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        messages.success(self.request, "Password changed.")
+        return response
 
 
 @require_GET
 def settings_page(request):
-    return _settings_page(request, form=ApiKeyForm())
+    return _settings_page(request)
 
 
 @require_POST

@@ -13,6 +13,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
+from apps.accounts.selectors import memory_enabled_for
 from apps.accounts.sockets import SIGNED_OUT_CLOSE_CODE, user_sockets_group
 from apps.chat import broadcasts, services
 from apps.chat.models import Conversation, Message
@@ -65,6 +66,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.conversation is None:
             await self.close(code=4404)
             return
+        # Off (the user's setting, or a temporary chat): the message is not even embedded.
+        self.remember = not self.conversation.temporary and await database_sync_to_async(
+            memory_enabled_for
+        )(user_id=user.pk)
         self.groups_joined = [
             broadcasts.conversation_group(self.conversation.pk),
             broadcasts.user_group(user.pk),
@@ -122,7 +127,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
         try:
-            if text and len(text) <= self.max_chars:  # else the save most likely refuses it
+            # Else the save most likely refuses it.
+            if self.remember and text and len(text) <= self.max_chars:
                 # RecallBusy (a ChatError) when the recall's pools are full.
                 run = self._start(text, start_turn_embedding(text=text, config=self.config))
             user_message, reply, history, config = await database_sync_to_async(

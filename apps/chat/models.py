@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models.functions import Coalesce
+
+# How long a temporary chat lives after it was started.
+TEMPORARY_LIFETIME = timedelta(hours=24)
 
 
 class Conversation(models.Model):
@@ -14,6 +19,9 @@ class Conversation(models.Model):
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # A temporary chat reads and writes no memory and is deleted TEMPORARY_LIFETIME after it
+    # was started (chat.delete_expired_temporary, every 15 minutes).
+    temporary = models.BooleanField(default=False)
 
     class Meta:
         indexes = [models.Index(fields=["owner", "-updated_at"], name="conv_owner_recent")]
@@ -23,7 +31,14 @@ class Conversation(models.Model):
 
     @property
     def display_title(self) -> str:
-        return self.title or "New conversation"
+        return self.title or ("Temporary chat" if self.temporary else "New conversation")
+
+    @property
+    def expires_at(self):
+        """When a temporary chat is deleted; None for one kept."""
+        if not self.temporary or self.created_at is None:
+            return None
+        return self.created_at + TEMPORARY_LIFETIME
 
 
 class Message(models.Model):

@@ -13,7 +13,8 @@ from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from apps.chat.models import OPEN_STATUSES, Conversation, Message
+from apps.accounts.selectors import memory_enabled_for
+from apps.chat.models import OPEN_STATUSES, TEMPORARY_LIFETIME, Conversation, Message
 from apps.chat.selectors import open_reply
 from apps.core.db import fetch_hot, json_value
 from apps.core.models import RuntimeConfig
@@ -38,16 +39,24 @@ class ChatRateLimited(ChatError):
         self.retry_after = retry_after
 
 
-def conversation_create(*, user, title: str = "") -> Conversation:
-    return Conversation.objects.create(owner=user, title=title[:200])
+def conversation_create(*, user, title: str = "", temporary: bool = False) -> Conversation:
+    return Conversation.objects.create(owner=user, title=title[:200], temporary=temporary)
 
 
-def conversation_start(*, user) -> Conversation:
-    """A conversation to type into: the newest one if it is still empty, else a new one."""
+def conversation_start(*, user, temporary: bool = False) -> Conversation:
+    """A conversation to type into: the newest one if it is still empty (and of the kind asked
+    for, kept or temporary), else a new one."""
     latest = Conversation.objects.filter(owner=user).order_by("-updated_at", "-pk").first()
-    if latest is not None and not latest.messages.exists():
+    if latest is not None and latest.temporary == temporary and not latest.messages.exists():
         return latest
-    return conversation_create(user=user)
+    return conversation_create(user=user, temporary=temporary)
+
+
+def conversations_delete_expired(*, now: datetime | None = None) -> int:
+    """Delete the temporary chats started more than TEMPORARY_LIFETIME ago; how many went."""
+    cutoff = (now or timezone.now()) - TEMPORARY_LIFETIME
+    _, per_model = Conversation.objects.filter(temporary=True, created_at__lt=cutoff).delete()
+    return per_model.get(Conversation._meta.label, 0)
 
 
 def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
@@ -489,8 +498,18 @@ def message_queue_background(*, message: Message) -> None:
     """
     if message.status != Message.Status.COMPLETE:
         return
-    if Conversation.objects.filter(pk=message.conversation_id, title="").exists():
+    conversation = (
+        Conversation.objects.filter(pk=message.conversation_id)
+        .values("title", "temporary", "owner_id")
+        .first()
+    )
+    if conversation is None:
+        return
+    if not conversation["title"]:
         task_send_on_commit("apps.chat.tasks.title_conversation", message.conversation_id)
+    # A temporary chat, or a user who turned memory off, teaches the memory nothing.
+    if conversation["temporary"] or not memory_enabled_for(user_id=conversation["owner_id"]):
+        return
     task_send_on_commit("cognition.reflect", message.pk)
 
 

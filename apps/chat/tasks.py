@@ -26,3 +26,9 @@ def title_conversation(conversation_id: int) -> None:
     if services.conversation_set_title_if_empty(conversation_id=conversation_id, title=title):
         conversation.refresh_from_db()
         broadcasts.conversation_changed(conversation=conversation)
+
+
+@shared_task(name="chat.delete_expired_temporary")
+def delete_expired_temporary() -> int:
+    """Beat, every 15 minutes: temporary chats go 24 hours after they were started."""
+    return services.conversations_delete_expired()

@@ -83,7 +83,8 @@ def conversation_list(request):
 
 @require_POST
 def conversation_new(request):
-    conversation = services.conversation_start(user=request.user)
+    temporary = request.POST.get("temporary") == "1"
+    conversation = services.conversation_start(user=request.user, temporary=temporary)
     return redirect("chat:conversation", pk=conversation.pk)
 
 

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from zoneinfo import ZoneInfo
 
 import openai
 from asgiref.sync import sync_to_async
@@ -19,6 +20,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
+from apps.accounts.selectors import custom_instructions, time_zone_of, user_settings_for
 from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
@@ -123,6 +125,11 @@ class MemoryForTurn:
     rules: list[str] | None = None
     # The user's world state (topics, project, goals, how to answer), rendered; "" when empty.
     world: str = ""
+    # The user's settings: their custom instructions (never dropped), their time zone, and
+    # whether memory was read at all (off, or a temporary chat: nothing read, nothing learnt).
+    instructions: str = ""
+    time_zone: str = ""
+    remember: bool = True
 
 
 def memory_for_turn(
@@ -150,13 +157,21 @@ def memory_for_turn(
     template = prompt_text("answer")
     limits = model_limits(CHAT, config)
     counter = token_counter(role_endpoint(CHAT, config))
-    if not recall:
+    prefs = user_settings_for(user=user)
+    language = prefs.knowledge_language or config.renderer_language
+    own = {
+        "instructions": custom_instructions(prefs),
+        "time_zone": time_zone_of(prefs),
+        "remember": prefs.memory_enabled and not getattr(conversation, "temporary", False),
+    }
+    if not recall or not own["remember"]:
         return MemoryForTurn(
             context=MemoryContext(
                 trace={"memories": [], "episodes": [], "triples": [], "off": True},
-                language=config.renderer_language,
+                language=language,
                 user=user,
             ),
+            **{**own, "remember": False},
             ms=(time.perf_counter() - started) * 1000,
             template=template,
             user_name=user.get_full_name() or user.get_username(),
@@ -167,13 +182,14 @@ def memory_for_turn(
     context = memory_context_for_turn(
         user=user, conversation=conversation, text=text, config=config, embedded=embedded
     )
+    context.language = language
     rules = None
     if config.debate_enabled:
         descriptions = rules_and_preferences_for(user_id=user.pk).values_list(
             "description", flat=True
         )
         rules = rule_lines(list(descriptions))
-    world = render_world(world_state_for(user_id=user.pk), language=config.renderer_language)
+    world = render_world(world_state_for(user_id=user.pk), language=language)
     return MemoryForTurn(
         context=context,
         ms=(time.perf_counter() - started) * 1000,
@@ -184,6 +200,7 @@ def memory_for_turn(
         config=config,
         rules=rules,
         world=world,
+        **own,
     )
 
 
@@ -263,10 +280,12 @@ def build_turn(
     system_frame = fill_prompt(
         "answer",
         memory.template,
-        date=timezone.localdate().isoformat(),
+        date=_today(memory),
         user_name=memory.user_name,
         memory=NOTHING_REMEMBERED,
     )
+    if memory.instructions:
+        system_frame = f"{system_frame}\n\n{memory.instructions}"
     knowledge_keep = _knowledge_keep(context.knowledge, question.content if question else "")
     if client_system:
         system_frame = f"{client_system}\n\n{system_frame}"
@@ -352,10 +371,13 @@ def build_turn(
     system = fill_prompt(
         "answer",
         memory.template,
-        date=timezone.localdate().isoformat(),
+        date=_today(memory),
         user_name=memory.user_name,
         memory=block or NOTHING_REMEMBERED,
     )
+    if memory.instructions:
+        # The user's own words, after the memory block; counted in the frame, never dropped.
+        system = f"{system}\n\n{memory.instructions}"
     if client_system:
         system = f"{client_system}\n\n{system}"
     messages = [{"role": "system", "content": system}] + [
@@ -411,6 +433,13 @@ def build_turn(
         debate_rules=debate_rules,
         counter=memory.counter,
     )
+
+
+def _today(memory: MemoryForTurn) -> str:
+    """Today's date where the user is (their time zone), the server's when unknown."""
+    if memory.time_zone:
+        return timezone.localdate(timezone=ZoneInfo(memory.time_zone)).isoformat()
+    return timezone.localdate().isoformat()
 
 
 def turn_history(*, reply: Message, config: RuntimeConfig | None = None) -> list[Message]:

@@ -247,9 +247,7 @@ def assemble(*, turn: Turn, continue_from: str = "") -> PreparedTurn:
     evidence = list(getattr(turn.tools, "evidence", None) or [])
     if turn.world is not None and turn.world.changed:
         # The recall read the state before this turn changed it.
-        turn.memory.world = render_world(
-            turn.world.state, language=turn.memory.config.renderer_language
-        )
+        turn.memory.world = render_world(turn.world.state, language=turn.memory.context.language)
     options = turn.input.options
     prepared = build_turn(
         reply=turn.reply,
@@ -353,6 +351,7 @@ class TurnRun:
             spans.close(self._recall_span, error=f"{type(exc).__name__}: {exc}")
             raise
         turn.input.config = turn.memory.config
+        _honour_settings(turn)
         embedding_error = turn.memory.context.trace.get("embedding_error", "")
         spans.close(self._recall_span, error=embedding_error)
         self._notify(
@@ -421,6 +420,7 @@ def prepare_saved_reply(*, reply_id: int) -> PreparedTurn:
         span.detail = f"{turn.route.route} ({turn.route.by})"
     with spans.span("recall"):
         turn.memory = recall(inp=turn.input)
+    _honour_settings(turn)
     if turn.route.route == GATHER and config.tool_rounds:
         with spans.span("tools") as span:
             turn.tools = use_tools(inp=turn.input, history=history)
@@ -445,6 +445,15 @@ def answer_saved_reply(*, reply_id: int, **callbacks) -> AsyncIterator[str]:
 
 
 # --------------------------------------------------------------------------------- helpers
+
+
+def _honour_settings(turn: Turn) -> None:
+    """What the user's settings, read by the recall, change in the rest of the turn: the tools
+    tell the time in the user's time zone; with memory off, or in a temporary chat, the turn
+    neither looks things up in memory nor changes the world state."""
+    turn.input.time_zone = turn.memory.time_zone or turn.input.time_zone
+    if not turn.memory.remember and turn.route.route in (GATHER, WORLD):
+        turn.route = RouteDecision(ANSWER, "memory is off for this chat", RULE)
 
 
 def _plain(messages: list[Message]) -> list[dict]:

@@ -13,14 +13,16 @@ from datetime import datetime
 
 import openai
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from apps.accounts.selectors import memory_enabled_for, user_settings_for
 from apps.chat import broadcasts
 from apps.chat.models import Message
 from apps.cognition import grounding
 from apps.cognition.budget import bodies, fill_to_fit, fixed_lines, ranked_lines
 from apps.cognition.quarantine import looks_like_instruction
-from apps.cognition.schemas import InvalidReply, LearntMemory, Reflection
+from apps.cognition.schemas import InvalidReply, LearntMemory, LearntTriple, Reflection
 from apps.cognition.structured import complete_as
 from apps.core.llm_limits import REFLECTION
 from apps.core.models import Event
@@ -30,8 +32,9 @@ from apps.core.services import event_record
 from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
 from apps.memory.embedding import EmbeddingError, get_embedder
-from apps.memory.models import WORLD_MAX_TOPICS, MemoryNode
+from apps.memory.models import WORLD_MAX_TOPICS, Category, MemoryNode, Predicate
 from apps.memory.renderer import render_knowledge
+from apps.memory.schemas import canonical_predicate_name
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +155,9 @@ def reflect_on_message(
     if reply is None or TRACE_KEY in reply.trace:
         return None
     owner = reply.conversation.owner
+    # A temporary chat, or a user who turned memory off, teaches the memory nothing.
+    if reply.conversation.temporary or not memory_enabled_for(user_id=owner.pk):
+        return None
     exchange = exchange_text(reply)
     vectors = _embed([exchange])
     known: list[MemoryNode] = []
@@ -248,10 +254,14 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
         "triples": [],
         "plan_steps": 0,
     }
+    allowed = set(user_settings_for(user=owner).learn_categories)
     kept: list[tuple[LearntMemory, tuple[str, str, int] | None]] = []
     for item in reflection.memories:
         if item.action == "leave":
             kept.append((item, None))
+            continue
+        if item.category is not None and item.category not in allowed:
+            _withhold(outcome, "memories", item.category)
             continue
         judged = memory_grounding(item=item, said=said, sources=sources)
         if isinstance(judged, str):
@@ -274,6 +284,10 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
                 outcome=outcome,
             )
         for triple in reflection.triples:
+            category = _triple_category(triple)
+            if category not in allowed:
+                _withhold(outcome, "triples", category)
+                continue
             try:
                 stored = memory_services.triple_upsert(
                     owner=owner,
@@ -309,6 +323,28 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
         )
         broadcasts.receipt_changed(message_id=reply.pk)
     return outcome
+
+
+def _withhold(outcome: dict, what: str, category: str) -> None:
+    """Count what was not stored because the user does not let its category be learnt."""
+    withheld = outcome.setdefault("withheld", {"memories": 0, "triples": 0, "categories": []})
+    withheld[what] += 1
+    if category not in withheld["categories"]:
+        withheld["categories"].append(category)
+
+
+def _triple_category(triple: LearntTriple) -> str:
+    """The category a triple would be stored under: its own, else its predicate's."""
+    if triple.category:
+        return str(triple.category)
+    name = canonical_predicate_name(triple.predicate)
+    found = (
+        Predicate.objects.filter(Q(name=name) | Q(aliases__contains=[name]))
+        .order_by("id")
+        .values_list("category", flat=True)
+        .first()
+    )
+    return found or Category.KNOWLEDGE
 
 
 def _keep_topics_current(*, owner_id: int, topics: list[str]) -> dict:

@@ -42,6 +42,8 @@ class LearntMemory(BaseModel):
         description="The last day it holds, for what is true only for a while (an exam "
         "tomorrow); null otherwise.",
     )
+    # What it is about; reflection drops one of a category the user does not let be learnt.
+    category: Category | None = None
 
 
 class LearntTriple(BaseModel):

@@ -1,0 +1,146 @@
+"""Reflection honours the user's settings: memory off or a temporary chat learns nothing, and
+only the categories the user allows are stored (issue #15, item 3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.accounts import services as account_services
+from apps.chat import services as chat_services
+from apps.chat.models import Conversation, Message
+from apps.cognition.reflection import reflect_on_message
+from apps.memory.models import MemoryNode, Triple
+from tests.cognition.conftest import memory, reflection
+
+pytestmark = pytest.mark.django_db
+
+
+def _reflection_requests(llm_stub) -> list[dict]:
+    return [r for r in llm_stub.requests if "reflective memory" in str(r["body"])]
+
+
+def test_a_disallowed_category_is_dropped_and_counted_in_the_outcome(user, turn, llm_stub, config):
+    config(critic_enabled=False)
+    allowed = ["identity", "preferences", "work"]
+    account_services.user_settings_update(user=user, learn_categories=allowed)
+    reply = turn("I love espresso and I have asthma", "Noted.")
+    llm_stub.script(
+        reflection(
+            memories=[
+                memory("The user loves espresso", category="preferences"),
+                memory("The user has asthma", category="health"),
+            ],
+            triples=[
+                {
+                    "subject": "user",
+                    "predicate": "likes",
+                    "object": "espresso",
+                    "category": "preferences",
+                },
+                {
+                    "subject": "user",
+                    "predicate": "has_condition",
+                    "object": "asthma",
+                    "category": "health",
+                },
+            ],
+        )
+    )
+
+    outcome = reflect_on_message(message_id=reply.pk)
+
+    descriptions = list(MemoryNode.objects.filter(owner=user).values_list("description", flat=True))
+    assert descriptions == ["The user loves espresso"]
+    assert list(Triple.objects.filter(owner=user).values_list("object", flat=True)) == ["espresso"]
+    assert outcome["withheld"] == {"memories": 1, "triples": 1, "categories": ["health"]}
+    reply.refresh_from_db()
+    assert reply.trace["reflection"]["withheld"]["categories"] == ["health"]
+
+
+def test_a_triple_without_a_category_is_judged_by_its_predicates(user, turn, llm_stub, config):
+    from apps.memory import services as memory_services
+
+    config(critic_enabled=False)
+    memory_services.predicate_upsert(name="works_at", category="work")
+    account_services.user_settings_update(user=user, learn_categories=["identity"])
+    reply = turn("I work at ACME", "Nice.")
+    llm_stub.script(
+        reflection(triples=[{"subject": "user", "predicate": "works at", "object": "ACME"}])
+    )
+
+    outcome = reflect_on_message(message_id=reply.pk)
+
+    assert not Triple.objects.filter(owner=user).exists()
+    assert outcome["withheld"]["triples"] == 1 and outcome["withheld"]["categories"] == ["work"]
+
+
+def test_by_default_every_category_is_learnt(user, turn, llm_stub, config):
+    config(critic_enabled=False)
+    reply = turn("I have asthma", "Noted.")
+    llm_stub.script(reflection(memories=[memory("The user has asthma", category="health")]))
+
+    outcome = reflect_on_message(message_id=reply.pk)
+
+    assert MemoryNode.objects.filter(owner=user, description="The user has asthma").exists()
+    assert "withheld" not in outcome
+
+
+def test_with_memory_off_reflection_learns_nothing_and_asks_nothing(user, turn, llm_stub):
+    account_services.user_settings_update(user=user, memory_enabled=False)
+    reply = turn("I moved to Rome", "Welcome!")
+
+    assert reflect_on_message(message_id=reply.pk) is None
+
+    assert _reflection_requests(llm_stub) == []
+    assert not MemoryNode.objects.filter(owner=user).exists()
+
+
+def test_a_temporary_chat_is_not_reflected_on(user, turn, llm_stub):
+    conversation = Conversation.objects.create(owner=user, temporary=True)
+    reply = turn("I moved to Rome", "Welcome!", conversation=conversation)
+
+    assert reflect_on_message(message_id=reply.pk) is None
+
+    assert _reflection_requests(llm_stub) == []
+
+
+@pytest.mark.parametrize("setting", ["memory_off", "temporary"])
+def test_a_finished_reply_queues_no_reflection_when_nothing_may_be_learnt(
+    user, llm_stub, setting, django_capture_on_commit_callbacks
+):
+    if setting == "memory_off":
+        account_services.user_settings_update(user=user, memory_enabled=False)
+    conversation = Conversation.objects.create(owner=user, temporary=setting == "temporary")
+    reply = chat_services.message_send(conversation=conversation, content="I moved to Rome").reply
+
+    chat_services.message_finish(message=reply, status=Message.Status.COMPLETE, content="Hi!")
+    reply.refresh_from_db()
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        chat_services.message_queue_background(message=reply)
+
+    assert _task_names(callbacks) == {"apps.chat.tasks.title_conversation"}
+
+
+def test_a_finished_reply_queues_reflection_by_default(
+    user, llm_stub, django_capture_on_commit_callbacks
+):
+    conversation = Conversation.objects.create(owner=user)
+    reply = chat_services.message_send(conversation=conversation, content="I moved to Rome").reply
+    chat_services.message_finish(message=reply, status=Message.Status.COMPLETE, content="Hi!")
+    reply.refresh_from_db()
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        chat_services.message_queue_background(message=reply)
+
+    assert "cognition.reflect" in _task_names(callbacks)
+
+
+def _task_names(callbacks) -> set[str]:
+    """The names of the Celery tasks the on-commit callbacks would send."""
+    return {
+        cell.cell_contents
+        for callback in callbacks
+        for cell in callback.__closure__ or ()
+        if isinstance(cell.cell_contents, str)
+    }

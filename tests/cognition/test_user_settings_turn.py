@@ -1,0 +1,217 @@
+"""The user's settings, honoured by the turn: memory off, custom instructions, the knowledge
+block's language, the time zone (issue #15, item 3)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+
+from apps.accounts import services as account_services
+from apps.chat import services
+from apps.chat.models import Conversation, Message
+from apps.cognition.answer import NOTHING_REMEMBERED, turn_history
+from apps.cognition.pipeline import prepare_saved_reply, start_turn
+from apps.core.models import RuntimeConfig
+from apps.core.services import runtime_config_save
+from apps.memory import services as memory_services
+from apps.memory.selectors import world_state_for
+
+pytestmark = pytest.mark.django_db
+
+
+def _reply(user, text: str, *, temporary: bool = False) -> Message:
+    conversation = Conversation.objects.create(owner=user, temporary=temporary)
+    return services.message_send(conversation=conversation, content=text).reply
+
+
+def _system(turn) -> str:
+    return turn.messages[0]["content"]
+
+
+def _embedding_requests(llm_stub) -> list[dict]:
+    return [r for r in llm_stub.requests if r["path"].endswith("/embeddings")]
+
+
+def _chat_requests(llm_stub) -> list[dict]:
+    return [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
+
+
+def _remember_espresso(user) -> None:
+    memory_services.memory_node_create(owner=user, description="The user loves espresso")
+    memory_services.triple_upsert(owner=user, subject="user", predicate="likes", object="espresso")
+
+
+def test_with_memory_on_the_turn_embeds_the_message_and_shows_what_it_remembers(user, llm_stub):
+    _remember_espresso(user)
+    reply = _reply(user, "Hello!")
+    asked_before = len(_embedding_requests(llm_stub))
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert len(_embedding_requests(llm_stub)) > asked_before
+    assert "espresso" in _system(turn)
+
+
+def test_with_memory_off_the_turn_reads_no_memory_and_embeds_nothing(user, llm_stub):
+    _remember_espresso(user)
+    account_services.user_settings_update(user=user, memory_enabled=False)
+    reply = _reply(user, "Hello!")
+    asked_before = len(_embedding_requests(llm_stub))
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert len(_embedding_requests(llm_stub)) == asked_before, "no embedding, no search"
+    assert "espresso" not in _system(turn)
+    assert NOTHING_REMEMBERED in _system(turn)
+    assert turn.trace["memory"]["off"] is True
+    assert turn.trace["memory"]["memories"] == [] and turn.trace["memory"]["triples"] == []
+
+
+def test_a_temporary_chat_reads_no_memory_even_with_memory_on(user, llm_stub):
+    _remember_espresso(user)
+    reply = _reply(user, "Hello!", temporary=True)
+    asked_before = len(_embedding_requests(llm_stub))
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert len(_embedding_requests(llm_stub)) == asked_before
+    assert "espresso" not in _system(turn)
+
+
+def test_with_memory_off_a_turn_routed_to_gather_looks_nothing_up(user, llm_stub):
+    account_services.user_settings_update(user=user, memory_enabled=False)
+    llm_stub.script(
+        {"schema": "RouteChoice", "json": {"route": "gather", "reason": "asks about the past"}},
+    )
+    reply = _reply(user, "I wonder whether my sister would like the blue one")
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert turn.trace["route"]["route"] == "answer"
+    assert turn.trace["route"]["reason"] == "memory is off for this chat"
+    assert "tools" not in turn.trace
+    assert len(_chat_requests(llm_stub)) == 1, "only the router was asked"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_memory_off_the_world_modifier_changes_nothing(user, llm_stub):
+    account_services.user_settings_update(user=user, memory_enabled=False)
+    llm_stub.script(
+        {"schema": "RouteChoice", "json": {"route": "world", "reason": "a new project"}},
+    )
+    text = "I am starting a new project: a bakery in Turin, and my goal is to open in May"
+    reply = _reply(user, text)
+    history = turn_history(reply=reply)
+
+    async def prepare():
+        run = start_turn(user=user, conversation=reply.conversation, text=text)
+        prepared = await run.prepare(reply=reply, history=history)
+        return run, prepared
+
+    run, prepared = async_to_sync(prepare)()
+
+    assert prepared.trace["route"]["route"] == "answer"
+    assert "world" not in prepared.trace
+    spans = {span["name"]: span for span in prepared.spans.as_trace()}
+    assert spans["world"]["outcome"] == "skipped"
+    assert world_state_for(user_id=user.pk).pk is None, "no world state was written"
+    asked = [
+        (r["body"].get("response_format") or {}).get("json_schema", {}).get("name")
+        for r in _chat_requests(llm_stub)
+    ]
+    assert set(asked) <= {"RouteChoice"}, "the world modifier was not asked"
+    assert _embedding_requests(llm_stub) == []
+
+
+def test_custom_instructions_are_in_the_system_prompt(user, llm_stub):
+    account_services.user_settings_update(
+        user=user, about_me="I am a nurse in Lyon.", answer_style="Short, with code first."
+    )
+    reply = _reply(user, "Hello!")
+
+    system = _system(prepare_saved_reply(reply_id=reply.pk))
+
+    assert "About the user:\nI am a nurse in Lyon." in system
+    assert "How to answer:\nShort, with code first." in system
+    assert "{{" not in system
+
+
+def test_custom_instructions_are_kept_when_the_window_drops_memories_and_history(user, llm_stub):
+    runtime_config_save(
+        config=RuntimeConfig(context_tokens=1024, answer_max_tokens=256, turns_per_minute=0)
+    )
+    account_services.user_settings_update(user=user, answer_style="Always answer in haiku.")
+    for n in range(8):
+        memory_services.memory_node_create(
+            owner=user, description=f"Dog story {n}: " + "park walk " * 40, importance=0.5
+        )
+    conversation = Conversation.objects.create(owner=user)
+    filler = " lorem ipsum" * 40
+    for n in range(4):
+        sent = services.message_send(conversation=conversation, content=f"dog {n}{filler}")
+        services.message_finish(message=sent.reply, status="complete", content=f"ok {n}{filler}")
+    reply = services.message_send(conversation=conversation, content="and my dog?").reply
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert turn.trace["memory"]["dropped_for_budget"]["memories"] > 0
+    assert turn.trace["history_dropped"] > 0
+    assert "How to answer:\nAlways answer in haiku." in _system(turn)
+
+
+def test_no_custom_instructions_leave_no_empty_headings(user, llm_stub):
+    system = _system(prepare_saved_reply(reply_id=_reply(user, "Hello!").pk))
+
+    assert "About the user:" not in system and "How to answer:" not in system
+
+
+def test_the_knowledge_block_is_rendered_in_the_users_language(user, llm_stub):
+    memory_services.predicate_upsert(
+        name="lives_in", category="places", labels={"en": "lives in", "it": "vive a"}
+    )
+    memory_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Roma")
+    account_services.user_settings_update(user=user, knowledge_language="it")
+
+    system = _system(prepare_saved_reply(reply_id=_reply(user, "Hello!").pk))
+
+    assert "vive a" in system and "Roma" in system
+    assert "lives in" not in system
+
+
+def test_the_date_in_the_prompt_is_today_in_the_users_time_zone(user, llm_stub):
+    # UTC+14 and UTC-11 are never on the same day, so one of them is always not the server's.
+    for zone in ("Pacific/Kiritimati", "Pacific/Pago_Pago"):
+        account_services.user_settings_update(user=user, time_zone=zone)
+        reply = _reply(user, "Hello!")
+
+        system = _system(prepare_saved_reply(reply_id=reply.pk))
+
+        assert f"Today is {timezone.now().astimezone(ZoneInfo(zone)).date().isoformat()}." in (
+            system
+        )
+    kiritimati = timezone.now().astimezone(ZoneInfo("Pacific/Kiritimati")).date()
+    pago_pago = timezone.now().astimezone(ZoneInfo("Pacific/Pago_Pago")).date()
+    assert kiritimati - pago_pago == timedelta(days=1)
+
+
+def test_the_current_time_tool_tells_the_time_in_the_users_time_zone(user, llm_stub):
+    account_services.user_settings_update(user=user, time_zone="Asia/Tokyo")
+    llm_stub.script(
+        {"schema": "RouteChoice", "json": {"route": "gather", "reason": "asks the time"}},
+        {"tool_calls": [{"name": "current_time", "arguments": {}}]},
+        {"content": "I have what I need."},
+    )
+    reply = _reply(user, "I wonder whether my sister would like the blue one")
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert turn.trace["tools"]["calls"][0]["tool"] == "current_time"
+    [evidence] = [e for e in turn.trace["tools"]["evidence"] if e["tool"] == "current_time"]
+    assert "in Asia/Tokyo (UTC+09:00)" in evidence["text"]
+    tokyo_now = datetime.now(ZoneInfo("Asia/Tokyo"))
+    assert f"{tokyo_now:%H:}" in evidence["text"] or f"{tokyo_now:%d %B}" in evidence["text"]
+    assert "in Asia/Tokyo (UTC+09:00)" in _system(turn), "the evidence reached the prompt"
