@@ -8,6 +8,7 @@ app_name = "chat"
 urlpatterns = [
     path("", views.conversation_list, name="list"),
     path("new", views.conversation_new, name="new"),
+    path("begin", views.conversation_begin, name="begin"),
     path("<int:pk>/", views.conversation_detail, name="conversation"),
     path("<int:pk>/rename", views.conversation_rename, name="rename"),
     path("<int:pk>/delete", views.conversation_delete, name="delete"),

@@ -27,6 +27,8 @@ from apps.memory import browser_selectors, browser_services
 from apps.memory.models import MemoryNode
 
 PAGE_SIZE = 30
+# The home composer's first message, kept for the conversation page to send over its socket.
+FIRST_MESSAGE_KEY = "chat_first_message"
 
 
 def _get_conversation_for_user(request, pk: int) -> Conversation:
@@ -47,7 +49,12 @@ def home(request):
     return render(
         request,
         "chat/app.html",
-        {"page": _conversation_page(request, query), "q": query, "conversation": None},
+        {
+            "page": _conversation_page(request, query),
+            "q": query,
+            "conversation": None,
+            "max_chars": runtime_config().max_message_chars,
+        },
     )
 
 
@@ -56,6 +63,7 @@ def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A reply left open by a process that died is shown failed, with Retry.
     open_reply = services.live_open_reply(conversation=conversation)
+    first = request.session.pop(FIRST_MESSAGE_KEY, None) or {}
     query = request.GET.get("q", "").strip()
     return render(
         request,
@@ -67,6 +75,7 @@ def conversation_detail(request, pk: int):
             "chat_messages": messages_of(conversation=conversation),
             "open_reply": open_reply,
             "max_chars": runtime_config().max_message_chars,
+            "draft": first.get("content", "") if first.get("conversation") == pk else "",
         },
     )
 
@@ -86,6 +95,25 @@ def conversation_new(request):
     temporary = request.POST.get("temporary") == "1"
     conversation = services.conversation_start(user=request.user, temporary=temporary)
     return redirect("chat:conversation", pk=conversation.pk)
+
+
+@require_POST
+def conversation_begin(request):
+    """The home page's composer: typing starts a conversation. With a script (`live`), the
+    conversation page sends the message over its socket, where the answer streams and can be
+    stopped; without one it is answered here, as `message_send` does."""
+    content = request.POST.get("content", "")
+    if not content.strip():
+        return redirect("home")
+    conversation = services.conversation_start(user=request.user)
+    if request.POST.get("live") == "1":
+        request.session[FIRST_MESSAGE_KEY] = {"conversation": conversation.pk, "content": content}
+        return redirect("chat:conversation", pk=conversation.pk)
+    return _answer_and_show(
+        request,
+        conversation.pk,
+        lambda: services.message_send(conversation=conversation, content=content).reply,
+    )
 
 
 @require_POST

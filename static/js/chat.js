@@ -45,6 +45,9 @@
   // Without a script the search box submits its form; with one, htmx searches as you type.
   document.addEventListener('submit', function (e) {
     if (e.target.matches('.conv-search-form')) e.preventDefault();
+    // The home composer's first message: the conversation page sends it over its socket.
+    var live = e.target.querySelector('input[name="live"]');
+    if (live) live.value = '1';
   });
 
   /* The live connection. While it is down a notice says so (the extension reconnects by itself
@@ -71,10 +74,15 @@
     window.clearTimeout(noticeTimer);
     e.target.setAttribute('data-live', 'on');
     offlineNotice('');
+    var first = document.querySelector('#composer[data-autosend]');
+    if (first) {
+      first.removeAttribute('data-autosend');
+      if (first.elements.content.value.trim()) first.requestSubmit();
+    }
     if (!dropped) return;
     dropped = false;
     htmx.ajax('GET', window.location.pathname, {
-      target: '#messages', select: '#messages', swap: 'outerHTML', selectOOB: '#composer,#stop-form'
+      target: '#messages', select: '#messages', swap: 'outerHTML', selectOOB: '#composer-box'
     });
   });
   document.addEventListener('htmx:wsClose', function (e) {
