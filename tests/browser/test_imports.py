@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tests.cognition.conftest import memory, reflection
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
+SHOTS = Path(os.environ.get("THALAMUS_SCREENSHOTS", "/tmp/thalamus-shots"))
 EXPORT = Path(__file__).parent.parent / "imports" / "fixtures" / "chatgpt_conversations.json"
 
 
@@ -39,6 +41,10 @@ def test_an_uploaded_export_shows_its_progress_live_until_done(
     assert page.url == url
     assert row.locator("progress").get_attribute("value") == "100"
     assert "learnt from 2 of 2 replies" in row.inner_text()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        page.screenshot(path=str(SHOTS / f"import-done-{scheme}.png"), full_page=True)
     assert Import.objects.get(owner=user).status == "done"
     assert set(MemoryNode.objects.filter(owner=user).values_list("source", flat=True)) == {
         "imported"
