@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 READ_BATCH = 20
 LEARN_BATCH = 5
+TITLE_CHARS = 60
 # Longer than a learning batch can take (LEARN_BATCH reflections, each within the LLM task
 # limits), so only an import whose task is gone looks stalled.
 STALLED_AFTER = timedelta(minutes=15)
@@ -112,7 +113,9 @@ def _conversation_import(*, started: Import, parsed: dict) -> tuple[int, int]:
     messages = parsed["messages"]
     created = _moment(parsed["created_at"]) or _moment(messages[0]["created_at"]) or timezone.now()
     if link is None:
-        conversation = Conversation.objects.create(owner=owner, title=parsed["title"][:200])
+        # An untitled chat is named by its opening words, as the sidebar shows an untitled one.
+        title = parsed["title"] or messages[0]["content"].split("\n", 1)[0][:TITLE_CHARS]
+        conversation = Conversation.objects.create(owner=owner, title=title[:200])
         link = ImportedConversation.objects.create(
             owner=owner,
             source=started.source,

@@ -87,6 +87,8 @@ def test_each_export_becomes_the_users_conversations_with_their_messages_and_dat
     assert conversation.updated_at == thread[-1][2]
     reply = conversation.messages.filter(role="assistant").first()
     assert reply.reply_to.role == "user" and reply.trace == {"imported": done.pk}
+    page = client.get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert reply.content.split("'")[0] in page
 
 
 def test_the_same_file_twice_is_one_import_and_adds_nothing(celery_worker, client, user, config):
@@ -148,6 +150,24 @@ def _many(count: int) -> bytes:
             for n in range(count)
         ]
     ).encode()
+
+
+def test_an_untitled_conversation_is_named_by_its_opening_words(user):
+    export = [
+        {
+            "uuid": "untitled",
+            "name": "",
+            "created_at": "2024-01-01T00:00:00Z",
+            "chat_messages": [{"sender": "human", "text": "Which tent for the Dolomites?\nThanks"}],
+        }
+    ]
+    started, _ = services.import_start(
+        user=user, data=json.dumps(export).encode(), filename="one.json"
+    )
+
+    services.import_read_batch(import_id=started.pk)
+
+    assert Conversation.objects.get(owner=user).title == "Which tent for the Dolomites?"
 
 
 def test_conversations_are_read_a_bounded_batch_per_task(user):
