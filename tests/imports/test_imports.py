@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.chat.models import Conversation, Message
-from apps.imports import services
+from apps.imports import services, tasks
 from apps.imports.formats import export_parse
 from apps.imports.models import Import, PendingConversation
 from apps.memory.models import MemoryNode
@@ -266,3 +266,17 @@ def test_another_user_never_sees_an_import_or_its_conversations(
     # The same file is the other user's own, new import.
     assert "You can leave this page" in _upload(client, "openwebui_export.json").content.decode()
     assert Import.objects.filter(owner=other_user).count() == 1
+
+
+def test_the_beat_sweep_queues_only_imports_whose_heartbeat_stopped(user):
+    stalled, _ = services.import_start(user=user, data=_many(2), filename="a.json")
+    fresh, _ = services.import_start(user=user, data=_many(3), filename="b.json")
+    Import.objects.filter(pk=stalled.pk).update(
+        heartbeat_at=timezone.now() - services.STALLED_AFTER - timedelta(minutes=1)
+    )
+
+    assert tasks.resume_stalled() == 1
+
+    stalled.refresh_from_db()
+    assert stalled.heartbeat_at > timezone.now() - timedelta(minutes=1)
+    assert services.imports_resume_stalled() == []
