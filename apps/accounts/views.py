@@ -59,13 +59,16 @@ def _settings_context(request, *, form: ApiKeyForm | None = None, **forms) -> di
         name: forms.get(name) or _section_form(name, request=request, instance=current)
         for name in SECTIONS
     }
+    password_form = forms.get("password") or PasswordChangeForm(request.user)
+    # The password is one section among several: the page must not open scrolled to it.
+    password_form.fields["old_password"].widget.attrs.pop("autofocus", None)
     return {
         "api_keys": api_keys_for_user(user=request.user),
         "form": form or ApiKeyForm(),
         "new_key": new_key,
         "api_base_url": request.build_absolute_uri("/v1"),
         "sections": sections,
-        "password_form": forms.get("password") or PasswordChangeForm(request.user),
+        "password_form": password_form,
     }
 
 
