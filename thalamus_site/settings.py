@@ -272,6 +272,9 @@ AXES_COOLOFF_TIME = timedelta(
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.login_locked_out"
 AXES_VERBOSE = False
+# With the cache handler axes keeps nothing in its tables: its admin pages would list nothing,
+# and saving one of their rows fails.
+AXES_ENABLE_ADMIN = False
 # Wrong API keys one client address may send in 5 minutes before /v1 answers it 429.
 THALAMUS_API_BAD_KEY_LIMIT = env_int("THALAMUS_API_BAD_KEY_LIMIT", 20, maximum=100000)
 # The largest request body read into memory: a form's fields or an API request's JSON (file
