@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import openai
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apps.accounts.selectors import memory_enabled_for, user_settings_for
+from apps.accounts.selectors import memory_enabled_for, user_settings_for, user_time_zone
 from apps.chat import broadcasts
 from apps.chat.models import Message
 from apps.cognition import grounding
@@ -172,7 +173,8 @@ def reflect_on_message(
         "reflect",
         role=REFLECTION,
         slots={
-            "date": fixed_lines([timezone.localdate().isoformat()]),
+            # Today where the user is: "tomorrow" in their message is their tomorrow.
+            "date": fixed_lines([timezone.localdate(timezone=user_zone(owner)).isoformat()]),
             "memories": ranked_lines([node_line(node) for node in known]),
             "exchange": bodies(exchange_lines(reply)),
         },
@@ -323,6 +325,10 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
         )
         broadcasts.receipt_changed(message_id=reply.pk)
     return outcome
+
+
+def user_zone(user) -> ZoneInfo:
+    return ZoneInfo(user_time_zone(user=user))
 
 
 def _withhold(outcome: dict, what: str, category: str) -> None:

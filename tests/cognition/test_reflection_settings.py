@@ -144,3 +144,21 @@ def _task_names(callbacks) -> set[str]:
         for cell in callback.__closure__ or ()
         if isinstance(cell.cell_contents, str)
     }
+
+
+def test_reflection_is_told_today_in_the_users_time_zone(user, turn, llm_stub, config):
+    from zoneinfo import ZoneInfo
+
+    from django.utils import timezone
+
+    config(critic_enabled=False)
+    # UTC+14 and UTC-11 are never on the same day.
+    for zone in ("Pacific/Kiritimati", "Pacific/Pago_Pago"):
+        account_services.user_settings_update(user=user, time_zone=zone)
+        reply = turn("I have an exam tomorrow", "Good luck!")
+        llm_stub.script(reflection(memories=[memory("The user has an exam")]))
+
+        reflect_on_message(message_id=reply.pk)
+
+        prompt = str(_reflection_requests(llm_stub)[-1]["body"])
+        assert timezone.now().astimezone(ZoneInfo(zone)).date().isoformat() in prompt
