@@ -71,3 +71,36 @@ def test_the_deletion_runs_on_a_beat_schedule():
 
     assert schedule.enabled
     assert schedule.interval.every == 15 and schedule.interval.period == "minutes"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("setting", ["temporary", "memory_off"])
+async def test_over_the_socket_nothing_is_embedded_or_learnt(user, llm_stub, setting):
+    """A message in a temporary chat, or from a user with memory off, is answered without its
+    embedding being asked for, and no reflection follows the reply."""
+    import asyncio
+    import json
+
+    from asgiref.sync import sync_to_async
+
+    from apps.accounts import services as account_services
+    from apps.chat.models import Message
+    from tests.chat.conftest import connect_socket
+
+    if setting == "memory_off":
+        await sync_to_async(account_services.user_settings_update)(user=user, memory_enabled=False)
+    conversation = await Conversation.objects.acreate(owner=user, temporary=setting == "temporary")
+    llm_stub.script({"content": "Hello there."})
+    communicator = await connect_socket(user, conversation.pk)
+
+    await communicator.send_to(text_data=json.dumps({"content": "I moved to Rome"}))
+    async with asyncio.timeout(15):
+        while "msg-assistant complete" not in await communicator.receive_from(15):
+            pass
+    await communicator.disconnect()
+
+    reply = await Message.objects.aget(role="assistant")
+    assert reply.content == "Hello there."
+    assert [r for r in llm_stub.requests if r["path"].endswith("/embeddings")] == []
+    assert reply.trace["memory"]["off"] is True
+    assert "reflection" not in reply.trace
