@@ -33,6 +33,8 @@ vendor:
 bench: $(STAMP)
 	$(PY) -m bench.startup
 	$(PY) -m bench.turn_overhead
+	$(PY) -m bench.pipeline
+	$(PY) -m bench.load
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
