@@ -16,6 +16,7 @@ from django.db.models import Count, F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from apps.accounts.selectors import memory_enabled_for
 from apps.chat.models import Conversation, Message
 from apps.cognition.budget import bodies, fill_to_fit
 from apps.cognition.reflection import error_record
@@ -81,6 +82,9 @@ def idle_conversations(*, idle_minutes: int, limit: int) -> list[int]:
     cutoff = timezone.now() - timedelta(minutes=idle_minutes)
     return list(
         Conversation.objects.filter(updated_at__lt=cutoff)
+        # A temporary chat, or one of a user with memory off, teaches the memory nothing.
+        .exclude(temporary=True)
+        .exclude(owner__thalamus_settings__memory_enabled=False)
         .annotate(covered=Greatest(Coalesce(Subquery(covered), 0), Coalesce(Subquery(failed), 0)))
         .annotate(
             pending=Count(
@@ -101,6 +105,8 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
     exception: the task retries or gives up (`episode_give_up`)."""
     conversation = Conversation.objects.select_related("owner").filter(pk=conversation_id).first()
     if conversation is None:
+        return None
+    if conversation.temporary or not memory_enabled_for(user_id=conversation.owner_id):
         return None
     covered = _covered_up_to(conversation_id)
     stretch = _stretch(conversation_id, covered)

@@ -162,3 +162,48 @@ def test_reflection_is_told_today_in_the_users_time_zone(user, turn, llm_stub, c
 
         prompt = str(_reflection_requests(llm_stub)[-1]["body"])
         assert timezone.now().astimezone(ZoneInfo(zone)).date().isoformat() in prompt
+
+
+@pytest.mark.parametrize("setting", ["memory_off", "temporary"])
+def test_an_idle_chat_that_may_teach_nothing_is_not_summarised_into_an_episode(
+    user, turn, llm_stub, config, setting
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.cognition import episodes
+    from apps.memory.models import Episode
+
+    config(episode_idle_minutes=10)
+    if setting == "memory_off":
+        account_services.user_settings_update(user=user, memory_enabled=False)
+    conversation = Conversation.objects.create(owner=user, temporary=setting == "temporary")
+    turn("Help me plan Lisbon", "Sure, when?", conversation=conversation)
+    turn("In May", "Great, here are flights.", conversation=conversation)
+    Conversation.objects.filter(pk=conversation.pk).update(
+        updated_at=timezone.now() - timedelta(minutes=11)
+    )
+
+    assert episodes.idle_conversations(idle_minutes=10, limit=10) == []
+    assert episodes.episode_summarise(conversation_id=conversation.pk) is None
+    assert not Episode.objects.exists()
+    assert [r for r in llm_stub.requests if "episode of the" in str(r["body"])] == []
+
+
+def test_an_idle_kept_chat_is_still_due_for_its_episode(user, turn, config):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from apps.cognition import episodes
+
+    account_services.user_settings_update(user=user, about_me="I am a nurse.")
+    conversation = Conversation.objects.create(owner=user)
+    turn("Help me plan Lisbon", "Sure, when?", conversation=conversation)
+    turn("In May", "Great, here are flights.", conversation=conversation)
+    Conversation.objects.filter(pk=conversation.pk).update(
+        updated_at=timezone.now() - timedelta(minutes=11)
+    )
+
+    assert episodes.idle_conversations(idle_minutes=10, limit=10) == [conversation.pk]
