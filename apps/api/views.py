@@ -6,12 +6,13 @@ are exempt from the login and CSRF middleware. Errors use OpenAI's error JSON sh
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import NamedTuple
 
 import pydantic
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import RequestDataTooBig
@@ -36,8 +37,10 @@ from apps.chat.services import (
     turn_admit,
 )
 from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
+from apps.cognition.context import RecallBusy, start_turn_embedding
 from apps.cognition.pipeline import CallOptions, start_turn
 from apps.core.llm_limits import CHAT, role_endpoint, token_counter
+from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
 MODEL_ID = "thalamus"
@@ -221,13 +224,12 @@ def _conversation_for_call(request, key: ApiKey, earlier: list[tuple[str, str]])
     return conversation_sharing_history(user=key.user, turns=earlier)
 
 
-def _save_turn(key: ApiKey, conversation: Conversation | None, text: str) -> SentTurn:
+def _save_turn(
+    key: ApiKey, conversation: Conversation | None, text: str, config: RuntimeConfig
+) -> SentTurn:
     try:
         return api_turn_start(
-            user=key.user,
-            conversation=conversation,
-            content=text,
-            history=runtime_config().short_term_window,
+            user=key.user, conversation=conversation, content=text, history=config.short_term_window
         )
     except ConversationBusy as exc:
         raise ApiError(
@@ -239,30 +241,61 @@ def _save_turn(key: ApiKey, conversation: Conversation | None, text: str) -> Sen
         raise _bad_request(str(exc), param="messages") from exc
 
 
-async def _start_turn(
-    request, key: ApiKey, body: ChatCompletionRequest, options: CallOptions
-) -> tuple[Message, Awaitable[PreparedTurn]]:
-    """Save the turn and start its pipeline, as the chat page's socket does: the recall runs
-    while the message is saved. Returns the reply and its preparation, to answer."""
-    user_message = body.last_user_message()
+class Call(NamedTuple):
+    key: ApiKey
+    body: ChatCompletionRequest
+    options: CallOptions
+    slot: str
+    config: RuntimeConfig
+
+
+def _accept(request, raw_body: bytes) -> Call:
+    """The caller's key, its request, and one of its stream slots for the answer."""
+    key = _authenticate(request)
+    body = _parse_request(raw_body)
+    options = _call_options(request, body)
+    return Call(key, body, options, _admit(key), runtime_config())
+
+
+# The view's steps run on pool threads, as the turn's do: Django gives each request a thread of
+# its own for thread-sensitive calls, and with it a database connection opened afresh.
+def _on_pool(function):
+    return database_sync_to_async(function, thread_sensitive=False)
+
+
+async def _start_turn(request, call: Call) -> tuple[Message, Awaitable[PreparedTurn]]:
+    """Save the turn and start its pipeline, as the chat page's socket does: the message is
+    embedded from the start and recalled from while it is saved. Returns the reply and its
+    preparation, to answer."""
+    user_message = call.body.last_user_message()
     if user_message is None or not user_message.text.strip():
         raise _bad_request("The request has no user message to answer.", param="messages")
-    earlier = body.earlier_turns()
-    conversation = await sync_to_async(_conversation_for_call)(request, key, earlier)
+    text = user_message.text
+    embedded = None
+    # When the embedding pool is full the recall embeds the message on its own thread.
+    if call.options.remember:
+        with contextlib.suppress(RecallBusy):
+            embedded = start_turn_embedding(text=text, config=call.config)
+    earlier = call.body.earlier_turns()
+    conversation = await _on_pool(_conversation_for_call)(request, call.key, earlier)
     run = start_turn(
-        user=key.user, conversation=conversation, text=user_message.text, options=options
+        user=call.key.user,
+        conversation=conversation,
+        text=text,
+        config=call.config,
+        embedded=embedded,
+        options=call.options,
     )
     try:
-        sent = await sync_to_async(_save_turn)(key, conversation, user_message.text)
+        sent = await _on_pool(_save_turn)(call.key, conversation, text, call.config)
     except BaseException:
         run.cancel()
         raise
     history = sent.history
     if earlier:
         # The client's messages are the history of its call (an edited or trimmed history too).
-        window = runtime_config().short_term_window
-        client_history = [Message(role=role, content=text) for role, text in earlier]
-        history = (client_history + [sent.question])[-window:]
+        client_history = [Message(role=role, content=said) for role, said in earlier]
+        history = (client_history + [sent.question])[-call.config.short_term_window :]
     run.turn.input.conversation = sent.reply.conversation
     return sent.reply, run.prepare(reply=sent.reply, history=history)
 
@@ -302,18 +335,16 @@ def models(request):
 @require_POST
 async def chat_completions(request):
     try:
-        key = await sync_to_async(_authenticate)(request)
-        body = _parse_request(_request_body(request))
-        options = _call_options(request, body)
-        slot = await sync_to_async(_admit)(key)
+        call = await _on_pool(_accept)(request, _request_body(request))
     except ApiError as exc:
         return exc.response()
+    body = call.body
 
     def release_slot() -> None:
-        stream_slot_release(user_id=key.user_id, slot=slot)
+        stream_slot_release(user_id=call.key.user_id, slot=call.slot)
 
     try:
-        reply, prepared = await _start_turn(request, key, body, options)
+        reply, prepared = await _start_turn(request, call)
     except ApiError as exc:
         release_slot()
         return exc.response()

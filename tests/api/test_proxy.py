@@ -89,7 +89,7 @@ def test_the_clients_sampling_and_model_go_upstream(client_for, user, llm_stub, 
         stop=["\n\n"],
         seed=7,
     )
-    client_for(user).chat.completions.create(
+    other = client_for(user).chat.completions.create(
         model="thalamus/other-model",
         messages=[
             {"role": "system", "content": SYSTEM},
@@ -97,6 +97,10 @@ def test_the_clients_sampling_and_model_go_upstream(client_for, user, llm_stub, 
         ],
         stream=stream,
     )
+    if stream:
+        assert [c.model for c in other][0] == "thalamus/other-model"
+    else:
+        assert other.model == "thalamus/other-model"
 
     asked, other = _answers(llm_stub)
     assert (asked["temperature"], asked["top_p"], asked["max_tokens"]) == (0.3, 0.8, 50)
