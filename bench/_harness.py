@@ -98,3 +98,33 @@ def cpu_reference_ms() -> float:
             total += number * number % 7
         best = min(best, time.perf_counter() - started)
     return best * 1000
+
+
+def django_on_fresh_database(*, database: str, instance: str, llm_url: str, quiet=()) -> None:
+    """Start the embedded servers and point Django, migrated, at a fresh database `database`
+    of its own, under THALAMUS_INSTANCE `instance` (its own queue, cache keys and groups)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
+    os.environ["THALAMUS_INSTANCE"] = instance
+    os.environ["THALAMUS_LLM_BASE_URL"] = llm_url
+    if os.environ.get("DATABASE_URL"):
+        sys.exit("this benchmark runs on the embedded PostgreSQL only; unset DATABASE_URL.")
+    from apps.core import embedded
+
+    embedded.acquire()
+    base = embedded.database_url()
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as connection:
+        connection.execute(f"DROP DATABASE IF EXISTS {database}")
+        connection.execute(f"CREATE DATABASE {database}")
+    os.environ["DATABASE_URL"] = base.replace(f"/{embedded.PG_DATABASE}?", f"/{database}?")
+    import logging
+
+    import django
+
+    django.setup()
+    for noisy in ("thalamus.llm_stub", "httpx", "httpx2", *quiet):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)

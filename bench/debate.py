@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import time
 
-from bench._harness import summary
+from bench._harness import django_on_fresh_database, summary
 
 BENCH_DATABASE = "thalamus_bench_debate"
 INSTANCE = "bench-debate"
@@ -38,32 +37,12 @@ def parse_args() -> argparse.Namespace:
 
 
 def setup_django(llm_url: str) -> None:
-    """Start the embedded servers; point Django at a fresh database of the benchmark's own."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
-    os.environ["THALAMUS_INSTANCE"] = INSTANCE  # its own queue, cache keys and channel groups
-    os.environ["THALAMUS_LLM_BASE_URL"] = llm_url
-    from apps.core import embedded
-
-    if os.environ.get("DATABASE_URL"):
-        sys.exit("bench.debate runs on the embedded PostgreSQL only; unset DATABASE_URL.")
-    embedded.acquire()
-    base = embedded.database_url()
-    import psycopg
-
-    with psycopg.connect(base, autocommit=True) as connection:
-        connection.execute(f"DROP DATABASE IF EXISTS {BENCH_DATABASE}")
-        connection.execute(f"CREATE DATABASE {BENCH_DATABASE}")
-    os.environ["DATABASE_URL"] = base.replace(f"/{embedded.PG_DATABASE}?", f"/{BENCH_DATABASE}?")
-    import logging
-
-    import django
-
-    django.setup()
-    for noisy in ("thalamus.llm_stub", "httpx", "httpx2", "apps.cognition.answer"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    django_on_fresh_database(
+        database=BENCH_DATABASE,
+        instance=INSTANCE,
+        llm_url=llm_url,
+        quiet=("apps.cognition.answer",),
+    )
 
 
 def _user():
