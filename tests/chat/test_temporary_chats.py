@@ -67,6 +67,12 @@ def test_the_task_deletes_temporary_chats_older_than_24_hours_only(user, other_u
 
 
 def test_the_deletion_runs_on_a_beat_schedule():
+    from importlib import import_module
+
+    from django.apps import apps
+
+    # A transactional test before this one may have emptied the table the migration filled.
+    import_module("apps.chat.migrations.0004_conversation_temporary").create_schedule(apps, None)
     schedule = PeriodicTask.objects.get(task="chat.delete_expired_temporary")
 
     assert schedule.enabled

@@ -261,7 +261,8 @@ def test_every_admin_page_on_another_users_ids_sends_a_non_staff_user_to_its_log
     _assert_untouched(a)
 
 
-@pytest.mark.django_db
+# The API checks the key on a pool thread, which sees only committed rows.
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_api_refuses_another_users_conversation_with_a_404(stream, a, other_user, llm_stub):
     _, secret = api_key_create(user=other_user, name="b")
