@@ -176,3 +176,41 @@ def test_the_settings_need_a_signed_in_user(client, user):
     assert not UserSettings.objects.exists()
     response = client.post(reverse("settings_password"), {"old_password": PASSWORD})
     assert response.status_code == 302 and reverse("login") in response.url
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_under_asgi_pages_take_the_users_zone_and_a_request_without_a_session_reads_nothing(
+    user, django_assert_max_num_queries
+):
+    from asgiref.sync import sync_to_async
+    from django.contrib.auth.models import AnonymousUser
+    from django.http import HttpResponse
+    from django.test import AsyncRequestFactory
+    from django.utils import timezone
+
+    from apps.accounts.middleware import user_time_zone_middleware
+    from apps.accounts.services import user_settings_update
+
+    await sync_to_async(user_settings_update)(user=user, time_zone="Asia/Tokyo")
+    seen = []
+
+    async def view(request):
+        seen.append(timezone.get_current_timezone_name())
+        return HttpResponse()
+
+    middleware = user_time_zone_middleware(view)
+
+    def request_of(who):
+        request = AsyncRequestFactory().get("/")
+
+        async def auser():
+            return who
+
+        request.auser = auser
+        return request
+
+    await middleware(request_of(user))
+    with django_assert_max_num_queries(0):
+        await middleware(request_of(AnonymousUser()))
+
+    assert seen == ["Asia/Tokyo", timezone.get_default_timezone_name()]
