@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.utils import timezone
@@ -40,8 +41,17 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
     return key
 
 
+# A key's last use is written at most this often: every call of a chatty client would otherwise
+# pay a row update before its answer starts.
+KEY_USE_RESOLUTION = timedelta(minutes=1)
+
+
 def api_key_mark_used(*, key: ApiKey) -> None:
-    ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+    now = timezone.now()
+    if key.last_used_at is not None and now - key.last_used_at < KEY_USE_RESOLUTION:
+        return
+    ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+    key.last_used_at = now
 
 
 def user_settings_update(*, user, **values) -> UserSettings:

@@ -191,11 +191,19 @@ def test_a_missing_key_gets_openais_error_shape(asgi_server):
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}
 
 
-def test_each_authenticated_request_marks_the_key_used(client_for, user):
+def test_a_keys_last_use_is_recorded_at_most_once_a_minute(client_for, user):
+    from datetime import timedelta
+
     client = client_for(user)
     assert ApiKey.objects.get(user=user).last_used_at is None
     client.models.list()
-    assert ApiKey.objects.get(user=user).last_used_at is not None
+    first = ApiKey.objects.get(user=user).last_used_at
+    assert first is not None
+    client.models.list()
+    assert ApiKey.objects.get(user=user).last_used_at == first, "no write within the minute"
+    ApiKey.objects.filter(user=user).update(last_used_at=first - timedelta(minutes=2))
+    client.models.list()
+    assert ApiKey.objects.get(user=user).last_used_at > first
 
 
 def test_an_upstream_failure_is_a_502_and_the_reply_is_marked_failed(client_for, user, llm_stub):
