@@ -271,13 +271,20 @@ async def _start_turn(request, call: Call) -> tuple[Message, Awaitable[PreparedT
     if user_message is None or not user_message.text.strip():
         raise _bad_request("The request has no user message to answer.", param="messages")
     text = user_message.text
+    earlier = call.body.earlier_turns()
+    named = request.headers.get(CONVERSATION_HEADER) is not None
+    if named:
+        # A conversation the caller names is checked before anything is asked of the embedder:
+        # a refused call starts nothing.
+        conversation = await _on_pool(_conversation_for_call)(request, call.key, earlier)
     embedded = None
     # When the embedding pool is full the recall embeds the message on its own thread.
     if call.options.remember:
         with contextlib.suppress(RecallBusy):
             embedded = start_turn_embedding(text=text, config=call.config)
-    earlier = call.body.earlier_turns()
-    conversation = await _on_pool(_conversation_for_call)(request, call.key, earlier)
+    if not named:
+        # Matched by the history it shares while the message is embedded.
+        conversation = await _on_pool(_conversation_for_call)(request, call.key, earlier)
     run = start_turn(
         user=call.key.user,
         conversation=conversation,
