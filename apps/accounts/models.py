@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from apps.core.categories import Category
 from apps.core.models import RuntimeConfig
 
 
@@ -31,20 +32,8 @@ class ApiKey(models.Model):
         return self.revoked_at is not None
 
 
-# What reflection may learn, by knowledge category: apps.memory.models.Category, named here
-# because accounts sits below memory (tests/accounts/test_user_settings.py keeps them equal).
-LEARNABLE_CATEGORIES = (
-    ("identity", "Identity"),
-    ("relationships", "Relationships"),
-    ("places", "Places"),
-    ("work", "Work and studies"),
-    ("skills", "Skills"),
-    ("preferences", "Preferences"),
-    ("goals", "Goals"),
-    ("health", "Health"),
-    ("experiences", "Experiences"),
-    ("knowledge", "General knowledge"),
-)
+# What reflection may learn: the knowledge graph's categories.
+LEARNABLE_CATEGORIES = Category.choices
 
 
 def all_learnable_categories() -> list[str]:

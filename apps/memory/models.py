@@ -11,6 +11,8 @@ from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 from pgvector.django import HnswIndex, VectorField
 
+from apps.core.categories import Category
+
 
 def _tsvector(*fields: str) -> models.Func:
     """to_tsvector over text columns; `||` keeps it immutable (generated), CONCAT doesn't."""
@@ -26,21 +28,6 @@ class EmbeddingStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     READY = "ready", "Ready"
     FAILED = "failed", "Failed"
-
-
-class Category(models.TextChoices):
-    """Ontological categories of the knowledge graph, in the order the renderer shows them."""
-
-    IDENTITY = "identity", "Identity"
-    RELATIONSHIPS = "relationships", "Relationships"
-    PLACES = "places", "Places"
-    WORK = "work", "Work and studies"
-    SKILLS = "skills", "Skills"
-    PREFERENCES = "preferences", "Preferences"
-    GOALS = "goals", "Goals"
-    HEALTH = "health", "Health"
-    EXPERIENCES = "experiences", "Experiences"
-    KNOWLEDGE = "knowledge", "General knowledge"
 
 
 class MemoryNode(models.Model):
