@@ -15,7 +15,7 @@ from django.conf import settings
 
 from apps.accounts.selectors import memory_enabled_for
 from apps.accounts.sockets import SIGNED_OUT_CLOSE_CODE, user_sockets_group
-from apps.chat import broadcasts, services
+from apps.chat import broadcasts, services, stops
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, message_of, open_reply
 from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
@@ -27,9 +27,6 @@ from apps.core.selectors import runtime_config
 
 logger = logging.getLogger(__name__)
 
-# Replies being generated in this process, by id, with their conversation's id, so a Stop from
-# any page showing that conversation can cancel them.
-RUNNING: dict[int, tuple[int, asyncio.Task]] = {}
 FLUSH_SECONDS = 0.03
 # Pages show the new messages once the answer is requested, so rendering them never delays the
 # request; a turn still preparing after this long (a slow embedding server) shows them anyway.
@@ -77,6 +74,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         ]
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
+        # A reply this socket starts can then be stopped from a page on another web process.
+        await stops.listen_for_stops()
         await self.accept()
 
     async def disconnect(self, code):
@@ -99,13 +98,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._send_message(str(data.get("content", "")))
         elif action == "stop":
             message_id = _int(data.get("message_id"))
-            # Straight to the generation when it runs in this process; other processes hear it
-            # through the conversation's group.
-            if not _cancel(message_id, self.conversation.pk):
-                await self.channel_layer.group_send(
-                    broadcasts.conversation_group(self.conversation.pk),
-                    {"type": "chat.cancel", "message_id": message_id},
-                )
+            # Straight to the generation when it runs in this process, else to the process
+            # that runs it, whether or not a page of the conversation is open there.
+            stopped_here = await stops.reply_stop(
+                reply_id=message_id, conversation_id=self.conversation.pk
+            )
+            if not stopped_here:
                 await self._fail_if_orphaned(message_id)
         elif action == "retry":
             await self._reopen(_int(data.get("message_id")), services.message_retry)
@@ -236,20 +234,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return  # the sender already sent it straight to this socket
         await self.send(text_data=event["html"])
 
-    async def chat_cancel(self, event):
-        _cancel(event.get("message_id"), self.conversation.pk)
-
     async def session_ended(self, event):
         await self.close(code=SIGNED_OUT_CLOSE_CODE)
-
-
-def _cancel(message_id: int | None, conversation_id: int) -> bool:
-    """Cancel a reply generated here, if it belongs to the conversation; True if it did."""
-    running = RUNNING.get(message_id)
-    if running is None or running[0] != conversation_id:
-        return False
-    running[1].cancel()
-    return True
 
 
 def _int(value) -> int | None:
@@ -309,8 +295,7 @@ def start_reply(
             run=run,
         )
     )
-    RUNNING[reply_id] = (conversation.pk, task)
-    task.add_done_callback(lambda _: RUNNING.pop(reply_id, None))
+    stops.reply_running(reply_id=reply_id, conversation_id=conversation.pk, task=task)
     return task
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from asgiref.sync import async_to_sync
@@ -12,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from apps.chat import broadcasts, services
+from apps.chat import broadcasts, services, stops
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import (
     conversation_for_user,
@@ -185,16 +186,38 @@ def _answer_and_show(request, pk: int, open_reply: Callable[[], Message]):
     except services.ChatError as exc:
         messages.error(request, str(exc))
     else:
-        async_to_sync(_drain)(reply.pk)
+        async_to_sync(_drain)(reply.pk, reply.conversation_id)
     return redirect("chat:conversation", pk=pk)
 
 
-async def _drain(reply_id: int) -> None:
+async def _drain(reply_id: int, conversation_id: int) -> None:
+    # Registered as the socket's replies are, so a Stop from any page or process reaches it.
+    await stops.listen_for_stops()
+    task = asyncio.ensure_future(_answer(reply_id))
+    stops.reply_running(reply_id=reply_id, conversation_id=conversation_id, task=task)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise
+        # Stopped: the answer so far is saved as cancelled, and the page shows it.
+
+
+async def _answer(reply_id: int) -> None:
     try:
         async for _ in answer_saved_reply(reply_id=reply_id):
             pass
     except AnswerFailed:
         pass
+
+
+@require_POST
+def message_stop(request, pk: int):
+    """The no-JavaScript Stop: the answer stops wherever it is being written."""
+    reply = _get_reply_for_user(request, pk)
+    async_to_sync(stops.reply_stop)(reply_id=reply.pk, conversation_id=pk)
+    # The page fails a reply that no process writes any more (conversation_detail).
+    return redirect("chat:conversation", pk=pk)
 
 
 # The receipt under an answer corrects memory with the memory browser's own services.

@@ -17,8 +17,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from apps.chat import services
-from apps.chat.consumers import RUNNING
 from apps.chat.models import Conversation, Message
+from apps.chat.stops import RUNNING
 from apps.cognition import context
 from apps.core.management.commands.up import web_command
 from apps.core.models import RuntimeConfig

@@ -48,7 +48,7 @@ def _stop_once_published(monkeypatch, conversation, needle: str, *, swallow=Fals
     """
     from channels.layers import get_channel_layer
 
-    from apps.chat import consumers
+    from apps.chat import stops
 
     layer = get_channel_layer()
     publish = layer.group_send
@@ -58,8 +58,8 @@ def _stop_once_published(monkeypatch, conversation, needle: str, *, swallow=Fals
         await publish(group, message)
         if stopped or needle not in message.get("html", ""):
             return
-        (reply_id,) = consumers.RUNNING
-        assert consumers._cancel(reply_id, conversation.pk)  # what a Stop does
+        (reply_id,) = stops.RUNNING
+        assert stops.reply_cancel_here(reply_id=reply_id, conversation_id=conversation.pk)
         stopped.append(reply_id)
         if swallow:
             with pytest.raises(asyncio.CancelledError):  # it reached this very task

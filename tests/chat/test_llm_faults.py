@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from apps.chat import consumers
+from apps.chat import stops
 from apps.chat.models import Conversation, Message
 from tests.chat.conftest import connect_socket
 
@@ -83,7 +83,7 @@ async def test_each_llm_fault_ends_the_turn_within_its_timeout_with_its_status_s
     if "slow" in fault and status == "failed":
         assert reply.content.strip() == "one", "the words that arrived are kept"
     # No turn is left running in this process once its background work is queued.
-    running = [task for _, task in consumers.RUNNING.values()]
+    running = [task for _, task in stops.RUNNING.values()]
     if running:
         await asyncio.wait(running, timeout=2)
     assert all(task.done() for task in running)

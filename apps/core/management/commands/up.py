@@ -43,9 +43,11 @@ class Child:
     tail: deque = field(default_factory=lambda: deque(maxlen=20))
 
 
-def web_command(host: str, port: int) -> list[str]:
+def web_command(host: str, port: int, processes: int = 1) -> list[str]:
     """The ASGI server's command line. A websocket frame over THALAMUS_WS_MAX_BYTES closes the
-    socket with 1009 before it reaches Thalamus."""
+    socket with 1009 before it reaches Thalamus. With several `processes`, uvicorn's workers
+    share the one listening socket; the channel layer, the shared cache and the database carry
+    everything between them (apps/chat/stops.py: Stop)."""
     return [
         sys.executable,
         "-m",
@@ -61,6 +63,7 @@ def web_command(host: str, port: int) -> list[str]:
         "--no-access-log",
         "--ws-max-size",
         str(settings.THALAMUS_WS_MAX_BYTES),
+        *(["--workers", str(processes)] if processes > 1 else []),
     ]
 
 
@@ -74,6 +77,12 @@ class Command(BaseCommand):
             "--demo",
             action="store_true",
             help="Also start the built-in demo LLM and point Thalamus at it (no Ollama needed).",
+        )
+        parser.add_argument(
+            "--web-processes",
+            type=int,
+            default=1,
+            help="ASGI server processes sharing the one port (default 1).",
         )
         parser.add_argument("--worker-concurrency", type=int, default=2)
         parser.add_argument(
@@ -90,6 +99,7 @@ class Command(BaseCommand):
         host: str,
         port: int,
         demo: bool,
+        web_processes: int,
         worker_concurrency: int,
         background_concurrency: int,
         **options,
@@ -98,6 +108,8 @@ class Command(BaseCommand):
         self._print_lock = threading.Lock()
         self._stopping = threading.Event()
         self.children: list[Child] = []
+        if web_processes < 1:
+            raise CommandError("--web-processes must be 1 or more.")
         _check_port_free(host, port)
         try:
             embedded.acquire()
@@ -109,7 +121,9 @@ class Command(BaseCommand):
             self._prepare_database(demo)
             _clear_metrics()
             env = self._child_env(demo)
-            self._start_children(host, port, env, worker_concurrency, background_concurrency)
+            self._start_children(
+                host, port, env, web_processes, worker_concurrency, background_concurrency
+            )
             self._wait_until_served(host, port, started_at)
             failed = self._supervise()
         finally:
@@ -194,11 +208,17 @@ class Command(BaseCommand):
         return env
 
     def _start_children(
-        self, host: str, port: int, env: dict, concurrency: int, background_concurrency: int
+        self,
+        host: str,
+        port: int,
+        env: dict,
+        web_processes: int,
+        concurrency: int,
+        background_concurrency: int,
     ) -> None:
         python = sys.executable
         children = [
-            Child("web", web_command(host, port)),
+            Child("web", web_command(host, port, web_processes)),
             _worker("worker", settings.CELERY_TASK_DEFAULT_QUEUE, concurrency, "thalamus"),
             # The background LLM calls (reflection, critic, episodes, titles) on a queue and a
             # worker of their own, so they never crowd out memory upkeep, nor each other.

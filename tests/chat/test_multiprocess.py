@@ -1,0 +1,325 @@
+"""More than one web process on the same PostgreSQL and Redis: Stop, live pushes, the dashboard
+and the reply lease work whichever process serves each page.
+
+Two real uvicorn servers (the command line `up` runs) on the test database and Redis, so each
+test decides which process serves which socket; test_up_web_processes.py checks the one port
+that `up --web-processes` shares between uvicorn's workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+from websockets.sync.client import ClientConnection, connect
+
+from apps.chat import services
+from apps.chat.models import Conversation, Message
+from apps.core.management.commands.up import web_command
+from apps.core.ports import free_port
+from apps.memory import services as memory_services
+from tests.private_servers import database_url, logged_in_client, pool_children
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+PASSWORD = "correct-horse-battery-9"
+# Long enough that the answer is still being written when the Stop lands.
+SLOW_TICKS = {"content": "tick " * 400, "tps": 40}
+
+
+@contextmanager
+def web_process(processes: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
+    """uvicorn as `up` starts it, on the test database and Redis; yields its URL and process."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "PYTHONUNBUFFERED": "1",
+    }
+    argv = web_command("127.0.0.1", port, processes)
+    # The product's app, its routes recorded for the coverage gate.
+    argv[argv.index("thalamus_site.asgi:application")] = "tests.recorded_asgi:application"
+    process = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, "the web server exited"
+            try:
+                httpx.get(f"{url}/accounts/login/", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, f"nothing served {url} within 60 s"
+                time.sleep(0.1)
+        yield url, process
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
+
+
+@pytest.fixture
+def two_processes():
+    with web_process() as first, web_process() as second:
+        yield first[0], second[0]
+
+
+def _socket(url: str, client: httpx.Client, conversation_id: int) -> ClientConnection:
+    cookie = "; ".join(f"{name}={value}" for name, value in client.cookies.items())
+    return connect(
+        url.replace("http://", "ws://") + f"/ws/c/{conversation_id}/",
+        additional_headers={"Cookie": cookie, "Origin": url},
+        open_timeout=10,
+        max_size=None,
+    )
+
+
+def _frames_until(socket: ClientConnection, needle: str, timeout: float = 20) -> list[str]:
+    frames = []
+    deadline = time.monotonic() + timeout
+    while True:
+        frames.append(socket.recv(timeout=max(0.1, deadline - time.monotonic())))
+        if needle in frames[-1]:
+            return frames
+
+
+def _send(socket: ClientConnection, **data) -> None:
+    socket.send(json.dumps(data))
+
+
+def _reply_once(*, status: str, timeout: float = 20) -> Message:
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = Message.objects.filter(role="assistant").order_by("-pk").first()
+        if reply is not None and reply.status == status:
+            return reply
+        assert time.monotonic() < deadline, f"the reply is {reply and reply.status}, not {status}"
+        time.sleep(0.05)
+
+
+def _streaming_reply() -> Message:
+    return _reply_once(status=Message.Status.STREAMING)
+
+
+def test_a_reply_streams_to_a_page_on_the_other_process_and_stops_from_there(
+    two_processes, user, llm_stub
+):
+    first, second = two_processes
+    conversation = Conversation.objects.create(owner=user)
+    client = logged_in_client(first, "alice", PASSWORD)
+    llm_stub.script(SLOW_TICKS)
+    with (
+        _socket(first, client, conversation.pk) as asking,
+        _socket(second, client, conversation.pk) as watching,
+    ):
+        _send(asking, content="count for me")
+        # The growing answer, written in the first process, reaches the page on the second.
+        _frames_until(watching, "tick tick tick")
+        reply = _streaming_reply()
+
+        _send(watching, action="stop", message_id=reply.pk)
+
+        _frames_until(asking, "msg-assistant cancelled")
+        _frames_until(watching, "msg-assistant cancelled")
+    reply.refresh_from_db()
+    assert reply.status == Message.Status.CANCELLED
+    assert 3 <= reply.content.count("tick") < 400
+
+
+def test_a_stop_reaches_a_reply_whose_page_has_closed_on_the_other_process(
+    two_processes, user, llm_stub
+):
+    first, second = two_processes
+    conversation = Conversation.objects.create(owner=user)
+    client = logged_in_client(first, "alice", PASSWORD)
+    llm_stub.script(SLOW_TICKS)
+    with _socket(first, client, conversation.pk) as asking:
+        _send(asking, content="count for me")
+        _frames_until(asking, "tick tick")
+    # No page of the conversation is open in the first process any more; it still writes.
+    reply = _streaming_reply()
+
+    with _socket(second, client, conversation.pk) as later:
+        _send(later, action="stop", message_id=reply.pk)
+        _frames_until(later, "msg-assistant cancelled")
+    reply.refresh_from_db()
+    assert reply.status == Message.Status.CANCELLED
+    assert 2 <= reply.content.count("tick") < 400
+
+
+def test_the_no_javascript_stop_on_one_process_stops_an_answer_written_by_the_other(
+    two_processes, user, llm_stub
+):
+    first, second = two_processes
+    conversation = Conversation.objects.create(owner=user)
+    writer = logged_in_client(first, "alice", PASSWORD)
+    stopper = logged_in_client(second, "alice", PASSWORD)
+    llm_stub.script(SLOW_TICKS)
+    # Without JavaScript the answer is written during the POST, in the first process.
+    sent = {}
+    sending = threading.Thread(
+        target=lambda: sent.update(
+            response=writer.post(
+                f"/c/{conversation.pk}/send",
+                data={
+                    "content": "count for me",
+                    "csrfmiddlewaretoken": writer.cookies["csrftoken"],
+                },
+                headers={"Referer": f"{first}/"},
+                timeout=30,
+            )
+        )
+    )
+    sending.start()
+    reply = _streaming_reply()
+    page = stopper.get(f"/c/{conversation.pk}/")
+    assert f'action="/c/{conversation.pk}/stop"' in page.text  # the Stop form works as a form
+
+    stopped = stopper.post(
+        f"/c/{conversation.pk}/stop",
+        data={"message_id": reply.pk, "csrfmiddlewaretoken": stopper.cookies["csrftoken"]},
+        headers={"Referer": f"{second}/"},
+    )
+
+    assert stopped.status_code == 302
+    sending.join(30)
+    assert sent["response"].status_code == 302  # the writer's page comes back, stopped
+    reply.refresh_from_db()
+    assert reply.status == Message.Status.CANCELLED
+    assert reply.content.count("tick") < 400
+
+
+def test_the_dashboard_on_one_process_shows_a_change_made_through_the_other(two_processes, user):
+    first, second = two_processes
+    node = memory_services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False
+    )
+    client = logged_in_client(first, "alice", PASSWORD)
+    cookie = "; ".join(f"{name}={value}" for name, value in client.cookies.items())
+    with connect(
+        second.replace("http://", "ws://") + "/ws/mind/me/",
+        additional_headers={"Cookie": cookie, "Origin": second},
+        open_timeout=10,
+        max_size=None,
+    ) as dashboard:
+        dashboard.recv(timeout=10)  # the graph, on connect
+
+        confirmed = client.post(
+            f"/memory/{node.pk}/confirm",
+            data={"csrfmiddlewaretoken": client.cookies["csrftoken"]},
+            headers={"Referer": f"{first}/memory/"},
+        )
+
+        assert confirmed.status_code in {200, 302}
+        _frames_until(dashboard, "Alice keeps bees", timeout=10)
+
+
+@pytest.mark.timeout(180)
+def test_a_reply_of_a_process_that_died_is_failed_by_the_other_once_its_lease_lapses(
+    user, llm_stub
+):
+    conversation = Conversation.objects.create(owner=user)
+    with web_process() as (second, _):
+        with web_process() as (first, dying):
+            client = logged_in_client(first, "alice", PASSWORD)
+            llm_stub.script({"content": "tick " * 4000, "tps": 40})
+            with _socket(first, client, conversation.pk) as asking:
+                _send(asking, content="count for me")
+                _frames_until(asking, "tick tick")
+            os.killpg(dying.pid, signal.SIGKILL)  # no chance to save anything
+            dying.wait(10)
+        reply = _streaming_reply()
+        died_at = time.monotonic()
+        lease = services._lease_key(reply.pk)
+        assert cache.get(lease), "the dead process's lease is still running"
+        later = logged_in_client(second, "alice", PASSWORD)
+
+        # While the lease runs, the other process takes the reply for one being written.
+        later.get(f"/c/{conversation.pk}/")
+        with _socket(second, later, conversation.pk) as page:
+            _send(page, action="stop", message_id=reply.pk)
+            assert _quiet(page, 1.0)
+        reply.refresh_from_db()
+        assert reply.status == Message.Status.STREAMING
+
+        while cache.get(lease):
+            assert time.monotonic() - died_at < services.REPLY_LEASE_SECONDS + 5
+            time.sleep(0.5)
+        shown = later.get(f"/c/{conversation.pk}/")
+
+    reply.refresh_from_db()
+    assert reply.status == Message.Status.FAILED
+    assert reply.error == services.INTERRUPTED
+    assert "interrupted" in shown.text
+
+
+def _quiet(socket: ClientConnection, seconds: float) -> bool:
+    try:
+        socket.recv(timeout=seconds)
+    except TimeoutError:
+        return True
+    return False
+
+
+def _serving_pid(socket: ClientConnection, port: int, workers: list[int]) -> int:
+    """The worker process holding the server's end of this client's TCP connection."""
+    client_port = socket.socket.getsockname()[1]
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = fields[1], fields[2]
+            if int(local.rsplit(":", 1)[1], 16) == port and (
+                int(remote.rsplit(":", 1)[1], 16) == client_port
+            ):
+                inodes.add(f"socket:[{fields[9]}]")
+    for pid in workers:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with suppress(OSError):
+                if os.readlink(fd) in inodes:
+                    return pid
+    raise AssertionError(f"no worker holds the connection from port {client_port}")
+
+
+def test_two_workers_on_one_port_stop_each_others_replies(user, llm_stub):
+    conversation = Conversation.objects.create(owner=user)
+    with web_process(processes=2) as (url, supervisor), ExitStack() as sockets:
+        port = int(url.rsplit(":", 1)[1])
+        workers = pool_children(supervisor.pid)
+        client = logged_in_client(url, "alice", PASSWORD)
+        by_worker: dict[int, ClientConnection] = {}
+        for _ in range(40):
+            socket = sockets.enter_context(_socket(url, client, conversation.pk))
+            by_worker.setdefault(_serving_pid(socket, port, workers), socket)
+            if len(by_worker) == 2:
+                break
+        assert len(by_worker) == 2, "every connection went to one worker"
+        asking, watching = by_worker.values()
+        llm_stub.script(SLOW_TICKS)
+
+        _send(asking, content="count for me")
+        _frames_until(watching, "tick tick")
+        asking.close()  # the reply goes on in its worker with no page open there
+        reply = _streaming_reply()
+        _send(watching, action="stop", message_id=reply.pk)
+
+        _frames_until(watching, "msg-assistant cancelled")
+    reply.refresh_from_db()
+    assert reply.status == Message.Status.CANCELLED
