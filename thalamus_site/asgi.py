@@ -11,7 +11,10 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.middleware.clickjacking import XFrameOptionsMiddleware  # noqa: E402
+from django.middleware.security import SecurityMiddleware  # noqa: E402
 
+from apps.core.middleware import LeanASGIHandler, content_security_policy, inline  # noqa: E402
 from apps.mcp_server.server import MCP_PATH, mcp_asgi_app  # noqa: E402
 from thalamus_site.routing import websocket_urlpatterns  # noqa: E402
 
@@ -19,12 +22,22 @@ from thalamus_site.routing import websocket_urlpatterns  # noqa: E402
 # production, the proxy can serve STATIC_ROOT (`collectstatic`) instead.
 site_app = ASGIStaticFilesHandler(django_asgi_app)
 mcp_app = mcp_asgi_app()
+# The OpenAI-compatible API: Django's views and URLs, without the site's session, CSRF, login and
+# lockout middleware, which a caller with an API key does not use and which under ASGI cost
+# thread hops on every call.
+API_PREFIX = "/v1/"
+api_app = LeanASGIHandler(
+    [inline(SecurityMiddleware), content_security_policy, inline(XFrameOptionsMiddleware)]
+)
 
 
 async def http_app(scope, receive, send):
-    """/mcp is the MCP SDK's own app (API keys, no session or CSRF); the rest is Django's."""
+    """/mcp is the MCP SDK's own app and /v1/ Django's lean handler (both with API keys, no
+    session or CSRF); the rest is Django's site."""
     if scope["path"] == MCP_PATH or scope["path"].startswith(f"{MCP_PATH}/"):
         return await mcp_app(scope, receive, send)
+    if scope["path"].startswith(API_PREFIX):
+        return await api_app(scope, receive, send)
     return await site_app(scope, receive, send)
 
 

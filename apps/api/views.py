@@ -328,9 +328,9 @@ def _upstream_failed(exc: AnswerFailed) -> ApiError:
 @login_not_required
 @csrf_exempt
 @require_GET
-def models(request):
+async def models(request):
     try:
-        _authenticate(request)
+        await _on_pool(_authenticate)(request)
     except ApiError as exc:
         return exc.response()
     model = {"id": MODEL_ID, "object": "model", "created": MODEL_CREATED, "owned_by": "thalamus"}

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.core.handlers.asgi import ASGIHandler
+from django.core.handlers.exception import convert_exception_to_response
 
 # The <style> elements vis-network's standalone build injects (the dashboard's graph; the same
 # rules come from its style sheet too): an empty one, then each block of its CSS.
@@ -59,3 +61,50 @@ def content_security_policy(get_response):
 
 content_security_policy.sync_capable = True
 content_security_policy.async_capable = True
+
+
+def inline(middleware_class):
+    """An async middleware that runs a Django middleware's hooks on the event loop.
+
+    Django runs the hooks of a `MiddlewareMixin` middleware under ASGI on a thread, two thread
+    hops per middleware and request; for one that does no I/O (security headers, frame options)
+    the hops cost far more than the hooks. Only for such middleware.
+    """
+
+    def factory(get_response):
+        instance = middleware_class(get_response)
+        process_request = getattr(instance, "process_request", None)
+        process_response = getattr(instance, "process_response", None)
+
+        async def middleware(request):
+            response = process_request(request) if process_request else None
+            if response is None:
+                response = await get_response(request)
+            return process_response(request, response) if process_response else response
+
+        markcoroutinefunction(middleware)
+        return middleware
+
+    return factory
+
+
+class LeanASGIHandler(ASGIHandler):
+    """Django's ASGI handler with a middleware chain of its own, all of it async.
+
+    The API's callers authenticate with a key on every call: they need none of the site's
+    session, CSRF, login, messages or lockout middleware, and under ASGI each of those costs
+    thread hops on every request (an authenticated /v1/models round trip: 9.7 → 6.0 ms median).
+    """
+
+    def __init__(self, middleware):
+        self.lean_middleware = list(middleware)
+        super().__init__()
+
+    def load_middleware(self, is_async=False):
+        self._view_middleware = []
+        self._template_response_middleware = []
+        self._exception_middleware = []
+        handler = convert_exception_to_response(self._get_response_async)
+        for factory in reversed(self.lean_middleware):
+            handler = convert_exception_to_response(factory(handler))
+        self._middleware_chain = handler

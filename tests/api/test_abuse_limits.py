@@ -12,7 +12,8 @@ from apps.accounts.services import api_key_create
 from apps.accounts.throttle import BAD_KEY_WINDOW_SECONDS
 from apps.chat.models import Message
 
-pytestmark = pytest.mark.django_db
+# /v1/models reads the key on a pool thread, with a connection of its own.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 GUESSER = "192.0.2.66"
 NEIGHBOUR = "192.0.2.67"

@@ -313,3 +313,42 @@ def test_a_streamed_reply_arrives_token_by_token_not_all_at_the_end(client_for, 
     ]
     assert len(arrivals) == 15
     assert arrivals[-1] - arrivals[0] > 1.0
+
+
+def test_the_api_is_served_without_the_sites_middleware_and_keeps_its_security_headers(
+    asgi_server, user
+):
+    """/v1 has a lean handler of its own (no session, CSRF, login or lockout middleware): the
+    site's answer to an anonymous caller would be a redirect to the login page, the API's is its
+    own 401; the headers every response carries are still there, and an unknown /v1 path is a
+    plain 404, not an error from a page that expects a signed-in user."""
+    _, secret = api_key_create(user=user, name="tests")
+    listed = httpx.get(f"{asgi_server}/v1/models", headers={"Authorization": f"Bearer {secret}"})
+    assert listed.status_code == 200
+    assert "sessionid" not in listed.headers.get("set-cookie", "")
+    assert "csrftoken" not in listed.headers.get("set-cookie", "")
+    assert listed.headers["X-Content-Type-Options"] == "nosniff"
+    assert listed.headers["X-Frame-Options"] == "DENY"
+    assert listed.headers["Referrer-Policy"] == "same-origin"
+    assert "default-src 'self'" in listed.headers["Content-Security-Policy"]
+    missing = httpx.get(f"{asgi_server}/v1/nothing-here")
+    assert missing.status_code == 404
+    assert missing.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_calls_share_the_servers_redis_connections_instead_of_opening_one_each(asgi_server, user):
+    """Django keeps its cache objects per request context under ASGI; ours share one pool per
+    process, so a hundred calls do not open a hundred connections to Redis."""
+    from django.core.cache import cache
+
+    redis = cache._cache.get_client(write=True)
+    _, secret = api_key_create(user=user, name="tests")
+    headers = {"Authorization": f"Bearer {secret}"}
+    with httpx.Client(base_url=asgi_server, headers=headers) as http:
+        assert http.get("/v1/models").status_code == 200  # the server's pool is warm
+        before = redis.info("stats")["total_connections_received"]
+        for _ in range(100):
+            assert http.get("/v1/models").status_code == 200
+        opened = redis.info("stats")["total_connections_received"] - before
+    # Other test processes share this Redis and open a few connections of their own meanwhile.
+    assert opened < 20, f"{opened} Redis connections opened for 100 calls"

@@ -1,4 +1,4 @@
-"""The cache backend: Django's Redis cache with one client object per connection pool."""
+"""The cache backend: Django's Redis cache with one pool and client per server and process."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ def test_the_cache_is_ours_and_reuses_its_client_against_the_real_redis():
     assert cache.get("cache-test") is None
 
 
-def test_each_thread_has_its_own_client():
+def test_threads_and_request_contexts_share_one_client_and_pool():
+    """Django builds a cache object per thread and, under ASGI, per request context; each of
+    them must reuse the process's pool rather than open connections of its own."""
     clients = []
 
     def read():
@@ -34,5 +36,13 @@ def test_each_thread_has_its_own_client():
         thread.start()
     for thread in threads:
         thread.join()
-    assert len({id(client) for client in clients}) == 2
-    assert all(client.ping() for client in clients)
+    read()
+    assert len({id(client) for client in clients}) == 1
+    assert clients[0].ping()
+
+
+def test_a_cache_for_another_server_gets_a_pool_of_its_own():
+    here = caches["default"]
+    other = RedisCache("redis://127.0.0.1:1/0", {})
+    assert other._cache.get_client() is not here._cache.get_client()
+    assert other._cache.get_client() is RedisCache("redis://127.0.0.1:1/0", {})._cache.get_client()
