@@ -39,7 +39,7 @@ from apps.chat.services import (
 from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
 from apps.cognition.context import RecallBusy, start_turn_embedding
 from apps.cognition.pipeline import CallOptions, start_turn
-from apps.core.llm_limits import CHAT, role_endpoint, token_counter
+from apps.core.llm_limits import CHAT, endpoint_models, role_endpoint, token_counter
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
@@ -330,11 +330,22 @@ def _upstream_failed(exc: AnswerFailed) -> ApiError:
 @require_GET
 async def models(request):
     try:
-        await _on_pool(_authenticate)(request)
+        upstream = await _on_pool(_listed_models)(request)
     except ApiError as exc:
         return exc.response()
-    model = {"id": MODEL_ID, "object": "model", "created": MODEL_CREATED, "owned_by": "thalamus"}
-    return JsonResponse({"object": "list", "data": [model]})
+    listed = [MODEL_ID] + [f"{MODEL_ID}/{name}" for name in upstream]
+    data = [
+        {"id": name, "object": "model", "created": MODEL_CREATED, "owned_by": "thalamus"}
+        for name in listed
+    ]
+    return JsonResponse({"object": "list", "data": data})
+
+
+def _listed_models(request) -> list[str]:
+    """After the key: the models the chat's server lists (cached; none when it cannot be
+    asked), each callable as `thalamus/<name>`."""
+    _authenticate(request)
+    return endpoint_models(role_endpoint(CHAT).base_url) or []
 
 
 @login_not_required

@@ -41,10 +41,24 @@ def _ask(client: openai.OpenAI, text: str, **kwargs):
     )
 
 
-def test_it_lists_the_thalamus_model(client_for, user):
+def test_it_lists_the_thalamus_model_and_each_model_of_the_chats_server(client_for, user, llm_stub):
     models = client_for(user).models.list()
-    assert [m.id for m in models.data] == ["thalamus"]
-    assert models.data[0].owned_by == "thalamus"
+    ids = [m.id for m in models.data]
+    assert ids[0] == "thalamus"
+    assert ids[1:] == [f"thalamus/{name}" for name in llm_stub.models]
+    assert {m.owned_by for m in models.data} == {"thalamus"}
+
+
+def test_a_listed_model_answers_through_its_name(client_for, user, llm_stub):
+    client = client_for(user)
+    listed = [m.id for m in client.models.list().data if m.id.startswith("thalamus/")]
+    llm_stub.script({"content": "Answered by the second model."})
+    reply = client.chat.completions.create(
+        model=listed[-1], messages=[{"role": "user", "content": "Which model is this?"}]
+    )
+    assert reply.choices[0].message.content == "Answered by the second model."
+    asked = [r["body"]["model"] for r in llm_stub.requests if r["path"].endswith("/completions")]
+    assert asked[-1] == listed[-1].removeprefix("thalamus/")
 
 
 def test_a_non_streaming_reply_carries_usage_and_starts_a_conversation(client_for, user, llm_stub):
