@@ -489,8 +489,9 @@ def message_finish(
     return message
 
 
-def message_queue_background(*, message: Message) -> None:
-    """Queue what a complete reply starts: its conversation's title, and reflection on it.
+def message_queue_background(*, message: Message, learn: bool = True) -> None:
+    """Queue what a complete reply starts: its conversation's title, and reflection on it
+    unless the turn was not to `learn` (memory off for that call).
 
     Memories form in the background, from sync code and only once the reply is saved. Each
     task is a broker round trip of a few milliseconds. Both tasks call the LLM, a layer above
@@ -507,8 +508,11 @@ def message_queue_background(*, message: Message) -> None:
         return
     if not conversation["title"]:
         task_send_on_commit("apps.chat.tasks.title_conversation", message.conversation_id)
-    # A temporary chat, or a user who turned memory off, teaches the memory nothing.
-    if conversation["temporary"] or not memory_enabled_for(user_id=conversation["owner_id"]):
+    # A call with memory off, a temporary chat, or a user who turned memory off, teaches the
+    # memory nothing.
+    if not learn or conversation["temporary"]:
+        return
+    if not memory_enabled_for(user_id=conversation["owner_id"]):
         return
     task_send_on_commit("cognition.reflect", message.pk)
 

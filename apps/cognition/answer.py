@@ -536,12 +536,12 @@ def _finish(*, turn: PreparedTurn, **outcome) -> Message:
 def _queue_background(*, turn: PreparedTurn, message: Message) -> None:
     from apps.cognition.context import mark_memories_used
 
-    if not turn.remember:
-        # Memory is off for this call: nothing is learnt from it.
-        return
     try:
-        chat_services.message_queue_background(message=message)
-        mark_memories_used(turn.trace.get("memory", {}))
+        # Memory off for this call: the conversation still gets its title, but nothing is
+        # learnt from the turn and no memory counts as used.
+        chat_services.message_queue_background(message=message, learn=turn.remember)
+        if turn.remember:
+            mark_memories_used(turn.trace.get("memory", {}))
     except Exception:  # noqa: BLE001 — the reply is saved and shown; a broker outage is logged.
         logger.exception("queueing the background work of reply %s failed", message.pk)
 

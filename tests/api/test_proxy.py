@@ -151,6 +151,10 @@ def test_memory_off_leaves_memory_out_of_the_prompt_and_learns_nothing(
     assert TRACE_KEY in on_reply.trace  # the worker reflected on the other reply meanwhile
     off_reply.refresh_from_db()
     assert TRACE_KEY not in off_reply.trace
+    # Naming a conversation is not learning: the one with memory off gets its title too.
+    while not Conversation.objects.get(pk=off_reply.conversation_id).title:
+        assert time.monotonic() < deadline, "the memory-off conversation got no title"
+        time.sleep(0.2)
 
 
 def test_another_users_identical_history_never_lands_in_alices_conversation(
