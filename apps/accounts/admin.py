@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 
 from apps.accounts import services
-from apps.accounts.models import ApiKey
+from apps.accounts.models import ApiKey, UserSettings
 
 
 @admin.register(ApiKey)
@@ -44,3 +44,16 @@ class ApiKeyAdmin(admin.ModelAdmin):
             services.api_key_revoke(key=key)
             revoked += 1
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
+
+
+@admin.register(UserSettings)
+class UserSettingsAdmin(admin.ModelAdmin):
+    """Each user's own choices (their Settings page), for an admin helping them: whether memory
+    is on, what they told the assistant, the knowledge block's language, what may be learnt."""
+
+    list_display = ("user", "memory_enabled", "knowledge_language", "time_zone", "updated_at")
+    list_filter = ("memory_enabled", "knowledge_language")
+    search_fields = ("user__username", "about_me", "answer_style")
+    list_select_related = ("user",)
+    autocomplete_fields = ("user",)
+    readonly_fields = ("updated_at",)

@@ -3,6 +3,7 @@ their own (issue #15, item 3)."""
 
 from __future__ import annotations
 
+import json
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -214,3 +215,20 @@ async def test_under_asgi_pages_take_the_users_zone_and_a_request_without_a_sess
         await middleware(request_of(AnonymousUser()))
 
     assert seen == ["Asia/Tokyo", timezone.get_default_timezone_name()]
+
+
+def test_an_admin_can_turn_a_users_memory_off_in_the_admin(admin_client, user):
+    from apps.accounts.services import user_settings_update
+
+    row = user_settings_update(user=user, about_me="I keep bees.")
+    page = admin_client.get(f"/admin/accounts/usersettings/{row.pk}/change/")
+    assert page.status_code == 200
+    assert "I keep bees." in page.content.decode()
+    form = page.context["adminform"].form
+    data = {name: form[name].value() for name in form.fields if form[name].value() is not None}
+    data.update({"memory_enabled": "", "learn_categories": json.dumps(row.learn_categories)})
+    saved = admin_client.post(f"/admin/accounts/usersettings/{row.pk}/change/", data)
+    assert saved.status_code == 302, saved.content.decode()[:2000]
+    assert user_settings_for(user=user).memory_enabled is False
+    listing = admin_client.get("/admin/accounts/usersettings/?memory_enabled__exact=0")
+    assert user.username in listing.content.decode()

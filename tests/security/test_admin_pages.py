@@ -14,7 +14,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.utils import timezone
 from django_celery_beat.models import ClockedSchedule, CrontabSchedule, SolarSchedule
 
-from apps.accounts.services import api_key_create
+from apps.accounts.services import api_key_create, user_settings_update
 from apps.core.models import PromptOverride
 from apps.core.prompts import PROMPT_PLACEHOLDERS
 from apps.memory import services as memory_services
@@ -41,6 +41,7 @@ def one_of_each(user, config, default_schedules):
     name = sorted(PROMPT_PLACEHOLDERS)[0]
     PromptOverride.objects.create(name=name, text=" ".join(PROMPT_PLACEHOLDERS[name]) or ".")
     api_key_create(user=user, name="laptop")
+    user_settings_update(user=user, about_me="I keep bees.")
     # django-axes shows its login records; they are kept in Redis here, so its tables stay
     # empty, and its handler refuses rows saved one by one (bulk_create sends no signal).
     attempt = {"user_agent": "curl", "username": "alice", "http_accept": "*/*", "path_info": "/"}
