@@ -83,10 +83,15 @@ def render_error(text: str) -> str:
     return f'<div id="chat-notice" class="chat-notice error" role="alert">{escape(text)}</div>'
 
 
-async def push(group: str, html: str, *, sender=None) -> None:
-    """Send a fragment to every page in the group; `sender` (a consumer) gets it directly."""
+async def push(group: str, html: str, *, sender=None, others: bool = True) -> None:
+    """Send a fragment to every page in the group; `sender` (a consumer) gets it directly.
+
+    `others` False: no page but the sender's listens (`others_listening`), so the fragment
+    skips the channel layer, a publish and its delivery back to this very process."""
     event = {"type": "chat.fragment", "html": html}
     if sender is not None and await sender.send_direct(html):
+        if not others:
+            return
         event["skip"] = sender.channel_name
     try:
         await get_channel_layer().group_send(group, event)
@@ -94,6 +99,24 @@ async def push(group: str, html: str, *, sender=None) -> None:
         # Redis is down (restarting): the asking page got the fragment directly, and the other
         # pages read the conversation again when their socket reconnects.
         logger.warning("pushing to %s failed: %s", group, exc)
+
+
+async def others_listening(group: str, sender) -> bool:
+    """Does a page besides `sender` (a consumer in the group) listen to the group, in this web
+    process or another? True when it cannot tell."""
+    layer = get_channel_layer()
+    try:
+        channel = layer._get_group_channel_name(group)
+        if layer.groups.get(channel, set()) - {sender.channel_name}:
+            return True
+        # Every web process with a page in the group subscribes to it once: this one does.
+        shard = layer._get_shard(channel)
+        shard._ensure_redis()
+        [(_, subscribers)] = await shard._redis.pubsub_numsub(channel)
+    except (AttributeError, RedisError, OSError):
+        # Another channel layer than channels_redis' pub/sub one, or Redis is away.
+        return True
+    return subscribers > 1
 
 
 def conversation_changed(*, conversation: Conversation) -> None:

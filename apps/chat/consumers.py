@@ -28,6 +28,14 @@ from apps.core.selectors import runtime_config
 logger = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 0.03
+# Beyond this many answers streaming in the process, each streams in proportionally fewer,
+# larger fragments (every fragment is a frame to each page and a publish): a busy process spends
+# its time on the turns still waiting for their first token, and pages still update several
+# times a second.
+STREAMS_AT_FULL_CADENCE = 10
+# How often a streaming answer looks again whether a page besides the asking one shows its
+# conversation (one that opens meanwhile gets the text from the next look on, and the end always).
+LISTENERS_SECONDS = 1.0
 # Pages show the new messages once the answer is requested, so rendering them never delays the
 # request; a turn still preparing after this long (a slow embedding server) shows them anyway.
 OPENING_LATEST_SECONDS = 0.05
@@ -323,6 +331,26 @@ async def stream_reply(
     """
     group = broadcasts.conversation_group(conversation.pk)
     opened: asyncio.Future | None = None
+    # Until looked up, every page gets every fragment.
+    others = True
+    looked_up = -LISTENERS_SECONDS
+
+    def look_up_listeners() -> None:
+        nonlocal looked_up
+
+        def found(lookup: asyncio.Future) -> None:
+            nonlocal others
+            if not lookup.cancelled() and lookup.exception() is None:
+                others = lookup.result()
+
+        looked_up = time.monotonic()
+        lookup = asyncio.ensure_future(broadcasts.others_listening(group, sender))
+        lookup.add_done_callback(found)
+
+    async def push(html: str) -> None:
+        if sender is not None and time.monotonic() - looked_up >= LISTENERS_SECONDS:
+            look_up_listeners()
+        await broadcasts.push(group, html, sender=sender, others=others)
 
     async def push_opening() -> None:
         html = opening() if opening is not None else ""
@@ -341,11 +369,7 @@ async def stream_reply(
         def status_changed(subsystem: str, state: str, text: str) -> None:
             # Before the opening the line waits: the opening carries it.
             if opened is not None and opened.done() and not shown:
-                asyncio.ensure_future(
-                    broadcasts.push(
-                        group, broadcasts.render_turn_status(reply_id, run.states), sender=sender
-                    )
-                )
+                asyncio.ensure_future(push(broadcasts.render_turn_status(reply_id, run.states)))
 
         run.status = status_changed
 
@@ -373,9 +397,11 @@ async def stream_reply(
         nonlocal status_shown
         status_shown = True
         await open_pages()
-        await broadcasts.push(group, broadcasts.render_status(reply_id, REVIEWING), sender=sender)
+        await push(broadcasts.render_status(reply_id, REVIEWING))
 
     last_flush = 0.0
+    if sender is not None:
+        look_up_listeners()
     task = asyncio.current_task()
     opening_timer = asyncio.get_running_loop().call_later(OPENING_LATEST_SECONDS, open_pages)
     try:
@@ -395,14 +421,14 @@ async def stream_reply(
                     raise asyncio.CancelledError
                 text += delta
                 now = time.monotonic()
-                if now - last_flush >= FLUSH_SECONDS:
+                if now - last_flush >= _flush_seconds():
                     last_flush = now
                     await open_pages()
                     html = broadcasts.render_source(reply_id, text)
                     if status_shown:
                         status_shown = False
                         html += broadcasts.render_status(reply_id, "")
-                    await broadcasts.push(group, html, sender=sender)
+                    await push(html)
     except AnswerFailed:
         pass
     except asyncio.CancelledError:
@@ -413,6 +439,10 @@ async def stream_reply(
         opening_timer.cancel()
         if not shown:  # stopped before the answer was asked for, or an unexpected error
             await show_final()
+
+
+def _flush_seconds() -> float:
+    return FLUSH_SECONDS * max(1.0, len(stops.RUNNING) / STREAMS_AT_FULL_CADENCE)
 
 
 def _final_state(

@@ -342,11 +342,15 @@ async def test_a_stop_whose_cancellation_is_lost_on_the_way_still_stops_the_answ
     llm_stub.script({"content": "tick " * 300, "tps": 50})
     swallowed = _stop_once_published(monkeypatch, conversation, "tick tick", swallow=True)
     communicator = await connect_socket(user, conversation.pk)
+    # A second page of the conversation: the fragments are published for it (a page alone gets
+    # them from its own socket only).
+    watching = await connect_socket(user, conversation.pk)
     await _send(communicator, content="go on")
     await _receive_until(communicator, "msg-assistant cancelled")
     reply = await Message.objects.aget(role="assistant")
     assert swallowed == [reply.pk]
     assert reply.status == "cancelled" and 0 < reply.content.count("tick") < 300
+    await watching.disconnect()
     await communicator.disconnect()
 
 

@@ -324,11 +324,17 @@ class Command(BaseCommand):
             _signal_group(child.process, signal.SIGKILL)
 
 
+# Workers run at a lower CPU priority than the web process: on a busy machine background work
+# yields the cores to the chat's first tokens, and catches up once they are idle.
+WORKER_NICENESS = 10
+
+
 def _worker(name: str, queue: str, concurrency: int, host_prefix: str) -> Child:
-    """A Celery worker child consuming one queue."""
+    """A Celery worker child consuming one queue, at WORKER_NICENESS."""
     return Child(
         name,
         [
+            *(["nice", "-n", str(WORKER_NICENESS)] if shutil.which("nice") else []),
             sys.executable,
             "-m",
             "celery",
