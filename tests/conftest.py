@@ -136,6 +136,9 @@ def asgi_server(django_db_setup, django_db_blocker):
         "REDIS_URL": settings.REDIS_URL,
         "PYTHONUNBUFFERED": "1",
     }
+    # The server runs as in production: an ORM call made on its event loop fails here too
+    # (the test process allows them for Playwright's sake).
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     process = subprocess.Popen(
         [
             sys.executable,
