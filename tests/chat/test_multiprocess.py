@@ -29,22 +29,29 @@ from apps.chat.models import Conversation, Message
 from apps.core.management.commands.up import web_command
 from apps.core.ports import free_port
 from apps.memory import services as memory_services
-from tests.private_servers import database_url, logged_in_client, pool_children
+from tests.private_servers import chat_turn, database_url, logged_in_client, pool_children
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct-horse-battery-9"
 # Long enough that the answer is still being written when the Stop lands.
+# The most connections a web process holds: one per thread that reads the database, in asgiref's
+# default executor (Python's default size), its one thread for sync code, the recall's search
+# and embedding pools (apps/cognition/context.py) and the tool pool (apps/cognition/toolloop.py).
+WEB_PROCESS_CONNECTIONS = min(32, (os.cpu_count() or 1) + 4) + 1 + 8 + 4 + 4
 SLOW_TICKS = {"content": "tick " * 400, "tps": 40}
 
 
 @contextmanager
-def web_process(processes: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
-    """uvicorn as `up` starts it, on the test database and Redis; yields its URL and process."""
+def web_process(
+    processes: int = 1, *, name: str = "thalamus-web"
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """uvicorn as `up` starts it, on the test database and Redis; yields its URL and process.
+    `name` is its database connections' application_name."""
     port = free_port()
     env = {
         **os.environ,
-        "DATABASE_URL": database_url(),
+        "DATABASE_URL": f"{database_url()}&application_name={name}",
         "REDIS_URL": settings.REDIS_URL,
         "PYTHONUNBUFFERED": "1",
     }
@@ -323,3 +330,74 @@ def test_two_workers_on_one_port_stop_each_others_replies(user, llm_stub):
         _frames_until(watching, "msg-assistant cancelled")
     reply.refresh_from_db()
     assert reply.status == Message.Status.CANCELLED
+
+
+def test_two_web_processes_hold_a_bounded_number_of_connections_while_turns_run_at_once(
+    user, other_user, llm_stub
+):
+    conversations = [
+        Conversation.objects.create(owner=owner) for owner in (user, other_user) for _ in range(3)
+    ]
+    name = f"thalamus-web-{os.getpid()}"
+    peak = 0
+    sampling = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not sampling.wait(0.02):
+            peak = max(peak, _connections_named(name))
+
+    with web_process(name=name) as (first, _), web_process(name=name) as (second, _):
+        clients = {
+            (url, username): logged_in_client(url, username, PASSWORD)
+            for url in (first, second)
+            for username in ("alice", "mallory")
+        }
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        finals: list[str] = []
+        for round_ in range(2):
+            # A slot is given back just after the answer's last fragment is sent.
+            _until_streams_end(user, other_user)
+            llm_stub.script(*[{"content": "tick " * 40, "tps": 40}] * len(conversations))
+            turns = [
+                threading.Thread(
+                    target=lambda url=url, conversation=conversation, round_=round_: finals.append(
+                        chat_turn(
+                            url,
+                            clients[url, conversation.owner.username],
+                            conversation.pk,
+                            f"count for me, round {round_}",
+                        )
+                    )
+                )
+                for index, conversation in enumerate(conversations)
+                for url in [(first, second)[index % 2]]
+            ]
+            for turn in turns:
+                turn.start()
+            for turn in turns:
+                turn.join(60)
+        sampling.set()
+        sampler.join()
+
+    # Twelve answers, six at a time, by two processes: each holds at most one connection per
+    # thread that reads the database, and those threads are pools of fixed sizes.
+    assert len(finals) == 12
+    assert [f[:300] for f in finals if "msg-assistant complete" not in f] == []
+    assert 1 <= peak <= 2 * WEB_PROCESS_CONNECTIONS, peak
+
+
+def _until_streams_end(*users) -> None:
+    deadline = time.monotonic() + 10
+    while any(services._redis().zcard(services._streams_key(u.pk)) for u in users):
+        assert time.monotonic() < deadline, "a stream slot was never given back"
+        time.sleep(0.05)
+
+
+def _connections_named(name: str) -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [name])
+        return cursor.fetchone()[0]
