@@ -320,7 +320,15 @@ THALAMUS_LLM_BASE_URL = env_url(
     "THALAMUS_LLM_BASE_URL", "http://localhost:11434/v1", {"http", "https"}
 )
 THALAMUS_LLM_API_KEY = env_str("THALAMUS_LLM_API_KEY", "ollama")
-# The environment's key goes only to THALAMUS_LLM_BASE_URL; an endpoint chosen in the admin
+# Where embeddings are asked for; blank: the chat's base URL. llama.cpp's server serves one
+# model, so with it the embedding model runs as a second server (`llama-server --embeddings`).
+THALAMUS_EMBED_BASE_URL = (
+    env_url("THALAMUS_EMBED_BASE_URL", "", {"http", "https"})
+    if env_str("THALAMUS_EMBED_BASE_URL", "")
+    else ""
+)
+# The environment's key goes only to the base URLs it names (THALAMUS_LLM_BASE_URL, and
+# THALAMUS_EMBED_BASE_URL); an endpoint chosen in the admin
 # (the runtime configuration's base URLs and fallbacks) gets the key set for it here, or none.
 THALAMUS_LLM_ENDPOINT_KEYS = env_endpoint_keys("THALAMUS_LLM_ENDPOINT_KEYS")
 THALAMUS_CHAT_MODEL = env_str("THALAMUS_CHAT_MODEL", "qwen2.5:7b")

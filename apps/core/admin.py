@@ -12,7 +12,13 @@ from django.utils.html import format_html, format_html_join
 
 from apps.core.forms import RuntimeConfigForm
 from apps.core.llm import llm_client
-from apps.core.llm_limits import all_model_limits, configured_models, truncation_warnings
+from apps.core.llm_limits import (
+    EMBEDDING,
+    all_model_limits,
+    configured_models,
+    role_endpoint,
+    truncation_warnings,
+)
 from apps.core.metrics import LlmMetricsRow, llm_metrics_rows
 from apps.core.models import Event, PromptOverride, RuntimeConfig
 from apps.core.prompts import PROMPT_PLACEHOLDERS, file_prompt_text, prompt_path
@@ -46,6 +52,7 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                     "llm_base_url",
                     "chat_model",
                     "embed_model",
+                    "embed_base_url",
                     "temperature",
                     "context_tokens",
                     "answer_max_tokens",
@@ -214,6 +221,16 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
         if problem:
             self.message_user(
                 request, f"Saved, but the LLM endpoint is not usable: {problem}", messages.WARNING
+            )
+        embedder = role_endpoint(EMBEDDING, obj).base_url
+        problem = embedder != (obj.llm_base_url or settings.THALAMUS_LLM_BASE_URL) and (
+            endpoint_problem(embedder)
+        )
+        if problem:
+            self.message_user(
+                request,
+                f"Saved, but the embedding endpoint is not usable: {problem}",
+                messages.WARNING,
             )
 
 

@@ -83,7 +83,10 @@ def role_endpoint(role: str, config: RuntimeConfig | None = None) -> Endpoint:
     if role == CHAT:
         return chat
     if role == EMBEDDING:
-        return Endpoint(chat.base_url, config.embed_model or settings.THALAMUS_EMBED_MODEL)
+        return Endpoint(
+            config.embed_base_url or settings.THALAMUS_EMBED_BASE_URL or chat.base_url,
+            config.embed_model or settings.THALAMUS_EMBED_MODEL,
+        )
     if role not in BACKGROUND_ROLES + FOREGROUND_ROLES:
         raise ValueError(f"unknown LLM role {role!r}")
     return Endpoint(
@@ -215,11 +218,16 @@ NO_API_KEY = "none"
 
 
 def endpoint_api_key(base_url: str) -> str:
-    """The key sent to `base_url`: the environment's THALAMUS_LLM_API_KEY only to its own
-    THALAMUS_LLM_BASE_URL; to an endpoint chosen in the admin, the key the operator set for it
-    in THALAMUS_LLM_ENDPOINT_KEYS, else NO_API_KEY."""
+    """The key sent to `base_url`: the environment's THALAMUS_LLM_API_KEY only to the base URLs
+    the environment names (THALAMUS_LLM_BASE_URL, THALAMUS_EMBED_BASE_URL); to an endpoint chosen
+    in the admin, the key the operator set for it in THALAMUS_LLM_ENDPOINT_KEYS, else
+    NO_API_KEY."""
     url = base_url.rstrip("/")
-    if url == settings.THALAMUS_LLM_BASE_URL.rstrip("/"):
+    from_env = {
+        settings.THALAMUS_LLM_BASE_URL.rstrip("/"),
+        settings.THALAMUS_EMBED_BASE_URL.rstrip("/"),
+    }
+    if url in from_env - {""}:
         return settings.THALAMUS_LLM_API_KEY
     return settings.THALAMUS_LLM_ENDPOINT_KEYS.get(url, NO_API_KEY)
 

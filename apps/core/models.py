@@ -98,6 +98,12 @@ class RuntimeConfig(models.Model):
         help_text="How long one tool call (a memory search, the chat history) may take.",
     )
     embed_model = models.CharField(max_length=200, blank=True, help_text="Blank: from the env.")
+    # llama.cpp's server serves one model: its embedding model then runs as a second server.
+    embed_base_url = models.URLField(
+        blank=True,
+        help_text="The server embeddings are asked from. Blank: THALAMUS_EMBED_BASE_URL from the "
+        "environment, else the chat's endpoint.",
+    )
     # {role: ["model", "http://host:port/v1 model", ...]}: tried in order when the role's own
     # model fails (unreachable, too slow, not found, a server error).
     model_fallbacks = models.JSONField(

@@ -19,6 +19,7 @@ import openai
 from django.conf import settings
 
 from apps.core.llm import llm_client
+from apps.core.llm_limits import EMBEDDING, role_endpoint
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
@@ -55,8 +56,9 @@ class OpenAIEmbedder:
     ) -> None:
         config = config or runtime_config()
         self.dim = dim or settings.THALAMUS_EMBED_DIM
-        self.model = config.embed_model or settings.THALAMUS_EMBED_MODEL
-        self.base_url = config.llm_base_url or settings.THALAMUS_LLM_BASE_URL
+        endpoint = role_endpoint(EMBEDDING, config)
+        self.model = endpoint.model
+        self.base_url = endpoint.base_url
         self.timeout = timeout
 
     @property
