@@ -42,6 +42,10 @@ SCHEMA_REQUEST = (
 )
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
+# A NUL, raw or as JSON's \u0000 escape (after an even number of backslashes, so not an escaped
+# backslash followed by "u0000"): PostgreSQL refuses it in text, so a memory with one would fail
+# the task that writes it.
+_NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 # A 400 about the request's size names the context, not the format: that one is re-raised.
 _CONTEXT_ERROR = re.compile(r"context (size|length|window)|too long|too many tokens", re.I)
 
@@ -174,6 +178,7 @@ def _balanced_end(text: str, start: int) -> int | None:
 
 def parse_reply(schema: type[Shape], text: str) -> Shape:
     """The first candidate of `text` that validates; else the most telling ValidationError."""
+    text = _NUL_ESCAPE.sub(r"\1", text.replace("\x00", ""))
     error: ValidationError | None = None
     for candidate in json_candidates(text) or [text]:
         try:

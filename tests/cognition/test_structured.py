@@ -137,3 +137,31 @@ def test_a_reply_is_done_only_when_its_outer_object_closes():
     assert not json_object_closed("Sure! {not json} and then")
     assert json_object_closed('Sure! {not json} {"memories": [{"a": 1}]} and on and on')
     assert json_object_closed('{"memories": []}')
+
+
+def test_nul_characters_in_a_reply_never_reach_the_parsed_text():
+    """PostgreSQL refuses NUL in text: a model's stray NUL, raw or escaped, is dropped, while an
+    escaped backslash followed by "u0000" stays the text it is."""
+    reply = (
+        '{"summary": "Bees\\u0000 in Turin\\u0000", "decisions": "Keep\x00 them",'
+        ' "outcome": "a path C:\\\\u0000x", "lesson": "\\\\\\u0000ok"}'
+    )
+    parsed = structured.parse_reply(EpisodeSummary, reply)
+    assert parsed.summary == "Bees in Turin"
+    assert parsed.decisions == "Keep them"
+    assert parsed.outcome == "a path C:\\u0000x"
+    assert parsed.lesson == "\\ok"
+    assert not any("\x00" in value for value in parsed.model_dump().values())
+
+
+@pytest.mark.django_db
+def test_a_memory_with_a_nul_in_the_models_reply_is_saved_without_it(user, llm_stub):
+    from apps.memory.services import memory_node_create
+
+    parsed = structured.parse_reply(
+        EpisodeSummary,
+        '{"summary": "Alice\\u0000 keeps bees", "decisions": "", "outcome": "", "lesson": ""}',
+    )
+    node = memory_node_create(owner=user, description=parsed.summary)
+    node.refresh_from_db()
+    assert node.description == "Alice keeps bees"
