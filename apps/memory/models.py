@@ -8,8 +8,9 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
+from django.db.models.lookups import LessThanOrEqual
 from django.utils import timezone
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import HalfVectorField, HnswIndex, VectorField
 
 from apps.core.categories import Category
 
@@ -22,6 +23,23 @@ def _tsvector(*fields: str) -> models.Func:
         arg_joiner=" || ' ' || ",
         output_field=SearchVectorField(),
     )
+
+
+# A B-tree entry holds at most 2,704 bytes: a half-precision vector of up to this many dimensions
+# fits next to its owner, id and kind.
+HALF_VECTOR_MAX_DIM = 1280
+
+
+# Memories whose words fit a B-tree entry: up to this many bytes of topic and description make a
+# tsvector of at most about 1.7 kB (two-letter words, each its own lexeme), under its 2,704.
+SHORT_TEXT_MAX_BYTES = 500
+SHORT_TEXT = Q(
+    LessThanOrEqual(
+        models.Func("topic", function="octet_length", output_field=models.IntegerField())
+        + models.Func("description", function="octet_length", output_field=models.IntegerField()),
+        SHORT_TEXT_MAX_BYTES,
+    )
+)
 
 
 class EmbeddingStatus(models.TextChoices):
@@ -98,6 +116,10 @@ class MemoryNode(models.Model):
         related_name="memory_nodes",
     )
     embedding = VectorField(dimensions=settings.THALAMUS_EMBED_DIM, null=True, blank=True)
+    # The vector in half precision, which the recall's exact scan reads from an index of its own
+    # (memnode_owner_vectors). A trigger (migration 0010) keeps it for every writer, bulk SQL
+    # and COPY included; empty above HALF_VECTOR_MAX_DIM dimensions, which that index cannot hold.
+    embedding_half = HalfVectorField(null=True, blank=True, editable=False)
     embedding_status = models.CharField(
         max_length=16, choices=EmbeddingStatus.choices, default=EmbeddingStatus.PENDING
     )
@@ -130,7 +152,14 @@ class MemoryNode(models.Model):
 
     class Meta:
         indexes = [
-            GinIndex("owner", "tsv", name="memnode_owner_tsv"),
+            # The recall's full-text match reads an owner's short memories' words from the
+            # B-tree (memnode_owner_words), without the table, and only the long ones from here.
+            GinIndex(
+                "owner",
+                "tsv",
+                name="memnode_owner_long_tsv",
+                condition=Q(valid_to__isnull=True) & ~SHORT_TEXT,
+            ),
             HnswIndex(
                 name="memnode_embedding_hnsw",
                 fields=["embedding"],
@@ -148,6 +177,28 @@ class MemoryNode(models.Model):
                 fields=["owner"],
                 name="memnode_owner_longterm",
                 condition=Q(state="promoted", valid_to__isnull=True),
+            ),
+            # The recall's exact vector scan reads one owner's current vectors from here, all
+            # together, without the table: at 1M rows the table's pages of one owner's 10k rows
+            # cost 243 ms at p95 (bench/README.md).
+            models.Index(
+                fields=["owner"],
+                include=["id", "kind", "embedding_half"],
+                name="memnode_owner_vectors",
+                condition=Q(valid_to__isnull=True),
+            ),
+            models.Index(
+                fields=["owner"],
+                include=["id", "kind", "tsv"],
+                name="memnode_owner_words",
+                condition=Q(valid_to__isnull=True) & SHORT_TEXT,
+            ),
+            # How many memories an owner has, and their neighbours in time, without the table.
+            models.Index(
+                fields=["owner", "created_at"],
+                include=["id", "kind"],
+                name="memnode_owner_recent",
+                condition=Q(valid_to__isnull=True),
             ),
         ]
         constraints = [
@@ -298,7 +349,16 @@ class Triple(models.Model):
     valid_to = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["owner", "category"], name="triple_owner_category")]
+        indexes = [
+            models.Index(fields=["owner", "category"], name="triple_owner_category"),
+            # The renderer's order of an owner's current triples, read without the table; only
+            # the ones shown are then fetched.
+            models.Index(
+                fields=["owner", "category", "predicate", "-confidence", "id"],
+                name="triple_owner_known",
+                condition=Q(valid_to__isnull=True),
+            ),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["owner", "subject", "predicate", "object"],

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from pydantic import ValidationError
@@ -14,16 +15,23 @@ from apps.chat.models import Conversation
 from apps.core.db import QueryVector, fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
-from apps.memory.models import MemoryNode, Predicate, RetrievalPlan, Triple, WorldState
+from apps.memory.models import (
+    HALF_VECTOR_MAX_DIM,
+    SHORT_TEXT_MAX_BYTES,
+    MemoryNode,
+    Predicate,
+    RetrievalPlan,
+    Triple,
+    WorldState,
+)
 from apps.memory.schemas import PlanStep, RetrievalPlanSchema
 
 logger = logging.getLogger(__name__)
 
 # Up to this many visible rows (own + global) an exact scan is used: exact, and at 10k rows per
-# owner (1M rows, bench/README.md) faster than the filtered HNSW path, whose recall there fell
-# to 0.07. Above it the HNSW index with iterative scans keeps latency flat. The approximate
-# branch spells the owner filter so that no B-tree can serve it, which leaves the planner the
-# HNSW index (or a sequential scan) instead of sorting a big owner's rows.
+# owner (1M rows, bench/README.md) much faster than the filtered HNSW path, whose recall there
+# fell to 0.07. Above it the HNSW index with iterative scans keeps latency flat. Which one a
+# search takes is decided on a count of the owner's rows made first (a B-tree read, no table).
 EXACT_SCAN_MAX_ROWS = 20000
 # The HNSW path over-fetches this many times the candidates in relaxed order, then re-ranks them
 # by exact distance.
@@ -262,73 +270,93 @@ def named_dates(text: str, *, now: datetime | None = None) -> NamedDates:
 # keywords; the owner's neighbours of every candidate are candidates too, since such an answer
 # ("LeBron, no doubt") may share neither words nor meaning with the question. A memory made in
 # a period the query names gains DATE_MATCH_WEIGHT.
-_MEMORY_SEARCH_SQL = """
-WITH visible AS MATERIALIZED (
-    SELECT count(*) AS rows FROM (
-        SELECT 1 FROM memory_memorynode
-         WHERE (owner_id = %(owner)s::int OR owner_id IS NULL) AND valid_to IS NULL
-         LIMIT %(visible_max)s
-    ) AS capped
-),
-exact AS MATERIALIZED (
-    SELECT id FROM memory_memorynode
-     WHERE %(has_vector)s AND (SELECT rows FROM visible) <= %(exact_max)s
-       AND (owner_id = %(owner)s::int OR owner_id IS NULL) AND valid_to IS NULL
-       AND embedding IS NOT NULL {kinds}
-     ORDER BY (embedding <=> %(vector)s::vector) + 0
+_VISIBLE_ROWS_SQL = """
+SELECT count(*) FROM (
+    SELECT 1 FROM memory_memorynode WHERE owner_id = %(owner)s::int AND valid_to IS NULL
+    UNION ALL
+    SELECT 1 FROM memory_memorynode WHERE owner_id IS NULL AND valid_to IS NULL
+    LIMIT %(visible_max)s
+) AS capped
+"""
+# The owner's and the global rows each in their own scan of memnode_owner_vectors, which holds
+# every current row's half-precision vector next to its owner: one owner's rows are read
+# together, without the table, where the table has them on pages all over it. Half precision
+# orders them as the full vectors do but for near-ties, which the candidates' margin (4 × the
+# limit) absorbs; scores use the full vectors. Above HALF_VECTOR_MAX_DIM dimensions the scan
+# reads the table's vectors.
+_EXACT_NEAREST = """
+nearest AS MATERIALIZED (
+    SELECT id FROM (
+        (SELECT id, {column} <=> %(vector)s::{column_type} AS distance FROM memory_memorynode
+          WHERE owner_id = %(owner)s::int AND valid_to IS NULL AND {column} IS NOT NULL {{kinds}}
+          ORDER BY distance LIMIT %(candidates)s)
+        UNION ALL
+        (SELECT id, {column} <=> %(vector)s::{column_type} AS distance FROM memory_memorynode
+          WHERE owner_id IS NULL AND valid_to IS NULL AND {column} IS NOT NULL {{kinds}}
+          ORDER BY distance LIMIT %(candidates)s)
+    ) AS closest
+     ORDER BY distance
      LIMIT %(candidates)s
 ),
+"""
+# The owner filter is spelled so that no B-tree can serve it, which leaves the planner the HNSW
+# index; the over-fetched candidates are re-ranked by exact distance.
+_APPROXIMATE_NEAREST = """
 approximate AS MATERIALIZED (
     SELECT id FROM memory_memorynode
-     WHERE %(has_vector)s AND (SELECT rows FROM visible) > %(exact_max)s
-       AND COALESCE(owner_id, %(owner)s::int) = %(owner)s::int AND valid_to IS NULL {kinds}
+     WHERE COALESCE(owner_id, %(owner)s::int) = %(owner)s::int AND valid_to IS NULL {kinds}
      ORDER BY embedding <=> %(vector)s::vector
      LIMIT %(overfetch)s
 ),
+nearest AS MATERIALIZED (
+    SELECT id FROM approximate
+     ORDER BY (SELECT embedding <=> %(vector)s::vector FROM memory_memorynode AS n
+                WHERE n.id = approximate.id)
+     LIMIT %(candidates)s
+),
+"""
+_NO_NEAREST = """
+nearest AS (SELECT NULL::bigint AS id WHERE false),
+"""
+_MEMORY_SEARCH_SQL = """
+asked AS MATERIALIZED (
+    SELECT term, to_tsquery('simple', term) AS query FROM unnest(%(terms)s::text[]) AS term
+),
+worded AS MATERIALIZED (
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE %(has_terms)s AND owner_id = %(owner)s::int AND valid_to IS NULL
+       AND octet_length(topic) + octet_length(description) <= {short_text}
+       AND tsv @@ to_tsquery('simple', %(any_term)s)
+    UNION ALL
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE %(has_terms)s AND owner_id = %(owner)s::int AND valid_to IS NULL
+       AND NOT octet_length(topic) + octet_length(description) <= {short_text}
+       AND tsv @@ to_tsquery('simple', %(any_term)s)
+    UNION ALL
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE %(has_terms)s AND owner_id IS NULL AND valid_to IS NULL
+       AND tsv @@ to_tsquery('simple', %(any_term)s)
+),
+hits AS MATERIALIZED (
+    SELECT worded.id, worded.kind, asked.term
+      FROM worded JOIN asked ON worded.tsv @@ asked.query
+),
 terms AS MATERIALIZED (
-    SELECT term, to_tsquery('simple', term) AS query,
-           ln(1 + (GREATEST(rows, df) - df + 0.5) / (df + 0.5)) AS idf
-      FROM unnest(%(terms)s::text[]) AS term
-     CROSS JOIN visible
-     CROSS JOIN LATERAL (
-        SELECT count(*) AS df FROM (
-            SELECT 1 FROM memory_memorynode
-             WHERE (owner_id = %(owner)s::int OR owner_id IS NULL) AND valid_to IS NULL
-               AND tsv @@ to_tsquery('simple', term)
-             LIMIT %(stats_max)s
-        ) AS capped
-     ) AS counted
-     WHERE df > 0
+    SELECT term, ln(1 + (GREATEST(rows, df) - df + 0.5) / (df + 0.5)) AS idf
+      FROM (SELECT term, LEAST(count(*), %(stats_max)s) AS df FROM hits GROUP BY term) AS counted
+     CROSS JOIN (SELECT %(visible)s::int AS rows) AS visible
 ),
 selective AS MATERIALIZED (
-    SELECT to_tsquery('simple', string_agg(term, ' | ')) AS query
-      FROM terms
+    SELECT term, idf FROM terms
      WHERE idf >= %(min_idf)s OR NOT EXISTS (SELECT FROM terms WHERE idf >= %(min_idf)s)
 ),
 matched AS MATERIALIZED (
-    SELECT id, text FROM (
-        SELECT id, (SELECT sum(idf) FROM terms WHERE tsv @@ terms.query) AS text
-          FROM memory_memorynode
-         WHERE owner_id = %(owner)s::int AND tsv @@ (SELECT query FROM selective)
-           AND valid_to IS NULL {kinds}
-        UNION ALL
-        SELECT id, (SELECT sum(idf) FROM terms WHERE tsv @@ terms.query) AS text
-          FROM memory_memorynode
-         WHERE owner_id IS NULL AND tsv @@ (SELECT query FROM selective)
-           AND valid_to IS NULL {kinds}
-    ) AS ranked
+    SELECT id, sum(idf) AS text
+      FROM hits JOIN terms USING (term)
+     WHERE id IN (SELECT id FROM hits WHERE term IN (SELECT term FROM selective)) {kinds}
+     GROUP BY id
      ORDER BY text DESC, id DESC
      LIMIT %(candidates)s
-),
-nearest AS (
-    SELECT id FROM exact
-    UNION
-    SELECT id FROM (
-        SELECT id FROM approximate
-         ORDER BY (SELECT embedding <=> %(vector)s::vector FROM memory_memorynode AS n
-                    WHERE n.id = approximate.id)
-         LIMIT %(candidates)s
-    ) AS reranked
 ),
 components AS MATERIALIZED (
     SELECT n.id, n.kind, n.topic, n.description, n.owner_id IS NULL AS is_global, n.created_at,
@@ -346,16 +374,17 @@ components AS MATERIALIZED (
                = ANY(%(months)s::int[]))::int AS dated
       FROM (SELECT id FROM nearest UNION SELECT id FROM matched
             UNION
-            SELECT neighbour.id
-              FROM memory_memorynode AS neighbour
-             WHERE neighbour.owner_id = %(owner)s::int AND neighbour.valid_to IS NULL {kinds}
-               AND neighbour.created_at <@ (
-                   SELECT range_agg(tstzrange(seed.created_at - %(neighbour)s::interval,
-                                              seed.created_at + %(neighbour)s::interval, '[]'))
-                     FROM memory_memorynode AS seed
-                    WHERE seed.id IN (SELECT id FROM nearest UNION SELECT id FROM matched)
-                      AND seed.owner_id = %(owner)s::int)
-             LIMIT %(neighbours_max)s) AS candidates
+            (SELECT DISTINCT neighbour.id
+               FROM memory_memorynode AS seed
+              CROSS JOIN LATERAL (
+                  SELECT id FROM memory_memorynode
+                   WHERE owner_id = %(owner)s::int AND valid_to IS NULL {kinds}
+                     AND created_at BETWEEN seed.created_at - %(neighbour)s::interval
+                                        AND seed.created_at + %(neighbour)s::interval
+              ) AS neighbour
+              WHERE seed.id IN (SELECT id FROM nearest UNION SELECT id FROM matched)
+                AND seed.owner_id = %(owner)s::int
+              LIMIT %(neighbours_max)s)) AS candidates
       JOIN memory_memorynode AS n USING (id)
       LEFT JOIN matched USING (id)
      WHERE n.state <> 'quarantined'
@@ -414,12 +443,11 @@ def memory_search_query(
     candidates = max(limit * 4, 40)
     params = {
         "owner": int(user_id),
-        "exact_max": EXACT_SCAN_MAX_ROWS,
         "stats_max": TEXT_STATS_MAX_ROWS,
-        "visible_max": max(TEXT_STATS_MAX_ROWS, EXACT_SCAN_MAX_ROWS + 1),
-        "has_vector": vector is not None,
         "vector": QueryVector(vector) if vector is not None else None,
         "terms": terms,
+        "has_terms": bool(terms),
+        "any_term": " | ".join(terms),
         "min_idf": MATCH_MIN_IDF,
         "candidates": candidates,
         "overfetch": candidates * HNSW_OVERFETCH,
@@ -441,7 +469,26 @@ def memory_search_query(
         "w_context": weights.context,
         "limit": limit,
     }
-    sql = _MEMORY_SEARCH_SQL.format(kinds="AND kind = ANY(%(kinds)s)" if kinds else "")
+    ((params["visible"],),) = fetch_hot(
+        _VISIBLE_ROWS_SQL,
+        {
+            "owner": params["owner"],
+            "visible_max": max(TEXT_STATS_MAX_ROWS, EXACT_SCAN_MAX_ROWS + 1),
+        },
+    )
+    if vector is None:
+        nearest = _NO_NEAREST
+    elif params["visible"] <= EXACT_SCAN_MAX_ROWS:
+        half = settings.THALAMUS_EMBED_DIM <= HALF_VECTOR_MAX_DIM
+        nearest = _EXACT_NEAREST.format(
+            column="embedding_half" if half else "embedding",
+            column_type="halfvec" if half else "vector",
+        )
+    else:
+        nearest = _APPROXIMATE_NEAREST
+    sql = ("WITH" + nearest + _MEMORY_SEARCH_SQL).format(
+        kinds="AND kind = ANY(%(kinds)s)" if kinds else "", short_text=SHORT_TEXT_MAX_BYTES
+    )
     return sql, params
 
 
@@ -616,20 +663,30 @@ def turn_plan_steps(
 
 
 # The conversation's plan and the user's graph (their triples, then the global ones, in the
-# renderer's order) in one round trip: the turn needs both before it can search.
+# renderer's order) in one round trip: the turn needs both before it can search. The order is
+# found in triple_owner_known, without the table; only the triples shown are read from it.
 _PLAN_AND_KNOWLEDGE_SQL = """
 SELECT (SELECT steps FROM memory_retrievalplan WHERE conversation_id = %(conversation)s),
-       (SELECT COALESCE(json_agg(json_build_array(id, owner_id, subject, object, category,
-                                                  predicate_id, name, labels)
-                                 ORDER BY owner_id, category, name, confidence DESC, id),
+       (SELECT COALESCE(json_agg(json_build_array(t.id, t.owner_id, t.subject, t.object,
+                                                  t.category, t.predicate_id, known.name,
+                                                  known.labels)
+                                 ORDER BY known.owner_id, known.category, known.name,
+                                          known.confidence DESC, known.id),
                         '[]'::json)
-          FROM (SELECT t.id, t.owner_id, t.subject, t.object, t.category, t.confidence,
-                       t.predicate_id, p.name, p.labels
-                  FROM memory_triple AS t
-                  JOIN memory_predicate AS p ON p.id = t.predicate_id
-                 WHERE (t.owner_id = %(owner)s OR t.owner_id IS NULL) AND t.valid_to IS NULL
-                 ORDER BY t.owner_id, t.category, p.name, t.confidence DESC, t.id
-                 LIMIT %(limit)s) AS known)
+          FROM (SELECT current.id, current.owner_id, current.category, current.confidence,
+                       p.name, p.labels
+                  FROM (SELECT id, owner_id, category, confidence, predicate_id
+                          FROM memory_triple
+                         WHERE owner_id = %(owner)s::int AND valid_to IS NULL
+                        UNION ALL
+                        SELECT id, owner_id, category, confidence, predicate_id
+                          FROM memory_triple
+                         WHERE owner_id IS NULL AND valid_to IS NULL) AS current
+                  JOIN memory_predicate AS p ON p.id = current.predicate_id
+                 ORDER BY current.owner_id, current.category, p.name, current.confidence DESC,
+                          current.id
+                 LIMIT %(limit)s) AS known
+          JOIN memory_triple AS t ON t.id = known.id)
 """
 
 

@@ -118,10 +118,17 @@ def test_kinds_filter_the_candidates(user, llm_stub):
 def _take_the_big_table_path(monkeypatch) -> None:
     """Make a test-sized table take the path a big one takes: the filtered HNSW index scan.
 
-    Every owner counts as big, and the planner may not sort a few thousand rows instead.
+    Every owner counts as big, and the planner may not sort a few thousand rows instead: read
+    from the table, or through the owner-leading indexes of current rows, which at this size
+    beat the HNSW index and at a million rows read the whole table (they are dropped with the
+    test's transaction).
     """
     monkeypatch.setattr(selectors, "EXACT_SCAN_MAX_ROWS", 0)
     with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # DDL waits for no deferred FK check
+        cursor.execute(
+            "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_words"
+        )
         cursor.execute("SET LOCAL enable_seqscan = off")
 
 
@@ -206,7 +213,11 @@ def test_a_big_owner_goes_through_the_hnsw_index_with_recall_and_k_back(
             "CREATE INDEX memnode_embedding_hnsw ON memory_memorynode "
             "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
         )
-        # At this table size a sequential scan would win; at the size it stands for, it doesn't.
+        # At this table size a sequential scan (or one of an owner-leading index) would win; at
+        # the size it stands for, it doesn't.
+        cursor.execute(
+            "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_words"
+        )
         cursor.execute("SET LOCAL enable_seqscan = off")
     rng = random.Random(11)
     queries = [(rng.choice(owners), _random_unit_vector(rng)) for _ in range(30)]
