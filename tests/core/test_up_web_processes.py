@@ -1,0 +1,70 @@
+"""`manage.py up --web-processes 2`: two uvicorn workers serve the one port, and stopping `up`
+stops them all."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from apps.core.ports import free_port
+from tests.core.test_up import ROOT, _env, _processes_mentioning, _stop, _wait_healthy
+from tests.private_servers import pool_children
+
+
+def _uvicorn_workers(up_pid: int) -> list[int]:
+    (web,) = [
+        pid
+        for pid in pool_children(up_pid)
+        if b"uvicorn" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    return [
+        pid
+        for pid in pool_children(web)
+        if b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        and b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+
+
+@pytest.mark.timeout(240)
+def test_up_runs_two_web_processes_on_one_port_and_stops_them(tmp_path):
+    data_dir = tmp_path / "data"
+    port = free_port()
+    log_path = tmp_path / "up.log"
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "up", "--port", str(port), "--web-processes", "2"],
+        cwd=ROOT,
+        env=_env(data_dir),
+        stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/healthz", process, log_path)
+        workers = _uvicorn_workers(process.pid)
+        assert len(workers) == 2, log_path.read_text()
+        for _ in range(4):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/") as response:
+                assert response.status == 200
+    finally:
+        code = _stop(process)
+    assert code == 0, log_path.read_text()
+    assert "stopped cleanly" in log_path.read_text()
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    assert not _processes_mentioning(str(data_dir)), "processes outlived up"
+
+
+def test_up_refuses_no_web_process(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "manage.py", "up", "--port", str(free_port()), "--web-processes", "0"],
+        cwd=ROOT,
+        env=_env(tmp_path / "data"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "--web-processes must be 1 or more." in result.stderr
+    assert "Traceback" not in result.stderr
