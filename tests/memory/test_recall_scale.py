@@ -1,0 +1,200 @@
+"""The recall's guarantees on its owner-leading access paths (memory 0010): as many hits as the
+user has rows up to 10, vector recall against an exact full-precision scan, every memory
+reachable by its words, the graph in the renderer's order."""
+
+from __future__ import annotations
+
+import random
+import statistics
+
+import pytest
+from django.db import connection
+from django.db.models import F, Value
+from django.db.models.functions import Concat
+
+from apps.memory import services
+from apps.memory.embedding import vector_literal
+from apps.memory.models import SHORT_TEXT_MAX_BYTES, MemoryNode
+from apps.memory.selectors import (
+    Weights,
+    knowledge_triples_for,
+    memory_search,
+    plan_and_knowledge,
+)
+
+pytestmark = pytest.mark.django_db
+
+DIM = 64
+VECTOR_ONLY = Weights(vector=1.0, text=0.0, recency=0.0, importance=0.0, confidence=0.0)
+WORDS = [
+    "coffee",
+    "garden",
+    "jazz",
+    "piano",
+    "hiking",
+    "rome",
+    "paris",
+    "dog",
+    "cat",
+    "pasta",
+    "wine",
+    "exam",
+]
+
+
+def _unit_vector(rng: random.Random) -> list[float]:
+    vector = [rng.gauss(0, 1) for _ in range(DIM)]
+    norm = sum(v * v for v in vector) ** 0.5
+    return [v / norm for v in vector]
+
+
+def _generate(django_user_model, sizes: list[int], *, globals_: int, seed: int) -> list[int]:
+    """Users with the given numbers of memories (random vectors, words from WORDS) and global
+    memories, inserted set-based with the owners' rows interleaved over the table."""
+    users = django_user_model.objects.bulk_create(
+        [django_user_model(username=f"scale{i}", password="!") for i in range(len(sizes))]
+    )
+    rng = random.Random(seed)
+    rows = [(None, i) for i in range(globals_)]
+    for user, size in zip(users, sizes, strict=True):
+        rows += [(user.pk, i) for i in range(size)]
+    rng.shuffle(rows)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            """
+            INSERT INTO memory_memorynode
+                (owner_id, description, kind, topic, fact_key, state, confidence_score,
+                 importance, origin_context, embedding, embedding_status, embedding_model,
+                 created_at)
+            VALUES (%s, %s, 'fact', '', '', 'promoted', 1, 0.5, '', %s::vector, 'ready', 'gen',
+                    now() - %s * interval '1 hour')
+            """,
+            [
+                (owner, " ".join(rng.sample(WORDS, 3)), vector_literal(_unit_vector(rng)), n)
+                for owner, n in rows
+            ],
+        )
+        cursor.execute("ANALYZE memory_memorynode")
+    return [user.pk for user in users]
+
+
+def _visible(user_id: int) -> int:
+    return MemoryNode.objects.filter(owner_id__in=[user_id], valid_to=None).count() + (
+        MemoryNode.objects.filter(owner=None, valid_to=None).count()
+    )
+
+
+def _exact_top(user_id: int, vector: list[float], k: int) -> set[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT id FROM memory_memorynode
+             WHERE (owner_id = %s::int OR owner_id IS NULL) AND valid_to IS NULL
+             ORDER BY (embedding <=> %s::vector) + 0 LIMIT %s
+            """,
+            [user_id, vector_literal(vector), k],
+        )
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_a_search_never_returns_fewer_than_min_10_and_the_users_rows(django_user_model):
+    sizes = [0, 1, 4, 9, 10, 11, 37, 400]
+    owners = _generate(django_user_model, sizes, globals_=0, seed=1)
+    rng = random.Random(2)
+
+    for owner, size in zip(owners, sizes, strict=True):
+        for _ in range(5):
+            text = " ".join(rng.sample(WORDS, 2))
+            hits = memory_search(user_id=owner, text=text, vector=_unit_vector(rng), limit=10)
+            assert len(hits) == min(10, size)
+            assert {hit.is_global for hit in hits} <= {False}
+
+
+def test_global_memories_count_among_the_rows_and_are_returned(django_user_model):
+    sizes = [0, 3, 200]
+    owners = _generate(django_user_model, sizes, globals_=4, seed=3)
+    rng = random.Random(4)
+
+    for owner, size in zip(owners, sizes, strict=True):
+        hits = memory_search(user_id=owner, text="", vector=_unit_vector(rng), limit=10)
+        assert len(hits) == min(10, size + 4) == min(10, _visible(owner))
+        if size < 10:
+            assert sum(hit.is_global for hit in hits) == 4
+
+
+def test_a_word_all_of_a_users_memories_hold_finds_min_10_and_their_rows_without_a_vector(
+    django_user_model,
+):
+    sizes = [1, 7, 10, 300]
+    owners = _generate(django_user_model, sizes, globals_=0, seed=5)
+    MemoryNode.objects.update(description=Concat(Value("shared "), F("description")))
+
+    for owner, size in zip(owners, sizes, strict=True):
+        hits = memory_search(user_id=owner, text="shared", vector=None, limit=10)
+        assert len(hits) == min(10, size)
+
+
+def test_vector_recall_at_10_against_exact_search_is_at_least_095(django_user_model):
+    """30 users × 500 memories + 20 global ones, interleaved; 150 queries, each against an exact
+    full-precision scan. The exact path ranks half-precision copies from an index."""
+    owners = _generate(django_user_model, [500] * 30, globals_=20, seed=7)
+    rng = random.Random(8)
+    recalls = []
+    for _ in range(150):
+        owner, vector = rng.choice(owners), _unit_vector(rng)
+        hits = memory_search(user_id=owner, text="", vector=vector, limit=10, weights=VECTOR_ONLY)
+        assert len(hits) == 10
+        recalls.append(len(_exact_top(owner, vector, 10) & {hit.id for hit in hits}) / 10)
+
+    assert statistics.mean(recalls) >= 0.95
+
+
+def test_the_half_precision_copy_follows_every_write_of_the_vector(user, llm_stub):
+    node = services.memory_node_create(owner=user, description="The garden gate squeaks")
+    vector = _unit_vector(random.Random(9))
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE memory_memorynode SET embedding = %s::vector WHERE id = %s",
+            [vector_literal(vector), node.pk],
+        )
+        cursor.execute(
+            "SELECT embedding_half IS NOT NULL, embedding_half::vector <=> embedding "
+            "FROM memory_memorynode WHERE id = %s",
+            [node.pk],
+        )
+        present, distance = cursor.fetchone()
+        assert present and distance < 1e-4
+        cursor.execute("UPDATE memory_memorynode SET importance = 0.9 WHERE id = %s", [node.pk])
+        cursor.execute("UPDATE memory_memorynode SET embedding = NULL WHERE id = %s", [node.pk])
+        cursor.execute(
+            "SELECT embedding_half IS NULL FROM memory_memorynode WHERE id = %s", [node.pk]
+        )
+        assert cursor.fetchone()[0]
+
+
+def test_a_long_memory_is_found_by_its_words_like_a_short_one(user, llm_stub):
+    long_text = "Notes from the trip: " + "we walked and talked for hours. " * 30
+    assert len(long_text.encode()) > SHORT_TEXT_MAX_BYTES
+    long = services.memory_node_create(owner=user, description=long_text + "Zanzibar at last.")
+    short = services.memory_node_create(owner=user, description="Zanzibar has spice farms")
+
+    hits = memory_search(user_id=user.pk, text="zanzibar", vector=None, limit=10)
+
+    assert {hit.id for hit in hits} == {long.pk, short.pk}
+
+
+def test_the_graph_read_gives_the_renderers_triples_in_its_order(user, other_user, llm_stub):
+    services.predicate_upsert(name="has_pet", category="relationships")
+    services.predicate_upsert(name="likes", category="preferences")
+    for i in range(30):
+        services.triple_upsert(owner=user, subject="user", predicate="likes", object=f"dish {i}")
+        services.triple_upsert(owner=other_user, subject="user", predicate="likes", object=f"x{i}")
+    services.triple_upsert(owner=user, subject="user", predicate="has_pet", object="Argo")
+    services.triple_upsert(owner=None, subject="water", predicate="likes", object="nobody")
+
+    _, triples = plan_and_knowledge(user_id=user.pk, conversation_id=None, limit=20)
+
+    expected = list(knowledge_triples_for(user_id=user.pk, limit=20))
+    assert [triple.id for triple in triples] == [triple.id for triple in expected]
+    assert {triple.owner_id for triple in triples} == {user.pk}
