@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
 from django.db import models
-from django.db.models.functions import Coalesce
+from django.db.models.functions import MD5, Coalesce
 
 # How long a temporary chat lives after it was started.
 TEMPORARY_LIFETIME = timedelta(hours=24)
@@ -97,6 +97,8 @@ class Message(models.Model):
         ordering = ["created_at", "id"]
         indexes = [
             models.Index(fields=["conversation", "created_at"], name="msg_conv_time"),
+            # /v1 finds the conversation a client's history continues by its last question.
+            models.Index(MD5("content"), name="msg_content_md5"),
             GinIndex(fields=["search"], name="msg_search"),
         ]
         constraints = [

@@ -53,6 +53,27 @@ def _ask(client, history: list[dict], *, stream: bool, **kwargs) -> tuple[str, s
     return text, [c.choices[0].finish_reason for c in chunks if c.choices][-1]
 
 
+def test_a_client_that_trims_the_answers_it_sends_back_stays_in_one_conversation(
+    client_for, user, llm_stub
+):
+    """A model that ends its answers with a newline, and a client that sends them back trimmed
+    (or with a CRLF): the calls still continue one conversation."""
+    llm_stub.script(
+        {"content": "Bees like warm places.\n\n"},
+        {"content": "Three hives,\nall full.\n"},
+        {"content": "Sweet."},
+    )
+    client = client_for(user)
+    history: list[dict] = []
+    for question in ("Where do my bees live?", "How many hives?", "And the honey?"):
+        history.append({"role": "user", "content": question})
+        answer, _ = _ask(client, history, stream=False)
+        history.append({"role": "assistant", "content": answer.strip().replace("\n", "\r\n")})
+
+    assert Conversation.objects.filter(owner=user).count() == 1
+    assert Conversation.objects.get(owner=user).messages.count() == 6
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_calls_with_the_whole_history_land_in_one_conversation(client_for, user, llm_stub, stream):
     memory_node_create(owner=user, description="Alice keeps bees in Turin")
