@@ -213,6 +213,30 @@ def test_the_no_javascript_stop_on_one_process_stops_an_answer_written_by_the_ot
     assert reply.content.count("tick") < 400
 
 
+def test_a_retry_from_the_other_process_answers_again_and_both_pages_see_it(
+    two_processes, user, llm_stub
+):
+    first, second = two_processes
+    conversation = Conversation.objects.create(owner=user)
+    client = logged_in_client(first, "alice", PASSWORD)
+    llm_stub.script({"fault": "http_500"}, {"content": "The second try worked."})
+    with (
+        _socket(first, client, conversation.pk) as asking,
+        _socket(second, client, conversation.pk) as other,
+    ):
+        _send(asking, content="try this")
+        _frames_until(asking, "msg-assistant failed")
+        reply = _reply_once(status=Message.Status.FAILED)
+
+        _send(other, action="retry", message_id=reply.pk)
+
+        assert "The second try worked." in _frames_until(asking, "msg-assistant complete")[-1]
+        _frames_until(other, "msg-assistant complete")
+    reply.refresh_from_db()
+    assert reply.status == Message.Status.COMPLETE
+    assert reply.content == "The second try worked."
+
+
 def test_the_dashboard_on_one_process_shows_a_change_made_through_the_other(two_processes, user):
     first, second = two_processes
     node = memory_services.memory_node_create(
