@@ -1,13 +1,18 @@
-"""Retrieval at scale: latency per turn and filtered recall@10 against exact search.
+"""Retrieval at scale: a turn's memory context, each of its reads, and vector recall@10.
 
-    .venv/bin/python -m bench.retrieval [--nodes 100000] [--users 100] [--dim 384] [--queries 300]
+    .venv/bin/python -m bench.retrieval [--nodes 100000] [--users 100] [--words 64]
+        [--dim 384] [--queries 300] [--hnsw]
 
-Runs on its own database (`thalamus_bench_retrieval`) in the embedded PostgreSQL, bulk-loads
-random unit vectors with binary COPY (numpy, which the `local` extra brings), builds the HNSW
-index, then times the real selectors: `memory_search` as the turn runs it (the exact scan or the
-filtered HNSW index, by the owner's size), the same forced through the HNSW index, and the whole
-`memory_context_for_turn`, embedding through the in-process LLM stub. The data is kept between
-runs of the same shape.
+Runs on its own database (`thalamus_bench_retrieval`) in the embedded PostgreSQL. Bulk-loads
+random unit vectors with binary COPY (numpy, which the `local` extra brings), owners interleaved
+so each one's rows spread over the whole table, then builds the recall's indexes (timed, with
+their sizes), and gives each user a quarter as many triples and a twentieth as many episodes.
+Then it times the real selectors, each over `--queries` random users: `memory_search` as the turn
+runs it (with recall@10 of its vector ranking against an exact full-precision scan, and the
+fewest hits against min(10, the user's rows)), its full-text branch alone (no vector), the graph
+read, the episode search, and the whole `memory_context_for_turn` with the message's vector
+already made (embedding excluded). `--hnsw` also builds the HNSW index (20 min at 1M rows) and
+times the big-owner path forced through it. The data is kept between runs of the same shape.
 """
 
 from __future__ import annotations
@@ -18,9 +23,10 @@ import random
 import statistics
 import sys
 import time
+from concurrent.futures import Future
 from datetime import timedelta
 
-from bench._harness import create_database
+from bench._harness import cpu_reference_ms, create_database
 
 BENCH_DATABASE = "thalamus_bench_retrieval"
 _VOCABULARY_TEXT = """
@@ -29,19 +35,39 @@ _VOCABULARY_TEXT = """
     birthday allergy doctor book novel film series cooking pasta pizza sushi wine beer
     python django database server holiday beach mountain winter summer exam school
 """
+# 51 words, six to a memory: each word is in 11 % of all memories, far more than in real text,
+# so the full-text figures of the default are a worst case. `--words N` adds made-up words.
 VOCABULARY = _VOCABULARY_TEXT.split()
+# The recall's indexes (memory 0010), rebuilt after the bulk load as a migration would build them.
+RECALL_INDEXES = {
+    "memorynode": (
+        "memnode_owner_vectors",
+        "memnode_owner_words",
+        "memnode_owner_long_tsv",
+        "memnode_owner_recent",
+    ),
+    "triple": ("triple_owner_known",),
+}
+TRIPLES_PER_NODE = 1 / 4
+EPISODES_PER_NODE = 1 / 20
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=100_000)
-    parser.add_argument("--users", type=int, default=100)
+    parser.add_argument("--users", "--owners", type=int, default=100)
+    parser.add_argument("--words", type=int, default=len(VOCABULARY), help="vocabulary size")
+    parser.add_argument("--hnsw", action="store_true", help="build the HNSW index and time it")
     parser.add_argument("--m", type=int, default=16, help="HNSW m")
     parser.add_argument("--ef-construction", type=int, default=64)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--seed", type=int, default=1)
     return parser.parse_args()
+
+
+def vocabulary(size: int) -> list[str]:
+    return (VOCABULARY + [f"word{i}" for i in range(max(0, size - len(VOCABULARY)))])[:size]
 
 
 def setup_django(dim: int) -> None:
@@ -89,10 +115,14 @@ COPY_CHUNK = 20_000
 
 
 def load(args: argparse.Namespace) -> dict[str, float]:
+    """The data of this shape, loaded unless it is there already; build times in seconds."""
     from django.db import connection
 
+    from apps.memory.models import Episode, MemoryNode, Triple
+
     nodes, users, dim = args.nodes, args.users, args.dim
-    shape = f"{nodes}:{users}:{dim}:{args.m}:{args.ef_construction}"
+    shape = f"{nodes}:{users}:{dim}:{args.words}"
+    figures = {}
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*), count(DISTINCT owner_id), max(embedding_model) FROM memory_memorynode"
@@ -100,38 +130,66 @@ def load(args: argparse.Namespace) -> dict[str, float]:
         count, owners, marker = cursor.fetchone()
         if count == nodes and owners == users and marker == f"bench:{shape}":
             print(f"Reusing {nodes} nodes over {users} users ({dim} dimensions).")
-            return {}
-        figures = {}
-        cursor.execute("TRUNCATE memory_memorynode, auth_user CASCADE")
-        cursor.execute("DROP INDEX IF EXISTS memnode_embedding_hnsw")
-        cursor.execute(f"ALTER TABLE memory_memorynode ALTER COLUMN embedding TYPE vector({dim})")
-        cursor.execute(
-            """
-            INSERT INTO auth_user (password, is_superuser, username, first_name, last_name,
-                                   email, is_staff, is_active, date_joined)
-            SELECT '!', false, 'bench' || g, '', '', '', false, true, now()
-              FROM generate_series(1, %s) AS g
-            """,
-            [users],
-        )
-        cursor.execute("SELECT id FROM auth_user ORDER BY id")
-        owner_ids = [row[0] for row in cursor.fetchall()]
-        with timed(f"COPY of {nodes} nodes over {users} users") as timer:
-            _copy_nodes(connection.connection, owner_ids, args, f"bench:{shape}")
-        figures["load_s"] = timer.seconds
-        with timed(
-            f"Building the HNSW index (m={args.m}, ef_construction={args.ef_construction})"
-        ) as timer:
-            cursor.execute("SET maintenance_work_mem = '2GB'")
-            cursor.execute("SET max_parallel_maintenance_workers = 1")
+        else:
+            cursor.execute("TRUNCATE memory_memorynode, memory_episode, auth_user CASCADE")
+            # Built after the bulk load, as a migration builds them on existing rows.
+            for name in (
+                "memnode_embedding_hnsw",
+                "episode_embedding_hnsw",
+                *RECALL_INDEXES["memorynode"],
+            ):
+                cursor.execute(f"DROP INDEX IF EXISTS {name}")
+            for table in ("memory_memorynode", "memory_episode"):
+                cursor.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({dim})")
             cursor.execute(
-                "CREATE INDEX memnode_embedding_hnsw ON memory_memorynode "
-                "USING hnsw (embedding vector_cosine_ops) "
-                f"WITH (m = {args.m}, ef_construction = {args.ef_construction})"
+                """
+                INSERT INTO auth_user (password, is_superuser, username, first_name, last_name,
+                                       email, is_staff, is_active, date_joined)
+                SELECT '!', false, 'bench' || g, '', '', '', false, true, now()
+                  FROM generate_series(1, %s) AS g
+                """,
+                [users],
             )
-        figures["index_s"] = timer.seconds
-        cursor.execute("VACUUM ANALYZE memory_memorynode")
+            cursor.execute("SELECT id FROM auth_user ORDER BY id")
+            owner_ids = [row[0] for row in cursor.fetchall()]
+            with timed(f"COPY of {nodes} nodes over {users} users") as timer:
+                _copy_nodes(connection.connection, owner_ids, args, f"bench:{shape}")
+            figures["COPY of the memories"] = timer.seconds
+            figures.update(_build_indexes(MemoryNode, RECALL_INDEXES["memorynode"]))
+            _graph_and_episodes(owner_ids, args)
+            figures.update(_build_indexes(Triple, RECALL_INDEXES["triple"]))
+            figures.update(_build_indexes(Episode, ("episode_embedding_hnsw",)))
+            with timed("VACUUM ANALYZE") as timer:
+                for table in ("memory_memorynode", "memory_triple", "memory_episode"):
+                    cursor.execute(f"VACUUM ANALYZE {table}")
+        cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = 'memnode_embedding_hnsw'")
+        if args.hnsw and not cursor.fetchone():
+            label = f"Building the HNSW index (m={args.m}, ef_construction={args.ef_construction})"
+            with timed(label) as timer:
+                cursor.execute("SET maintenance_work_mem = '2GB'")
+                cursor.execute("SET max_parallel_maintenance_workers = 1")
+                cursor.execute(
+                    "CREATE INDEX memnode_embedding_hnsw ON memory_memorynode "
+                    "USING hnsw (embedding vector_cosine_ops) "
+                    f"WITH (m = {args.m}, ef_construction = {args.ef_construction})"
+                )
+            figures["memnode_embedding_hnsw"] = timer.seconds
     return figures
+
+
+def _build_indexes(model, names: tuple[str, ...]) -> dict[str, float]:
+    """Build the named indexes of `model` as its migration does; seconds each."""
+    from django.db import connection
+
+    built = {}
+    with connection.schema_editor() as editor:
+        for index in model._meta.indexes:
+            if index.name in names:
+                editor.execute(f"DROP INDEX IF EXISTS {index.name}")
+                with timed(f"Building {index.name}") as timer:
+                    editor.add_index(model, index)
+                built[index.name] = timer.seconds
+    return built
 
 
 def _copy_nodes(
@@ -145,6 +203,7 @@ def _copy_nodes(
 
     register_vector(raw_connection)
     rng = np.random.default_rng(args.seed)
+    words = vocabulary(args.words)
     now = timezone.now()
     columns = (
         "owner_id, description, kind, topic, fact_key, state, confidence_score, importance, "
@@ -159,14 +218,14 @@ def _copy_nodes(
             size = min(COPY_CHUNK, args.nodes - start)
             vectors = rng.standard_normal((size, args.dim), dtype=np.float32)
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            words = rng.integers(0, len(VOCABULARY), (size, 6))
+            picks = rng.integers(0, len(words), (size, 6))
             ages = rng.random(size) * 365
             for i in range(size):
                 row = start + i
                 copy.write_row(
                     (
                         owner_ids[row % len(owner_ids)],
-                        " ".join(VOCABULARY[w] for w in words[i]),
+                        " ".join(words[w] for w in picks[i]),
                         "fact",
                         "",
                         "",
@@ -182,6 +241,63 @@ def _copy_nodes(
                 )
 
 
+def _graph_and_episodes(owner_ids: list[int], args: argparse.Namespace) -> None:
+    """Triples and episodes in proportion to the memories, owners interleaved as theirs."""
+    from django.db import connection
+
+    from apps.core.categories import Category
+    from apps.memory.models import Predicate
+
+    predicates = [
+        Predicate.objects.get_or_create(name=f"bench_relation_{i}")[0].pk for i in range(20)
+    ]
+    with connection.cursor() as cursor, timed("Triples and episodes"):
+        cursor.execute(
+            """
+            INSERT INTO memory_triple (owner_id, subject, predicate_id, object, category,
+                                       confidence, provenance, valid_from)
+            SELECT (%(owners)s::int[])[1 + g %% %(users)s], 'user',
+                   (%(predicates)s::bigint[])[1 + (g * 7) %% %(predicate_count)s],
+                   'value ' || g, (%(categories)s::text[])[1 + (g * 3) %% %(category_count)s],
+                   random(), '', now()
+              FROM generate_series(0, %(total)s - 1) AS g
+            """,
+            {
+                "owners": owner_ids,
+                "users": len(owner_ids),
+                "predicates": predicates,
+                "predicate_count": len(predicates),
+                "categories": list(Category.values),
+                "category_count": len(Category.values),
+                "total": int(args.nodes * TRIPLES_PER_NODE),
+            },
+        )
+        cursor.execute(
+            f"""
+            INSERT INTO memory_episode (owner_id, summary, decisions, outcome, lesson, embedding,
+                                        embedding_status, embedding_model, started_at, ended_at,
+                                        created_at)
+            SELECT (%(owners)s::int[])[1 + g %% %(users)s],
+                   (SELECT string_agg(word[1 + floor(random() * %(word_count)s)::int], ' ')
+                      FROM generate_series(1, 12), CAST(%(words)s AS text[]) AS word
+                     WHERE g >= 0),
+                   '', '', '',
+                   (SELECT array_agg(random() - 0.5) FROM generate_series(1, {args.dim})
+                     WHERE g >= 0)::vector({args.dim}),
+                   'ready', 'bench', now() - g * interval '1 minute',
+                   now() - g * interval '1 minute', now()
+              FROM generate_series(0, %(total)s - 1) AS g
+            """,
+            {
+                "owners": owner_ids,
+                "users": len(owner_ids),
+                "words": vocabulary(args.words),
+                "word_count": args.words,
+                "total": int(args.nodes * EPISODES_PER_NODE),
+            },
+        )
+
+
 def random_unit_vector(rng: random.Random, dim: int) -> list[float]:
     vector = [rng.gauss(0, 1) for _ in range(dim)]
     norm = sum(v * v for v in vector) ** 0.5
@@ -194,6 +310,7 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def exact_top(user_id: int, vector: list[float], k: int) -> set[int]:
+    """The true nearest k by full-precision distance, read from the table."""
     from django.db import connection
 
     from apps.memory.embedding import vector_literal
@@ -210,55 +327,132 @@ def exact_top(user_id: int, vector: list[float], k: int) -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
-def measure_search(owner_ids: list[int], args: argparse.Namespace, exact_max: int) -> dict:
+def visible_rows(user_id: int) -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM memory_memorynode "
+            "WHERE (owner_id = %s::int OR owner_id IS NULL) AND valid_to IS NULL",
+            [user_id],
+        )
+        return cursor.fetchone()[0]
+
+
+def _timing(latencies: list[float]) -> str:
+    return f"median {statistics.median(latencies):.1f} ms, p95 {percentile(latencies, 0.95):.1f} ms"
+
+
+def _queries(owner_ids: list[int], args: argparse.Namespace, salt: int):
+    rng = random.Random(args.seed + salt)
+    words = vocabulary(args.words)
+    for _ in range(args.queries):
+        yield rng.choice(owner_ids), random_unit_vector(rng, args.dim), rng.sample(words, 3)
+
+
+def measure_search(owner_ids: list[int], args: argparse.Namespace, exact_max: int) -> str:
     from apps.memory import selectors
     from apps.memory.selectors import Weights, memory_search
 
     default, selectors.EXACT_SCAN_MAX_ROWS = selectors.EXACT_SCAN_MAX_ROWS, exact_max
     vector_only = Weights(vector=1, text=0, recency=0, importance=0, confidence=0)
-    rng = random.Random(args.seed)
-    latencies, recalls, counts = [], [], []
-    for _ in range(args.queries):
-        owner = rng.choice(owner_ids)
-        vector = random_unit_vector(rng, args.dim)
-        text = " ".join(rng.sample(VOCABULARY, 3))
+    latencies, recalls, short = [], [], 0
+    for owner, vector, words in _queries(owner_ids, args, 0):
         started = time.perf_counter()
-        hits = memory_search(user_id=owner, text=text, vector=vector, limit=10)
+        hits = memory_search(user_id=owner, text=" ".join(words), vector=vector, limit=10)
         latencies.append((time.perf_counter() - started) * 1000)
-        counts.append(len(hits))
+        short += len(hits) < min(10, visible_rows(owner))
         nearest = memory_search(
             user_id=owner, text="", vector=vector, limit=10, weights=vector_only
         )
         recalls.append(len(exact_top(owner, vector, 10) & {hit.id for hit in nearest}) / 10)
     selectors.EXACT_SCAN_MAX_ROWS = default
-    return {
-        "median_ms": statistics.median(latencies),
-        "p95_ms": percentile(latencies, 0.95),
-        "recall@10": statistics.mean(recalls),
-        "min_hits": min(counts),
-    }
+    return (
+        f"{_timing(latencies)}, recall@10 {statistics.mean(recalls):.3f}, "
+        f"searches with fewer than min(10, rows) hits: {short}"
+    )
 
 
-def measure_turn(owner_ids: list[int], args: argparse.Namespace) -> dict:
+def measure_full_text(owner_ids: list[int], args: argparse.Namespace) -> str:
+    from apps.memory.selectors import memory_search
+
+    latencies, short = [], 0
+    for owner, _, words in _queries(owner_ids, args, 1):
+        started = time.perf_counter()
+        hits = memory_search(user_id=owner, text=" ".join(words), vector=None, limit=10)
+        latencies.append((time.perf_counter() - started) * 1000)
+        short += len(hits) < min(10, visible_rows(owner))
+    return f"{_timing(latencies)}, searches with fewer than min(10, rows) hits: {short}"
+
+
+def measure_graph(owner_ids: list[int], args: argparse.Namespace) -> str:
+    from apps.memory.selectors import plan_and_knowledge
+
+    latencies, counts = [], []
+    for owner, _, _ in _queries(owner_ids, args, 2):
+        started = time.perf_counter()
+        _, triples = plan_and_knowledge(user_id=owner, conversation_id=None)
+        latencies.append((time.perf_counter() - started) * 1000)
+        counts.append(len(triples))
+    return f"{_timing(latencies)}, triples each {min(counts)}–{max(counts)}"
+
+
+def measure_episodes(owner_ids: list[int], args: argparse.Namespace) -> str:
+    from apps.memory.selectors import EPISODES_PER_TURN, episode_search
+
+    latencies, counts = [], []
+    for owner, vector, words in _queries(owner_ids, args, 3):
+        started = time.perf_counter()
+        hits = episode_search(
+            user_id=owner, text=" ".join(words), vector=vector, limit=EPISODES_PER_TURN
+        )
+        latencies.append((time.perf_counter() - started) * 1000)
+        counts.append(len(hits))
+    return f"{_timing(latencies)}, episodes each {min(counts)}–{max(counts)}"
+
+
+def measure_turn(owner_ids: list[int], args: argparse.Namespace) -> str:
+    """The whole memory context of a turn, its message's vector made beforehand."""
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
     from apps.cognition.context import memory_context_for_turn
+    from apps.core.selectors import runtime_config
+    from apps.memory.selectors import default_plan_steps
     from llm_stub import StubServer
 
-    rng = random.Random(args.seed + 1)
     users = {user.pk: user for user in get_user_model().objects.filter(pk__in=owner_ids)}
-    latencies = []
+    config = runtime_config()
+    latencies, routes = [], {}
     with StubServer(port=0, dim=args.dim) as stub:
         settings.THALAMUS_LLM_BASE_URL = stub.url
-        for _ in range(args.queries):
-            user = users[rng.choice(owner_ids)]
-            text = "Tell me about " + " and ".join(rng.sample(VOCABULARY, 3))
+        for owner, vector, words in _queries(owner_ids, args, 4):
+            text = "Tell me about " + " and ".join(words)
+            query = default_plan_steps(text, config.max_memory_results)[0].search_text
+            embedded = Future()
+            embedded.set_result(({query: vector}, ""))
             started = time.perf_counter()
-            context = memory_context_for_turn(user=user, conversation=None, text=text)
+            context = memory_context_for_turn(
+                user=users[owner], conversation=None, text=text, config=config, embedded=embedded
+            )
             latencies.append((time.perf_counter() - started) * 1000)
             assert context.trace["vector_search"], context.trace.get("embedding_error")
-    return {"median_ms": statistics.median(latencies), "p95_ms": percentile(latencies, 0.95)}
+            routes[context.trace["route"]] = routes.get(context.trace["route"], 0) + 1
+    return f"{_timing(latencies)}, routes {routes}"
+
+
+def sizes() -> list[tuple[str, int]]:
+    from django.db import connection
+
+    names = ["memnode_embedding_hnsw", *RECALL_INDEXES["memorynode"], *RECALL_INDEXES["triple"]]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 'memory_memorynode (table)', pg_table_size('memory_memorynode') "
+            "UNION ALL SELECT indexname, pg_relation_size(indexname::regclass) FROM pg_indexes "
+            " WHERE indexname = ANY(%s)",
+            [names],
+        )
+        return cursor.fetchall()
 
 
 def main() -> None:
@@ -275,27 +469,22 @@ def main() -> None:
         owner_ids = list(get_user_model().objects.values_list("pk", flat=True))
         print(
             f"\n{args.nodes} nodes, {args.users} users (~{args.nodes // args.users} each), "
-            f"{args.dim} dimensions, {args.queries} queries per line"
+            f"{args.words}-word vocabulary, {args.dim} dimensions, {args.queries} queries a line; "
+            f"load average {os.getloadavg()[0]:.1f}, cpu_reference_ms {cpu_reference_ms():.0f}"
         )
-        paths = (
-            ("as the turn runs it", EXACT_SCAN_MAX_ROWS),
-            ("forced exact scan", 10**9),
-            ("forced through HNSW", 0),
-        )
-        for label, exact_max in paths:
-            result = measure_search(owner_ids, args, exact_max)
-            print(
-                f"memory_search, {label:<26} median {result['median_ms']:.1f} ms, "
-                f"p95 {result['p95_ms']:.1f} ms, recall@10 {result['recall@10']:.3f}, "
-                f"fewest hits {result['min_hits']}"
-            )
-        turn = measure_turn(owner_ids, args)
-        print(
-            f"memory_context_for_turn (stub embedding) median {turn['median_ms']:.1f} ms, "
-            f"p95 {turn['p95_ms']:.1f} ms"
-        )
+        searched = measure_search(owner_ids, args, EXACT_SCAN_MAX_ROWS)
+        print(f"memory_search, as the turn runs it:  {searched}")
+        if args.hnsw:
+            print(f"memory_search, forced through HNSW:  {measure_search(owner_ids, args, 0)}")
+        print(f"full-text branch (no vector):        {measure_full_text(owner_ids, args)}")
+        print(f"graph (plan_and_knowledge):          {measure_graph(owner_ids, args)}")
+        print(f"episodes (episode_search):           {measure_episodes(owner_ids, args)}")
+        print(f"memory_context_for_turn, no embed:   {measure_turn(owner_ids, args)}")
+        print(f"load average now {os.getloadavg()[0]:.1f}")
         for name, seconds in figures.items():
-            print(f"{name}: {seconds:.1f} s")
+            print(f"build: {name}: {seconds:.1f} s")
+        for name, size in sizes():
+            print(f"size: {name}: {size / 2**20:.0f} MB")
     finally:
         from thalamus_site.celery import app
 

@@ -322,20 +322,22 @@ _MEMORY_SEARCH_SQL = """
 asked AS MATERIALIZED (
     SELECT term, to_tsquery('simple', term) AS query FROM unnest(%(terms)s::text[]) AS term
 ),
+-- Parsed once: to_tsquery is not folded into a constant, and a row's test would parse it again.
+any_term AS MATERIALIZED (SELECT to_tsquery('simple', %(any_term)s) AS query),
 worded AS MATERIALIZED (
     SELECT id, kind, tsv FROM memory_memorynode
      WHERE %(has_terms)s AND owner_id = %(owner)s::int AND valid_to IS NULL
        AND octet_length(topic) + octet_length(description) <= {short_text}
-       AND tsv @@ to_tsquery('simple', %(any_term)s)
+       AND tsv @@ (SELECT query FROM any_term)
     UNION ALL
     SELECT id, kind, tsv FROM memory_memorynode
      WHERE %(has_terms)s AND owner_id = %(owner)s::int AND valid_to IS NULL
        AND NOT octet_length(topic) + octet_length(description) <= {short_text}
-       AND tsv @@ to_tsquery('simple', %(any_term)s)
+       AND tsv @@ (SELECT query FROM any_term)
     UNION ALL
     SELECT id, kind, tsv FROM memory_memorynode
      WHERE %(has_terms)s AND owner_id IS NULL AND valid_to IS NULL
-       AND tsv @@ to_tsquery('simple', %(any_term)s)
+       AND tsv @@ (SELECT query FROM any_term)
 ),
 hits AS MATERIALIZED (
     SELECT worded.id, worded.kind, asked.term
@@ -362,7 +364,7 @@ components AS MATERIALIZED (
     SELECT n.id, n.kind, n.topic, n.description, n.owner_id IS NULL AS is_global, n.created_at,
            GREATEST(COALESCE(1 - (n.embedding <=> %(vector)s::vector), 0), 0) AS vector,
            COALESCE(matched.text, 0) AS text,
-           power(0.5, EXTRACT(EPOCH FROM now() - GREATEST(n.created_at, n.last_accessed_at))
+           power(0.5, date_part('epoch', now() - GREATEST(n.created_at, n.last_accessed_at))
                       / 86400.0 / %(half_life)s) AS recency,
            n.importance,
            GREATEST(n.confidence_score, 0)::float / (GREATEST(n.confidence_score, 0) + 2)
@@ -534,20 +536,33 @@ def memory_search(
     ]
 
 
+# Each of the owner's episodes is scored once (materialised), against a query parsed once: the
+# rank of its words only where they match (elsewhere it is 0 anyway), the recency in floating
+# point (numeric powers cost ~20 µs each); the texts are read for the few returned.
 _EPISODE_SEARCH_SQL = """
-SELECT id, summary, lesson, ended_at, vector, text, recency,
-       (%(w_vector)s * vector + %(w_text)s * text + %(w_recency)s * recency) / %(w_total)s AS score
-  FROM (
-    SELECT id, summary, lesson, ended_at,
+WITH asked AS MATERIALIZED (SELECT to_tsquery('simple', %(tsquery)s) AS query),
+scored AS MATERIALIZED (
+    SELECT id, ended_at,
            GREATEST(COALESCE(1 - (embedding <=> %(vector)s::vector), 0), 0) AS vector,
-           COALESCE(ts_rank_cd(tsv, to_tsquery('simple', %(tsquery)s), 32), 0) AS text,
-           power(0.5, EXTRACT(EPOCH FROM now() - ended_at) / 86400.0 / %(half_life)s) AS recency
+           CASE WHEN tsv @@ (SELECT query FROM asked)
+                THEN ts_rank_cd(tsv, (SELECT query FROM asked), 32) ELSE 0 END AS text,
+           power(0.5, date_part('epoch', now() - ended_at) / 86400.0 / %(half_life)s) AS recency
       FROM memory_episode
      WHERE owner_id = %(owner)s::int
-  ) AS scored
- WHERE vector > 0 OR text > 0
- ORDER BY score DESC, id DESC
- LIMIT %(limit)s
+),
+best AS (
+    SELECT id, ended_at, vector, text, recency,
+           (%(w_vector)s * vector + %(w_text)s * text + %(w_recency)s * recency) / %(w_total)s
+               AS score
+      FROM scored
+     WHERE vector > 0 OR text > 0
+     ORDER BY score DESC, id DESC
+     LIMIT %(limit)s
+)
+SELECT best.id, episode.summary, episode.lesson, best.ended_at, best.vector, best.text,
+       best.recency, best.score
+  FROM best JOIN memory_episode AS episode USING (id)
+ ORDER BY best.score DESC, best.id DESC
 """
 
 
