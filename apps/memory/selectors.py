@@ -322,41 +322,39 @@ _MEMORY_SEARCH_SQL = """
 asked AS MATERIALIZED (
     SELECT term, to_tsquery('simple', term) AS query FROM unnest(%(terms)s::text[]) AS term
 ),
--- Parsed once: to_tsquery is not folded into a constant, and a row's test would parse it again.
-any_term AS MATERIALIZED (SELECT to_tsquery('simple', %(any_term)s) AS query),
 worded AS MATERIALIZED (
     SELECT id, kind, tsv FROM memory_memorynode
      WHERE %(has_terms)s AND owner_id = %(owner)s::int AND valid_to IS NULL
        AND octet_length(topic) + octet_length(description) <= {short_text}
-       AND tsv @@ (SELECT query FROM any_term)
+       AND tsv @@ to_tsquery('simple', %(any_term)s)
     UNION ALL
     SELECT id, kind, tsv FROM memory_memorynode
      WHERE %(has_terms)s AND owner_id = %(owner)s::int AND valid_to IS NULL
        AND NOT octet_length(topic) + octet_length(description) <= {short_text}
-       AND tsv @@ (SELECT query FROM any_term)
+       AND tsv @@ to_tsquery('simple', %(any_term)s)
     UNION ALL
     SELECT id, kind, tsv FROM memory_memorynode
      WHERE %(has_terms)s AND owner_id IS NULL AND valid_to IS NULL
-       AND tsv @@ (SELECT query FROM any_term)
+       AND tsv @@ to_tsquery('simple', %(any_term)s)
 ),
 hits AS MATERIALIZED (
     SELECT worded.id, worded.kind, asked.term
       FROM worded JOIN asked ON worded.tsv @@ asked.query
 ),
 terms AS MATERIALIZED (
-    SELECT term, ln(1 + (GREATEST(rows, df) - df + 0.5) / (df + 0.5)) AS idf
-      FROM (SELECT term, LEAST(count(*), %(stats_max)s) AS df FROM hits GROUP BY term) AS counted
-     CROSS JOIN (SELECT %(visible)s::int AS rows) AS visible
-),
-selective AS MATERIALIZED (
-    SELECT term, idf FROM terms
-     WHERE idf >= %(min_idf)s OR NOT EXISTS (SELECT FROM terms WHERE idf >= %(min_idf)s)
+    SELECT term, idf,
+           idf >= %(min_idf)s OR NOT bool_or(idf >= %(min_idf)s) OVER () AS selective
+      FROM (SELECT term, ln(1 + (GREATEST(rows, df) - df + 0.5) / (df + 0.5)) AS idf
+              FROM (SELECT term, LEAST(count(*), %(stats_max)s) AS df FROM hits GROUP BY term)
+                   AS counted
+             CROSS JOIN (SELECT %(visible)s::int AS rows) AS visible) AS weighed
 ),
 matched AS MATERIALIZED (
     SELECT id, sum(idf) AS text
       FROM hits JOIN terms USING (term)
-     WHERE id IN (SELECT id FROM hits WHERE term IN (SELECT term FROM selective)) {kinds}
+     WHERE true {kinds}
      GROUP BY id
+    HAVING bool_or(selective)
      ORDER BY text DESC, id DESC
      LIMIT %(candidates)s
 ),
@@ -540,12 +538,11 @@ def memory_search(
 # rank of its words only where they match (elsewhere it is 0 anyway), the recency in floating
 # point (numeric powers cost ~20 µs each); the texts are read for the few returned.
 _EPISODE_SEARCH_SQL = """
-WITH asked AS MATERIALIZED (SELECT to_tsquery('simple', %(tsquery)s) AS query),
-scored AS MATERIALIZED (
+WITH scored AS MATERIALIZED (
     SELECT id, ended_at,
            GREATEST(COALESCE(1 - (embedding <=> %(vector)s::vector), 0), 0) AS vector,
-           CASE WHEN tsv @@ (SELECT query FROM asked)
-                THEN ts_rank_cd(tsv, (SELECT query FROM asked), 32) ELSE 0 END AS text,
+           CASE WHEN tsv @@ to_tsquery('simple', %(tsquery)s)
+                THEN ts_rank_cd(tsv, to_tsquery('simple', %(tsquery)s), 32) ELSE 0 END AS text,
            power(0.5, date_part('epoch', now() - ended_at) / 86400.0 / %(half_life)s) AS recency
       FROM memory_episode
      WHERE owner_id = %(owner)s::int
