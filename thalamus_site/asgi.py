@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -14,13 +14,14 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from django.middleware.clickjacking import XFrameOptionsMiddleware  # noqa: E402
 from django.middleware.security import SecurityMiddleware  # noqa: E402
 
-from apps.core.middleware import LeanASGIHandler, content_security_policy, inline  # noqa: E402
+from apps.core.asgi import LeanASGIHandler, SiteASGIHandler  # noqa: E402
+from apps.core.middleware import content_security_policy, inline  # noqa: E402
 from apps.mcp_server.server import MCP_PATH, mcp_asgi_app  # noqa: E402
 from thalamus_site.routing import websocket_urlpatterns  # noqa: E402
 
 # One process serves everything, static files included; behind a reverse proxy in
 # production, the proxy can serve STATIC_ROOT (`collectstatic`) instead.
-site_app = ASGIStaticFilesHandler(django_asgi_app)
+site_app = ASGIStaticFilesHandler(SiteASGIHandler())
 mcp_app = mcp_asgi_app()
 # The OpenAI-compatible API: Django's views and URLs, without the site's session, CSRF, login and
 # lockout middleware, which a caller with an API key does not use and which under ASGI cost

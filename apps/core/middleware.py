@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
-from django.core.handlers.asgi import ASGIHandler
-from django.core.handlers.exception import convert_exception_to_response
 
 # The <style> elements vis-network's standalone build injects (the dashboard's graph; the same
 # rules come from its style sheet too): an empty one, then each block of its CSS.
@@ -86,25 +84,3 @@ def inline(middleware_class):
         return middleware
 
     return factory
-
-
-class LeanASGIHandler(ASGIHandler):
-    """Django's ASGI handler with a middleware chain of its own, all of it async.
-
-    The API's callers authenticate with a key on every call: they need none of the site's
-    session, CSRF, login, messages or lockout middleware, and under ASGI each of those costs
-    thread hops on every request (an authenticated /v1/models round trip: 9.7 → 6.0 ms median).
-    """
-
-    def __init__(self, middleware):
-        self.lean_middleware = list(middleware)
-        super().__init__()
-
-    def load_middleware(self, is_async=False):
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        handler = convert_exception_to_response(self._get_response_async)
-        for factory in reversed(self.lean_middleware):
-            handler = convert_exception_to_response(factory(handler))
-        self._middleware_chain = handler
