@@ -316,8 +316,21 @@ async def _level(port: int, users: list, minutes: float, think: float) -> tuple[
     return timings, errors
 
 
+def _background_settings(wait_seconds: int) -> None:
+    """How long a background call waits while an answer streams from the same endpoint: the
+    stub, like vLLM, answers any number of requests at once, so no call need wait for another."""
+    from apps.core.models import RuntimeConfig
+    from apps.core.selectors import forget_runtime_config
+
+    config = RuntimeConfig.objects.order_by("pk").first()
+    config.background_wait_seconds = wait_seconds
+    config.save()
+    forget_runtime_config()
+
+
 def _run(args, port: int, users: list, processes: Processes) -> None:
     levels = [int(level) for level in args.levels.split(",")]
+    _background_settings(args.background_wait)
     # Warm-up: one turn each, then its background work done.
     backlog = Backlog()
     asyncio.run(_level(port, users, 0.002, 0))
@@ -380,7 +393,10 @@ def _run(args, port: int, users: list, processes: Processes) -> None:
         )
     backlog.stop()
     print(f"\nresident memory (MiB, largest process of each kind): {_rounded(_memory(processes))}")
-    print(f"\n{args.minutes:g} min per level, think {args.think:g} s:")
+    print(
+        f"\n{args.minutes:g} min per level, think {args.think:g} s, background_wait_seconds "
+        f"{args.background_wait}, background concurrency {args.background_concurrency}:"
+    )
     print(
         "| users | turns | turns/s | errors | added TTFT, median | p95 | own cost, median "
         "| most unreflected | drained after the load | load average |"
@@ -407,6 +423,20 @@ def main() -> None:
     parser.add_argument("--levels", default="1,10,20,50", help="users at each level, in order")
     parser.add_argument("--minutes", type=float, default=1.0, help="of load at each level")
     parser.add_argument("--think", type=float, default=0.5)
+    parser.add_argument(
+        "--background-wait",
+        type=int,
+        default=0,
+        help="background_wait_seconds (0: background calls never wait for the chat, as the stub "
+        "serves every request at once; the shipped 120 s suits a one-slot local server)",
+    )
+    parser.add_argument(
+        "--background-concurrency",
+        type=int,
+        default=2,
+        help="background LLM calls at once: the llm worker's processes (THALAMUS_BACKGROUND_"
+        "CONCURRENCY; the shipped 1 suits a one-slot local server)",
+    )
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
     control, stub_end = context.Pipe()
@@ -416,7 +446,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="thalamus-load-") as tmp:
         data_dir = Path(tmp) / "data"
         port = free_port()
-        process = start_up(data_dir, port, Path(tmp) / "up.log", THALAMUS_LLM_BASE_URL=stub_url)
+        process = start_up(
+            data_dir,
+            port,
+            Path(tmp) / "up.log",
+            THALAMUS_LLM_BASE_URL=stub_url,
+            THALAMUS_BACKGROUND_CONCURRENCY=str(args.background_concurrency),
+        )
         try:
             wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
             most = max(int(level) for level in args.levels.split(","))
