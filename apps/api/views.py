@@ -6,6 +6,7 @@ are exempt from the login and CSRF middleware. Errors use OpenAI's error JSON sh
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,6 +28,7 @@ from apps.accounts.throttle import bad_api_key_record, bad_api_key_wait
 from apps.api.schemas import ChatCompletionRequest
 from apps.api.selectors import conversation_sharing_history
 from apps.api.services import ConversationBusy, api_turn_start
+from apps.chat import stops
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user
 from apps.chat.services import (
@@ -405,7 +407,7 @@ async def _complete(
     reply: Message, answering: AsyncIterator[str], completion: Completion
 ) -> HttpResponse:
     try:
-        async for _ in answering:
+        async for _ in _stoppable(reply, answering):
             pass
     except AnswerFailed as exc:
         return _upstream_failed(exc).response()
@@ -423,6 +425,36 @@ async def _complete(
             "usage": _usage(reply),
         }
     )
+
+
+_END = object()
+
+
+async def _stoppable(reply: Message, answering: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The answer's pieces, generated in a task of its own that a Stop can cancel: the chat
+    page's Stop, from any web process, ends an answer written for /v1 as it ends one written for
+    the page. A stopped answer ends the call normally, its partial text saved as cancelled."""
+    await stops.listen_for_stops()
+    pieces: asyncio.Queue = asyncio.Queue()
+
+    async def produce() -> None:
+        try:
+            async for text in answering:
+                pieces.put_nowait(text)
+        finally:
+            pieces.put_nowait(_END)
+
+    producer = asyncio.ensure_future(produce())
+    stops.reply_running(reply_id=reply.pk, conversation_id=reply.conversation_id, task=producer)
+    try:
+        while (text := await pieces.get()) is not _END:
+            yield text
+        await producer  # AnswerFailed, or the Stop
+    except asyncio.CancelledError:
+        if not producer.cancelled():
+            raise  # this call itself was cancelled (the client left)
+    finally:
+        producer.cancel()  # the client left: the answer so far is saved as cancelled
 
 
 def _finish_reason(reply: Message) -> str:
@@ -461,7 +493,7 @@ async def _stream_events(
 
     yield delta({"role": "assistant", "content": ""})
     try:
-        async for text in answering:
+        async for text in _stoppable(reply, answering):
             yield delta({"content": text})
     except AnswerFailed as exc:
         yield _event(_upstream_failed(exc).body())

@@ -366,3 +366,33 @@ def test_calls_share_the_servers_redis_connections_instead_of_opening_one_each(a
         opened = redis.info("stats")["total_connections_received"] - before
     # Other test processes share this Redis and open a few connections of their own meanwhile.
     assert opened < 20, f"{opened} Redis connections opened for 100 calls"
+
+
+def test_the_chat_pages_stop_ends_an_answer_written_for_the_api(client_for, user, llm_stub, client):
+    """The conversation is on the chat page too: its Stop (here sent from this process, as
+    another web process would) ends the answer the API streams, which ends normally, its text
+    so far saved as cancelled."""
+    llm_stub.script({"content": "word " * 40, "tps": 8})
+    stream = client_for(user).chat.completions.create(
+        model="thalamus", messages=[{"role": "user", "content": "Talk to me."}], stream=True
+    )
+    words = []
+    finish = []
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        if chunk.choices[0].delta.content:
+            words += chunk.choices[0].delta.content.split()
+            if len(words) == 2:
+                reply = Message.objects.get(role="assistant")
+                client.force_login(user)
+                stopped = client.post(f"/c/{reply.conversation_id}/stop", {"message_id": reply.pk})
+                assert stopped.status_code == 302
+        if chunk.choices[0].finish_reason:
+            finish.append(chunk.choices[0].finish_reason)
+
+    assert 2 <= len(words) < 40
+    assert finish == ["stop"]
+    reply = Message.objects.get(role="assistant")
+    assert reply.status == Message.Status.CANCELLED
+    assert reply.content.split() == words
