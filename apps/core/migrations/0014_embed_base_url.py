@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('core', '0013_model_fallbacks'),
+        ("core", "0013_model_fallbacks"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='embed_base_url',
-            field=models.URLField(blank=True, help_text="The server embeddings are asked from. Blank: THALAMUS_EMBED_BASE_URL from the environment, else the chat's endpoint."),
+            model_name="runtimeconfig",
+            name="embed_base_url",
+            field=models.URLField(
+                blank=True,
+                help_text="The server embeddings are asked from. Blank: THALAMUS_EMBED_BASE_URL from the environment, else the chat's endpoint.",
+            ),
         ),
     ]
