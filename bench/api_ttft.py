@@ -1,8 +1,9 @@
 """Time to first token through /v1 (the official openai SDK, streaming) against the websocket path.
 
 Both against the same running server (`manage.py up`) and the same stub with a fixed time to
-first token, one user at a time: added TTFT = first streamed text at the client − the stub's
-TTFT. The /v1 client calls as Open WebUI does: the whole history on every call, no header.
+first token, one user, the two paths' turns interleaved (a busy moment on the machine costs both):
+added TTFT = first streamed text at the client − the stub's TTFT. The /v1 client calls as Open
+WebUI does: the whole history on every call, no header.
 
 Run: .venv/bin/python -m bench.api_ttft [--turns 60]
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import multiprocessing
 import sys
@@ -19,10 +21,11 @@ import time
 from pathlib import Path
 
 import openai
+import websockets
 from asgiref.sync import sync_to_async
 
 from bench._harness import cpu_reference_ms, free_port, start_up, stop_up, summary, wait_for_page
-from bench.turn_overhead import STUB_TTFT, _serve_stub, _setup_users, _user_turns
+from bench.turn_overhead import STUB_TTFT, _serve_stub, _setup_users
 
 WARM_UP = 5
 THINK = 0.5
@@ -37,38 +40,74 @@ def _api_key(username: str) -> str:
     return secret
 
 
-async def _api_turns(port: int, secret: str, turns: int) -> list[float]:
-    """Added TTFT of each call; before each, the round trip of an authenticated GET /v1/models,
-    which is the HTTP, middleware and key check every call pays before its turn starts."""
+async def _ws_turn(ws, turn: int) -> float:
+    """One turn over the chat page's socket; its added TTFT in ms."""
+    sent = time.perf_counter()
+    await ws.send(json.dumps({"action": "send", "content": f"turn {turn} hello"}))
+    first = None
+    while True:
+        frame = await asyncio.wait_for(ws.recv(), 30)
+        if first is None and 'class="md-src"' in frame and "word" in frame:
+            first = time.perf_counter()
+        if "msg-assistant complete" in frame:  # arrives with the re-enabled composer
+            return (first - sent - STUB_TTFT) * 1000
+        if "msg-assistant failed" in frame:
+            raise RuntimeError("a turn failed: " + frame[:300])
+
+
+async def _sdk_turn(client: openai.AsyncOpenAI, messages: list[dict]) -> tuple[float, str]:
+    """One streamed call with the whole history, as Open WebUI makes it: its TTFT beyond the
+    stub's, in ms, and the answer."""
+    sent = time.perf_counter()
+    first = None
+    text = ""
+    stream = await client.chat.completions.create(model="thalamus", messages=messages, stream=True)
+    async for chunk in stream:
+        delta = chunk.choices[0].delta.content if chunk.choices else None
+        if delta and first is None:
+            first = time.perf_counter()
+        text += delta or ""
+    return (first - sent - STUB_TTFT) * 1000, text
+
+
+async def _interleaved(
+    port: int, user: tuple[str, int], secret: str, stub_url: str, turns: int
+) -> dict:
+    """A websocket turn, then a /v1 turn, then the next pair: both paths see the same machine,
+    so a busy moment costs both. Before each /v1 call, the round trip of an authenticated
+    GET /v1/models (the HTTP, middleware and key check every call pays before its turn starts);
+    after it, the same SDK call straight to the stub: the SDK's own cost at that history's
+    length, which grows with it (it checks and copies every message before sending)."""
+    session_key, conversation_id = user
+    uri = f"ws://127.0.0.1:{port}/ws/c/{conversation_id}/"
+    headers = {"Cookie": f"sessionid={session_key}", "Origin": f"http://127.0.0.1:{port}"}
     client = openai.AsyncOpenAI(
         base_url=f"http://127.0.0.1:{port}/v1", api_key=secret, max_retries=0, timeout=30
     )
+    direct = openai.AsyncOpenAI(base_url=stub_url, api_key="bench", max_retries=0, timeout=30)
+    found: dict[str, list[float]] = {
+        "websocket": [],
+        "/v1 stream": [],
+        "stub direct": [],
+        "/v1/models": [],
+    }
     history: list[dict] = []
-    added = []
-    round_trips = []
-    for turn in range(turns):
-        if turn:
-            await asyncio.sleep(THINK)  # as the websocket user reads the answer
-        history.append({"role": "user", "content": f"turn {turn} hello"})
-        listed = time.perf_counter()
-        await client.models.list()
-        round_trips.append((time.perf_counter() - listed) * 1000)
-        sent = time.perf_counter()
-        first = None
-        text = ""
-        stream = await client.chat.completions.create(
-            model="thalamus", messages=history, stream=True
-        )
-        async for chunk in stream:
-            delta = chunk.choices[0].delta.content if chunk.choices else None
-            if delta and first is None:
-                first = time.perf_counter()
-            text += delta or ""
-        history.append({"role": "assistant", "content": text})
-        added.append((first - sent - STUB_TTFT) * 1000)
+    async with websockets.connect(uri, additional_headers=headers, max_size=None) as ws:
+        for turn in range(turns):
+            found["websocket"].append(await _ws_turn(ws, turn))
+            await asyncio.sleep(THINK)  # as a user reads the answer
+            listed = time.perf_counter()
+            await client.models.list()
+            found["/v1/models"].append((time.perf_counter() - listed) * 1000)
+            history.append({"role": "user", "content": f"turn {turn} hello"})
+            added, text = await _sdk_turn(client, history)
+            found["/v1 stream"].append(added)
+            found["stub direct"].append((await _sdk_turn(direct, history))[0])
+            history.append({"role": "assistant", "content": text})
+            await asyncio.sleep(THINK)
     await client.close()
-    print(f"/v1/models round trip (the key checked, no turn): {summary(round_trips[WARM_UP:])}")
-    return added
+    await direct.close()
+    return {label: values[WARM_UP:] for label, values in found.items()}
 
 
 def _server_side(username: str) -> str:
@@ -88,13 +127,22 @@ def _server_side(username: str) -> str:
     return ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in steps.items())
 
 
-async def _run(port: int, users: list[tuple[str, int]], secret: str, turns: int) -> None:
+async def _run(
+    port: int, users: list[tuple[str, int]], secret: str, stub_url: str, turns: int
+) -> None:
     print(f"CPU reference (cpu_reference_ms): {cpu_reference_ms():.0f} ms", flush=True)
-    websocket = await _user_turns(port, *users[0], turns=turns, think=THINK)
-    ws_added = [(first - sent - STUB_TTFT) * 1000 for sent, first, _ in websocket]
-    api_added = await _api_turns(port, secret, turns)
-    print(f"websocket: added TTFT {summary(ws_added[WARM_UP:])}", flush=True)
-    print(f"/v1 stream: added TTFT {summary(api_added[WARM_UP:])}", flush=True)
+    found = await _interleaved(port, users[0], secret, stub_url, turns)
+    ours = [api - sdk for api, sdk in zip(found["/v1 stream"], found["stub direct"], strict=True)]
+    gaps = [api - ws for api, ws in zip(ours, found["websocket"], strict=True)]
+    lines = [
+        f"websocket: added TTFT {summary(found['websocket'])}",
+        f"/v1 stream (openai SDK): TTFT beyond the stub's {summary(found['/v1 stream'])}",
+        f"the same SDK call straight to the stub: {summary(found['stub direct'])}",
+        f"/v1 stream: added TTFT (through Thalamus − straight to the stub) {summary(ours)}",
+        f"/v1 added − websocket added, turn by turn: {summary(gaps)}",
+        f"/v1/models round trip (the key checked, no turn): {summary(found['/v1/models'])}",
+    ]
+    print("\n".join(lines), flush=True)
     for label, username in (("websocket", "bench0"), ("/v1 stream", "bench1")):
         ends = await sync_to_async(_server_side)(username)
         print(f"{label}: server-side medians, ms from the turn's start: {ends}", flush=True)
@@ -118,7 +166,7 @@ def main() -> None:
             wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
             users = _setup_users(data_dir, 2)
             secret = _api_key("bench1")
-            asyncio.run(_run(port, users, secret, args.turns))
+            asyncio.run(_run(port, users, secret, stub_url, args.turns))
         finally:
             stop_up(process)
             control.send("stop")
