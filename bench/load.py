@@ -30,6 +30,7 @@ import random
 import tempfile
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -316,6 +317,34 @@ async def _level(port: int, users: list, minutes: float, think: float) -> tuple[
     return timings, errors
 
 
+def _server_side(since) -> str:
+    """The server's own view of the level's replies: its time to first token (from the message's
+    arrival), and for the slowest twentieth, where each step of the turn had ended by then."""
+    import statistics
+
+    from apps.chat.models import Message
+
+    rows = list(
+        Message.objects.filter(role="assistant", created_at__gte=since)
+        .exclude(ttft_ms=None)
+        .values_list("ttft_ms", "trace")
+    )
+    if not rows:
+        return "no replies with a first token"
+    rows.sort(key=lambda row: row[0])
+    ttfts = [ttft for ttft, _ in rows]
+    slowest = rows[-max(1, len(rows) // 20) :]
+    ends: dict[str, list[float]] = {}
+    for _, trace in slowest:
+        for span in trace.get("spans", []):
+            ends.setdefault(span["name"], []).append(span["start_ms"] + span["ms"])
+    steps = ", ".join(f"{name} {statistics.median(v):.0f}" for name, v in ends.items())
+    return (
+        f"server TTFT {summary(ttfts)}; the slowest {len(slowest)}: TTFT from "
+        f"{slowest[0][0]:.0f} ms, step ends (median ms): {steps}"
+    )
+
+
 def _background_settings(wait_seconds: int) -> None:
     """How long a background call waits while an answer streams from the same endpoint: the
     stub, like vLLM, answers any number of requests at once, so no call need wait for another."""
@@ -342,6 +371,7 @@ def _run(args, port: int, users: list, processes: Processes) -> None:
         load_before = os.getloadavg()[0]
         cpu_before = processes.cpu_seconds()
         started = time.monotonic()
+        since = datetime.now(UTC)
         timings, errors = asyncio.run(_level(port, users[:level], args.minutes, args.think))
         load_end = time.monotonic()
         cpu_load = processes.cpu_seconds()
@@ -368,6 +398,7 @@ def _run(args, port: int, users: list, processes: Processes) -> None:
             print(f"  added time to first token: {summary(added)}")
             print(f"  own cost per turn:         {summary(own)}")
             print(f"  frames a page gets per turn, median: {frames[len(frames) // 2]}")
+            print(f"  {_server_side(since)}")
         print("  CPU per turn (ms), during the load / and its background work after it:")
         for kind in sorted(cpu_after, key=lambda k: -(cpu_after[k] - cpu_before.get(k, 0))):
             during = (cpu_load.get(kind, 0) - cpu_before.get(kind, 0)) * 1000 / max(1, turns)
