@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from contextlib import aclosing
+from functools import partial
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
@@ -160,7 +161,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 + broadcasts.render_error("")
             )
 
-        task = start_reply(
+        start_reply(
             conversation,
             reply.pk,
             run.prepare(reply=reply, history=history),
@@ -168,8 +169,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             sender=self,
             opening=opening,
             run=run,
+            release=partial(services.stream_slot_release, user_id=user_id, slot=slot),
         )
-        task.add_done_callback(lambda _: services.stream_slot_release(user_id=user_id, slot=slot))
 
     def _start(self, text: str, embedded: Future | None = None) -> TurnRun:
         """The turn's pipeline, started as the message arrives (apps/cognition/pipeline.py)."""
@@ -204,14 +205,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
             + broadcasts.render_composer(self.conversation, message, max_chars=self.max_chars),
             sender=self,
         )
-        task = start_reply(
+        start_reply(
             self.conversation,
             message.pk,
             max_chars=self.max_chars,
             sender=self,
             text=message.content,
+            release=partial(services.stream_slot_release, user_id=user_id, slot=slot),
         )
-        task.add_done_callback(lambda _: services.stream_slot_release(user_id=user_id, slot=slot))
 
     async def _fail_if_orphaned(self, message_id: int | None) -> None:
         """A Stop for a reply no process is generating (it died) fails it, and shows Retry."""
@@ -290,6 +291,7 @@ def start_reply(
     opening: Callable[[], str] | None = None,
     text: str = "",
     run: TurnRun | None = None,
+    release: Callable[[], None] | None = None,
 ) -> asyncio.Task:
     task = asyncio.create_task(
         stream_reply(
@@ -301,8 +303,11 @@ def start_reply(
             opening=opening,
             text=text,
             run=run,
+            release=release,
         )
     )
+    if release is not None:  # also when the task ends before the reply is saved
+        task.add_done_callback(lambda _: release())
     stops.reply_running(reply_id=reply_id, conversation_id=conversation.pk, task=task)
     return task
 
@@ -317,6 +322,7 @@ async def stream_reply(
     opening: Callable[[], str] | None = None,
     text: str = "",
     run: TurnRun | None = None,
+    release: Callable[[], None] | None = None,
 ) -> None:
     """Generate a reply, pushing its growing text to every page showing the conversation.
 
@@ -379,6 +385,10 @@ async def stream_reply(
         # The reply as saved goes to the pages before the background work it starts is queued.
         nonlocal shown
         shown = True
+        if release is not None:
+            # The user's stream slot is free before the page hears the answer ended: a message
+            # sent as soon as it does must not find the slot still held.
+            release()
         await asyncio.shield(
             _push_final(
                 conversation,

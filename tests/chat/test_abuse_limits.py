@@ -90,6 +90,29 @@ async def test_a_users_streams_beyond_the_cap_are_refused_as_busy_and_save_nothi
     await refused.disconnect()
 
 
+async def test_a_message_sent_the_moment_an_answer_ends_is_not_refused_as_busy(
+    user, llm_stub, settings
+):
+    """The answer's stream slot is given back before the page hears that it ended, so a
+    message sent at once on the next frame finds the slot free."""
+    settings.THALAMUS_STREAMS_PER_USER = 1
+    llm_stub.script({"content": "The first answer."}, {"content": "The second answer."})
+    first = await Conversation.objects.acreate(owner=user)
+    second = await Conversation.objects.acreate(owner=user)
+    page = await connect_socket(user, first.pk)
+    other_page = await connect_socket(user, second.pk)
+    await page.send_json_to({"action": "send", "content": "first"})
+    await _frames_until(page, "msg-assistant complete")
+
+    await other_page.send_json_to({"action": "send", "content": "second, at once"})
+    frame = await _frames_until(other_page, "msg-assistant complete", "chat-notice error")
+
+    assert "answer being written" not in frame
+    assert await second.messages.filter(status=Message.Status.COMPLETE).aexists()
+    await page.disconnect()
+    await other_page.disconnect()
+
+
 async def test_a_full_recall_pool_refuses_a_message_as_busy_and_saves_nothing(user, llm_stub):
     release = threading.Event()
     held = []
