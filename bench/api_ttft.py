@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import multiprocessing
 import sys
@@ -25,7 +24,7 @@ import websockets
 from asgiref.sync import sync_to_async
 
 from bench._harness import cpu_reference_ms, free_port, start_up, stop_up, summary, wait_for_page
-from bench.turn_overhead import STUB_TTFT, _serve_stub, _setup_users
+from bench.turn_overhead import STUB_TTFT, _serve_stub, _setup_users, ws_turn
 
 WARM_UP = 5
 THINK = 0.5
@@ -38,21 +37,6 @@ def _api_key(username: str) -> str:
 
     _, secret = api_key_create(user=get_user_model().objects.get(username=username), name="bench")
     return secret
-
-
-async def _ws_turn(ws, turn: int) -> float:
-    """One turn over the chat page's socket; its added TTFT in ms."""
-    sent = time.perf_counter()
-    await ws.send(json.dumps({"action": "send", "content": f"turn {turn} hello"}))
-    first = None
-    while True:
-        frame = await asyncio.wait_for(ws.recv(), 30)
-        if first is None and 'class="md-src"' in frame and "word" in frame:
-            first = time.perf_counter()
-        if "msg-assistant complete" in frame:  # arrives with the re-enabled composer
-            return (first - sent - STUB_TTFT) * 1000
-        if "msg-assistant failed" in frame:
-            raise RuntimeError("a turn failed: " + frame[:300])
 
 
 async def _sdk_turn(client: openai.AsyncOpenAI, messages: list[dict]) -> tuple[float, str]:
@@ -94,7 +78,8 @@ async def _interleaved(
     history: list[dict] = []
     async with websockets.connect(uri, additional_headers=headers, max_size=None) as ws:
         for turn in range(turns):
-            found["websocket"].append(await _ws_turn(ws, turn))
+            sent, first, _ = await ws_turn(ws, turn)
+            found["websocket"].append((first - sent - STUB_TTFT) * 1000)
             await asyncio.sleep(THINK)  # as a user reads the answer
             listed = time.perf_counter()
             await client.models.list()

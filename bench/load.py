@@ -335,13 +335,18 @@ def _server_side(since) -> str:
     ttfts = [ttft for ttft, _ in rows]
     slowest = rows[-max(1, len(rows) // 20) :]
     ends: dict[str, list[float]] = {}
+    recall: dict[str, list[float]] = {}
     for _, trace in slowest:
         for span in trace.get("spans", []):
             ends.setdefault(span["name"], []).append(span["start_ms"] + span["ms"])
+        for part, ms in trace.get("memory", {}).get("timings_ms", {}).items():
+            recall.setdefault(part, []).append(ms)
     steps = ", ".join(f"{name} {statistics.median(v):.0f}" for name, v in ends.items())
+    parts = ", ".join(f"{name} {statistics.median(v):.0f}" for name, v in recall.items())
     return (
         f"server TTFT {summary(ttfts)}; the slowest {len(slowest)}: TTFT from "
-        f"{slowest[0][0]:.0f} ms, step ends (median ms): {steps}"
+        f"{slowest[0][0]:.0f} ms, step ends (median ms): {steps}; their recall's parts (median "
+        f"ms): {parts}"
     )
 
 

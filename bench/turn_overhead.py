@@ -87,20 +87,23 @@ async def _user_turns(
         for turn in range(turns):
             if turn:
                 await asyncio.sleep(think)  # reading the answer before typing the next message
-            sent = time.perf_counter()
-            await ws.send(json.dumps({"action": "send", "content": f"turn {turn} hello"}))
-            first = None
-            while True:
-                frame = await asyncio.wait_for(ws.recv(), 30)
-                if first is None and 'class="md-src"' in frame and "word" in frame:
-                    first = time.perf_counter()
-                if "msg-assistant complete" in frame:  # arrives with the re-enabled composer
-                    done = time.perf_counter()
-                    break
-                if "msg-assistant failed" in frame:
-                    raise RuntimeError("a turn failed: " + frame[:300])
-            timings.append((sent, first, done))
+            timings.append(await ws_turn(ws, turn))
     return timings
+
+
+async def ws_turn(ws, turn: int) -> tuple[float, float, float]:
+    """One turn over a chat page's socket: when it was sent, its first fragment, its end."""
+    sent = time.perf_counter()
+    await ws.send(json.dumps({"action": "send", "content": f"turn {turn} hello"}))
+    first = None
+    while True:
+        frame = await asyncio.wait_for(ws.recv(), 30)
+        if first is None and 'class="md-src"' in frame and "word" in frame:
+            first = time.perf_counter()
+        if "msg-assistant complete" in frame:  # arrives with the re-enabled composer
+            return sent, first, time.perf_counter()
+        if "msg-assistant failed" in frame:
+            raise RuntimeError("a turn failed: " + frame[:300])
 
 
 def _report(

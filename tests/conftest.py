@@ -4,8 +4,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ from django.conf import settings
 
 from apps.core.ports import free_port
 from tests._environment import STUB
+from tests.private_servers import wait_for_http
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,21 +86,6 @@ def other_user(django_user_model):
     return django_user_model.objects.create_user("mallory", password="correct-horse-battery-9")
 
 
-def _wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process is not None and process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode} before serving {url}")
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except urllib.error.HTTPError:
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise TimeoutError(f"nothing served {url} within {timeout} s")
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _no_session_outlives_the_test_database(django_db_setup, django_db_blocker):
     """End every other connection to the test database before pytest-django drops it.
@@ -160,7 +144,7 @@ def asgi_server(django_db_setup, django_db_blocker):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_for_http(f"{url}/accounts/login/", 30, process)
+        wait_for_http(f"{url}/accounts/login/", 30, process)
         yield url
     finally:
         process.terminate()

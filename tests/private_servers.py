@@ -41,6 +41,20 @@ def database_url(server: EmbeddedPostgres | None = None) -> str:
     return f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}&port={db['PORT']}"
 
 
+def wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
+    """Until `url` answers at all (any status); an error if `process` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} before serving {url}")
+        try:
+            httpx.get(url, timeout=2)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing served {url} within {timeout} s")
+
+
 @contextmanager
 def _data_dir() -> Iterator[Path]:
     # Not pytest's tmp_path: another pytest run on the machine resets the permissions of its
@@ -150,15 +164,7 @@ def web_server(*, database: str | None = None, redis: str) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, "the web server exited"
-            try:
-                httpx.get(f"{url}/accounts/login/", timeout=2)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, f"nothing served {url} within 30 s"
-                time.sleep(0.1)
+        wait_for_http(f"{url}/accounts/login/", 30, process)
         yield url
     finally:
         process.terminate()

@@ -29,7 +29,13 @@ from apps.chat.models import Conversation, Message
 from apps.core.management.commands.up import web_command
 from apps.core.ports import free_port
 from apps.memory import services as memory_services
-from tests.private_servers import chat_turn, database_url, logged_in_client, pool_children
+from tests.private_servers import (
+    chat_turn,
+    database_url,
+    logged_in_client,
+    pool_children,
+    wait_for_http,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,15 +67,7 @@ def web_process(
     process = subprocess.Popen(argv, cwd=ROOT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, "the web server exited"
-            try:
-                httpx.get(f"{url}/accounts/login/", timeout=2)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, f"nothing served {url} within 60 s"
-                time.sleep(0.1)
+        wait_for_http(f"{url}/accounts/login/", 60, process)
         yield url, process
     finally:
         with suppress(ProcessLookupError):
