@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 
 import pytest
@@ -16,23 +15,9 @@ from django.test import Client
 
 from apps.chat.models import Conversation, Message
 from apps.chat.routing import websocket_urlpatterns
-from tests.chat.conftest import connect_socket
+from tests.chat.conftest import connect_socket, receive_until, send_action
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def _receive_until(communicator, needle: str, timeout: float = 10.0) -> list[str]:
-    seen = []
-    async with asyncio.timeout(timeout):
-        while True:
-            frame = await communicator.receive_from(timeout)
-            seen.append(frame)
-            if needle in frame:
-                return seen
-
-
-async def _send(communicator, **data) -> None:
-    await communicator.send_to(text_data=json.dumps(data))
 
 
 @pytest.fixture
@@ -72,8 +57,8 @@ def _stop_once_published(monkeypatch, conversation, needle: str, *, swallow=Fals
 async def test_an_answer_streams_and_is_saved_with_its_timings(user, conversation, llm_stub):
     llm_stub.script({"content": "one two three four five six", "tps": 100})
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="count for me")
-    frames = await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="count for me")
+    frames = await receive_until(communicator, "msg-assistant complete")
     assert any('class="md-src"' in f and "one two" in f for f in frames), "no streamed text"
     assert any("Thalamus is answering" in f for f in frames), "composer was not disabled"
     reply = await Message.objects.aget(role="assistant")
@@ -97,18 +82,18 @@ async def test_an_answer_streams_and_is_saved_with_its_timings(user, conversatio
 async def test_stop_cancels_and_keeps_the_partial_answer(user, conversation, llm_stub):
     llm_stub.script({"content": "tick " * 300, "tps": 50})
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="go on")
-    await _receive_until(communicator, "tick tick")
+    await send_action(communicator, content="go on")
+    await receive_until(communicator, "tick tick")
     reply = await Message.objects.aget(role="assistant")
-    await _send(communicator, action="stop", message_id=reply.pk)
-    await _receive_until(communicator, "msg-assistant cancelled")
+    await send_action(communicator, action="stop", message_id=reply.pk)
+    await receive_until(communicator, "msg-assistant cancelled")
     await reply.arefresh_from_db()
     assert reply.status == "cancelled" and 0 < reply.content.count("tick") < 300
 
     # A stopped answer can be regenerated, as a failed one can.
     llm_stub.script({"content": "all of it"})
-    await _send(communicator, action="retry", message_id=reply.pk)
-    await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, action="retry", message_id=reply.pk)
+    await receive_until(communicator, "msg-assistant complete")
     await reply.arefresh_from_db()
     assert (reply.status, reply.content) == ("complete", "all of it")
     await communicator.disconnect()
@@ -126,15 +111,15 @@ async def test_a_failing_llm_marks_the_reply_failed_and_the_next_message_works(
 ):
     llm_stub.script({"fault": fault, "content": "partial words here " * 20})
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="first")
-    frames = await _receive_until(communicator, "msg-assistant failed")
+    await send_action(communicator, content="first")
+    frames = await receive_until(communicator, "msg-assistant failed")
     assert sentence in frames[-1] and "Retry" in frames[-1]
     failed = await Message.objects.aget(role="assistant")
     assert failed.status == "failed" and sentence in failed.error
 
     llm_stub.script({"content": "all good"})
-    await _send(communicator, content="second")
-    await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="second")
+    await receive_until(communicator, "msg-assistant complete")
     assert await Message.objects.filter(role="user").acount() == 2
     await communicator.disconnect()
 
@@ -142,8 +127,8 @@ async def test_a_failing_llm_marks_the_reply_failed_and_the_next_message_works(
 async def test_an_unreachable_llm_fails_with_one_sentence(user, conversation, settings):
     settings.THALAMUS_LLM_BASE_URL = "http://127.0.0.1:9/v1"
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="anyone there?")
-    frames = await _receive_until(communicator, "msg-assistant failed")
+    await send_action(communicator, content="anyone there?")
+    frames = await receive_until(communicator, "msg-assistant failed")
     assert "could not be reached" in frames[-1]
     assert await Message.objects.filter(role="user", content="anyone there?").aexists()
     await communicator.disconnect()
@@ -153,8 +138,8 @@ async def test_a_slow_llm_times_out_and_is_reported(user, conversation, llm_stub
     settings.THALAMUS_LLM_TIMEOUT = 0.5
     llm_stub.script({"fault": "hang", "ttft": 5})
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="slowly")
-    frames = await _receive_until(communicator, "msg-assistant failed")
+    await send_action(communicator, content="slowly")
+    frames = await receive_until(communicator, "msg-assistant failed")
     assert "took too long" in frames[-1]
     await communicator.disconnect()
 
@@ -162,11 +147,11 @@ async def test_a_slow_llm_times_out_and_is_reported(user, conversation, llm_stub
 async def test_retry_regenerates_a_failed_answer(user, conversation, llm_stub):
     llm_stub.script({"fault": "http_500"}, {"content": "second time lucky"})
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="try")
-    await _receive_until(communicator, "msg-assistant failed")
+    await send_action(communicator, content="try")
+    await receive_until(communicator, "msg-assistant failed")
     reply = await Message.objects.aget(role="assistant")
-    await _send(communicator, action="retry", message_id=reply.pk)
-    await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, action="retry", message_id=reply.pk)
+    await receive_until(communicator, "msg-assistant complete")
     await reply.arefresh_from_db()
     assert (reply.status, reply.content, reply.error) == ("complete", "second time lucky", "")
     await communicator.disconnect()
@@ -174,7 +159,7 @@ async def test_retry_regenerates_a_failed_answer(user, conversation, llm_stub):
 
 async def test_an_empty_message_is_refused_with_a_sentence(user, conversation):
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="   ")
+    await send_action(communicator, content="   ")
     frame = await communicator.receive_from(5)
     assert "Type a message first." in frame
     assert not await Message.objects.aexists()
@@ -207,8 +192,8 @@ async def test_another_user_never_receives_the_stream(user, other_user, llm_stub
     spy = await connect_socket(other_user, theirs.pk)
     communicator = await connect_socket(user, mine.pk)
     llm_stub.script({"content": "secret plans"})
-    await _send(communicator, content="my secret")
-    await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="my secret")
+    await receive_until(communicator, "msg-assistant complete")
     assert await spy.receive_nothing(0.5)
     await spy.disconnect()
     await communicator.disconnect()
@@ -220,13 +205,13 @@ async def test_a_stop_from_another_users_socket_never_cancels_my_answer(user, ot
     llm_stub.script({"content": "tick " * 40, "tps": 40})
     communicator = await connect_socket(user, mine.pk)
     attacker = await connect_socket(other_user, theirs.pk)
-    await _send(communicator, content="go on")
-    await _receive_until(communicator, "tick tick")
+    await send_action(communicator, content="go on")
+    await receive_until(communicator, "tick tick")
     reply = await Message.objects.aget(role="assistant")
 
-    await _send(attacker, action="stop", message_id=reply.pk)  # my reply's id, their socket
+    await send_action(attacker, action="stop", message_id=reply.pk)  # my reply's id, their socket
 
-    await _receive_until(communicator, "msg-assistant complete")
+    await receive_until(communicator, "msg-assistant complete")
     await reply.arefresh_from_db()
     assert reply.status == "complete" and reply.content.count("tick") == 40
     await attacker.disconnect()
@@ -240,13 +225,13 @@ async def test_a_retry_from_another_users_socket_never_touches_my_answer(
     theirs = await sync_to_async(Conversation.objects.create)(owner=other_user)
     llm_stub.script({"fault": "http_500"})
     communicator = await connect_socket(user, mine.pk)
-    await _send(communicator, content="private question")
-    await _receive_until(communicator, "msg-assistant failed")
+    await send_action(communicator, content="private question")
+    await receive_until(communicator, "msg-assistant failed")
     reply = await Message.objects.aget(role="assistant")
     attacker = await connect_socket(other_user, theirs.pk)
     asked_before = len(llm_stub.requests)
 
-    await _send(attacker, action="retry", message_id=reply.pk)  # my reply's id, their socket
+    await send_action(attacker, action="retry", message_id=reply.pk)  # my reply's id, their socket
 
     assert await attacker.receive_nothing(0.5)
     assert await communicator.receive_nothing(0.2)
@@ -286,8 +271,8 @@ async def test_the_reply_trace_shows_the_memories_used(user, conversation, llm_s
     )
     llm_stub.script({"content": "Your bees are fine."})
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="how are my bees on the balcony?")
-    frames = await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="how are my bees on the balcony?")
+    frames = await receive_until(communicator, "msg-assistant complete")
     assert "What I used" in frames[-1] and "Alice keeps bees on her balcony" in frames[-1]
     system_prompt = llm_stub.requests[-1]["body"]["messages"][0]["content"]
     assert "Alice keeps bees on her balcony" in system_prompt
@@ -308,8 +293,8 @@ async def test_stop_on_a_reply_no_process_is_writing_fails_it_and_offers_retry(u
     )
     await sync_to_async(cache.delete)(services._lease_key(sent.reply.pk))
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, action="stop", message_id=sent.reply.pk)
-    frames = await _receive_until(communicator, "msg-assistant failed")
+    await send_action(communicator, action="stop", message_id=sent.reply.pk)
+    frames = await receive_until(communicator, "msg-assistant failed")
     assert services.INTERRUPTED in frames[-1] and "Retry" in frames[-1]
     assert 'id="composer"' in frames[-1] and "Thalamus is answering" not in frames[-1]
     await communicator.disconnect()
@@ -321,11 +306,11 @@ async def test_stop_while_the_turn_is_prepared_cancels_before_asking_the_llm(
     # The memory recall waits on a slow embedding; Stop lands before the answer is requested.
     llm_stub.script({"endpoint": "embeddings", "ttft": 3.0})
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="remember this?")
-    await _receive_until(communicator, "msg-user")
+    await send_action(communicator, content="remember this?")
+    await receive_until(communicator, "msg-user")
     reply = await Message.objects.aget(role="assistant")
-    await _send(communicator, action="stop", message_id=reply.pk)
-    frames = await _receive_until(communicator, "msg-assistant cancelled")
+    await send_action(communicator, action="stop", message_id=reply.pk)
+    frames = await receive_until(communicator, "msg-assistant cancelled")
     assert "Something went wrong" not in frames[-1]
     await reply.arefresh_from_db()
     assert reply.status == "cancelled" and reply.error == "" and reply.content == ""
@@ -345,8 +330,8 @@ async def test_a_stop_whose_cancellation_is_lost_on_the_way_still_stops_the_answ
     # A second page of the conversation: the fragments are published for it (a page alone gets
     # them from its own socket only).
     watching = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="go on")
-    await _receive_until(communicator, "msg-assistant cancelled")
+    await send_action(communicator, content="go on")
+    await receive_until(communicator, "msg-assistant cancelled")
     reply = await Message.objects.aget(role="assistant")
     assert swallowed == [reply.pk]
     assert reply.status == "cancelled" and 0 < reply.content.count("tick") < 300
@@ -366,8 +351,8 @@ async def test_a_finished_answer_starts_its_background_work(
     )
     llm_stub.script({"content": "Your bees are fine.", "match": "You are Thalamus"})
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="how are my bees on the balcony?")
-    await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="how are my bees on the balcony?")
+    await receive_until(communicator, "msg-assistant complete")
 
     def background_done() -> bool:
         bodies = [str(r["body"]) for r in llm_stub.requests]
@@ -389,8 +374,8 @@ async def test_a_stop_landing_as_the_finished_reply_is_shown_still_starts_reflec
     llm_stub.script({"content": "All done.", "match": "You are Thalamus"})
     stopped = _stop_once_published(monkeypatch, conversation, "msg-assistant complete")
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="finish this")
-    await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="finish this")
+    await receive_until(communicator, "msg-assistant complete")
     reply = await Message.objects.aget(role="assistant")
     assert stopped == [reply.pk] and reply.status == "complete"
 
@@ -408,14 +393,14 @@ async def test_an_answer_stopped_at_its_cap_is_kept_and_continue_writes_on_in_it
         {"content": "and then the end."},
     )
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="tell me a long story")
-    frames = await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="tell me a long story")
+    frames = await receive_until(communicator, "msg-assistant complete")
     assert "Stopped at 7 tokens." in frames[-1] and 'value="continue"' in frames[-1]
     reply = await Message.objects.aget(role="assistant")
     assert (reply.content, reply.finish_reason) == ("The first part of a long story,", "length")
 
-    await _send(communicator, action="continue", message_id=reply.pk)
-    frames = await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, action="continue", message_id=reply.pk)
+    frames = await receive_until(communicator, "msg-assistant complete")
     streamed = [f for f in frames if 'class="md-src"' in f and "and then" in f]
     assert streamed and "The first part of a long story, and then" in streamed[0]
     await reply.arefresh_from_db()
@@ -437,11 +422,11 @@ async def test_a_continuation_that_fails_keeps_the_text_before_it(user, conversa
         {"fault": "http_500"},
     )
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="go")
-    await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="go")
+    await receive_until(communicator, "msg-assistant complete")
     reply = await Message.objects.aget(role="assistant")
-    await _send(communicator, action="continue", message_id=reply.pk)
-    frames = await _receive_until(communicator, "msg-assistant failed")
+    await send_action(communicator, action="continue", message_id=reply.pk)
+    frames = await receive_until(communicator, "msg-assistant failed")
     assert "returned an error (HTTP 500)" in frames[-1] and "Kept words." in frames[-1]
     assert 'value="retry"' in frames[-1] and 'value="continue"' in frames[-1]
     await reply.arefresh_from_db()
@@ -454,8 +439,8 @@ async def test_an_answer_repeating_itself_is_cut_and_marked(user, conversation, 
     line = "I will now repeat this sentence again.\n"
     llm_stub.script({"content": "Sure.\n" + line * 200, "tps": 200})
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="say something")
-    frames = await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="say something")
+    frames = await receive_until(communicator, "msg-assistant complete")
     assert "Stopped: the model began repeating itself." in frames[-1]
     assert 'value="continue"' in frames[-1]
     reply = await Message.objects.aget(role="assistant")
@@ -474,13 +459,14 @@ async def test_a_continue_from_another_users_socket_never_touches_my_answer(
     theirs = await sync_to_async(Conversation.objects.create)(owner=other_user)
     llm_stub.script({"content": "Half of my private answer", "finish_reason": "length"})
     communicator = await connect_socket(user, mine.pk)
-    await _send(communicator, content="private question")
-    await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="private question")
+    await receive_until(communicator, "msg-assistant complete")
     reply = await Message.objects.aget(role="assistant")
     attacker = await connect_socket(other_user, theirs.pk)
     asked_before = len(llm_stub.requests)
 
-    await _send(attacker, action="continue", message_id=reply.pk)  # my reply's id, their socket
+    # My reply's id, their socket.
+    await send_action(attacker, action="continue", message_id=reply.pk)
 
     assert await attacker.receive_nothing(0.5)
     assert await communicator.receive_nothing(0.2)

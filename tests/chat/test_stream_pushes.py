@@ -3,32 +3,15 @@ from its socket, the other pages of the conversation through the channel layer."
 
 from __future__ import annotations
 
-import asyncio
-import json
-
 import pytest
 from channels.layers import get_channel_layer
 
 from apps.chat.models import Conversation
-from tests.chat.conftest import connect_socket
+from tests.chat.conftest import connect_socket, receive_until, send_action
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FRAGMENT = '<textarea hidden class="md-src"'
-
-
-async def _receive_until(communicator, needle: str, timeout: float = 10.0) -> list[str]:
-    seen = []
-    async with asyncio.timeout(timeout):
-        while True:
-            frame = await communicator.receive_from(timeout)
-            seen.append(frame)
-            if needle in frame:
-                return seen
-
-
-async def _send(communicator, **data) -> None:
-    await communicator.send_to(text_data=json.dumps(data))
 
 
 def _published(monkeypatch) -> list[str]:
@@ -57,8 +40,8 @@ async def test_a_page_alone_gets_the_streamed_text_from_its_socket_and_none_is_p
     llm_stub.script({"content": "one two three four five six seven eight", "ttft": 0.5, "tps": 40})
     published = _published(monkeypatch)
     communicator = await connect_socket(user, conversation.pk)
-    await _send(communicator, content="count for me")
-    frames = await _receive_until(communicator, "msg-assistant complete")
+    await send_action(communicator, content="count for me")
+    frames = await receive_until(communicator, "msg-assistant complete")
     assert any(f.startswith(FRAGMENT) and "one two" in f for f in frames), "no streamed text"
     assert not [html for html in published if html.startswith(FRAGMENT)]
     # The end always goes to the group: a page opened meanwhile must not wait forever.
@@ -72,9 +55,9 @@ async def test_a_second_page_of_the_conversation_gets_the_streamed_text_and_the_
     llm_stub.script({"content": "tick " * 20, "ttft": 0.5, "tps": 40})
     asking = await connect_socket(user, conversation.pk)
     watching = await connect_socket(user, conversation.pk)
-    await _send(asking, content="go on")
-    frames = await _receive_until(watching, "msg-assistant complete")
+    await send_action(asking, content="go on")
+    frames = await receive_until(watching, "msg-assistant complete")
     assert any(f.startswith(FRAGMENT) and "tick tick" in f for f in frames), "no streamed text"
-    await _receive_until(asking, "msg-assistant complete")
+    await receive_until(asking, "msg-assistant complete")
     await watching.disconnect()
     await asking.disconnect()
