@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -30,9 +31,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError, connection
 
 from apps.core import embedded
-from apps.core.ports import free_port
 
 STOP_GRACE_SECONDS = 15
+
+
+# The stub's first log line: "… listening on http://127.0.0.1:PORT/v1 (models=…)".
+STUB_LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 @dataclass
@@ -192,24 +196,27 @@ class Command(BaseCommand):
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
         if demo:
-            stub_port = free_port()
-            self._spawn(
-                Child(
-                    "stub",
-                    [
-                        sys.executable,
-                        "-m",
-                        "llm_stub",
-                        "--port",
-                        str(stub_port),
-                        "--demo",
-                    ],
-                ),
-                env,
-            )
-            env["THALAMUS_LLM_BASE_URL"] = f"http://127.0.0.1:{stub_port}/v1"
+            # The stub takes a free port itself and says which: a port picked for it here could
+            # be taken by another program before the stub binds it.
+            stub = Child("stub", [sys.executable, "-m", "llm_stub", "--port", "0", "--demo"])
+            self._spawn(stub, env)
+            env["THALAMUS_LLM_BASE_URL"] = self._stub_url(stub)
             env["THALAMUS_DEMO"] = "1"
         return env
+
+    def _stub_url(self, stub: Child, timeout: float = 30.0) -> str:
+        """The base URL the demo stub says it listens on."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(stub.tail):
+                if found := STUB_LISTENING.search(line):
+                    return found.group(1)
+            if stub.process.poll() is not None:
+                raise CommandError(
+                    "The demo LLM stopped before it served: " + " / ".join(stub.tail)
+                )
+            time.sleep(0.05)
+        raise CommandError(f"The demo LLM did not say where it listens within {timeout:.0f} s.")
 
     def _start_children(
         self,
