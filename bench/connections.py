@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import subprocess
 import sys
@@ -26,9 +25,16 @@ import threading
 import time
 from pathlib import Path
 
-import websockets
-
-from bench._harness import ROOT, cpu_reference_ms, free_port, stop_up, summary, up_env
+from bench._harness import (
+    ROOT,
+    cpu_reference_ms,
+    free_port,
+    stop_up,
+    summary,
+    up_env,
+    wait_for_page,
+)
+from bench.load import _user as load_user
 from bench.turn_overhead import STUB_TPS, STUB_TTFT, _setup_users
 from llm_stub import StubServer
 
@@ -45,38 +51,6 @@ def _serve_stub(control) -> None:
             )
         control.send(stub.url)
         control.recv()
-
-
-async def _user(port: int, session_key: str, conversation_id: int, until: float) -> tuple:
-    added, errors = [], []
-    uri = f"ws://127.0.0.1:{port}/ws/c/{conversation_id}/"
-    headers = {"Cookie": f"sessionid={session_key}", "Origin": f"http://127.0.0.1:{port}"}
-    turn = 0
-    while time.monotonic() < until:
-        try:
-            async with websockets.connect(uri, additional_headers=headers, max_size=None) as ws:
-                while time.monotonic() < until:
-                    sent = time.perf_counter()
-                    await ws.send(json.dumps({"action": "send", "content": f"turn {turn} hi"}))
-                    turn += 1
-                    first = None
-                    while True:
-                        frame = await asyncio.wait_for(ws.recv(), 30)
-                        if first is None and 'class="md-src"' in frame and "word" in frame:
-                            first = time.perf_counter()
-                            added.append((first - sent - STUB_TTFT) * 1000)
-                        if "msg-assistant complete" in frame:
-                            break
-                        refused = 'class="chat-notice error"' in frame and (
-                            'role="alert"></div>' not in frame
-                        )
-                        if "msg-assistant failed" in frame or refused:
-                            errors.append(frame[:200])
-                            break
-                    await asyncio.sleep(0.5)
-        except (OSError, TimeoutError, websockets.WebSocketException) as exc:
-            errors.append(f"{type(exc).__name__}: {exc}"[:200])
-    return added, errors
 
 
 def _sample(database_url: str, stop: threading.Event, peaks: dict) -> None:
@@ -121,7 +95,7 @@ def main() -> None:
         )
         extra = []
         try:
-            _wait_for_login(port, up)
+            wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", up)
             users = _setup_users(data_dir, args.users)
             from django.conf import settings
             from django.db import connection
@@ -180,21 +154,12 @@ def main() -> None:
 
 
 async def _all(port: int, users: list, until: float) -> list:
-    return await asyncio.gather(*(_user(port, *user, until) for user in users))
-
-
-def _wait_for_login(port: int, up: subprocess.Popen) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert up.poll() is None, "up exited"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2):
-                return
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError("up did not serve in time")
+    """Each user chats as in bench.load (0.5 s between turns): its added TTFTs and errors."""
+    results = await asyncio.gather(*(load_user(port, *user, until, 0.5) for user in users))
+    return [
+        ([(first - sent - STUB_TTFT) * 1000 for sent, first, *_ in timings], errors)
+        for timings, errors in results
+    ]
 
 
 if __name__ == "__main__":
