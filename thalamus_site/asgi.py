@@ -7,14 +7,13 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "thalamus_site.settings")
 django.setup(set_prefix=False)
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.middleware.clickjacking import XFrameOptionsMiddleware  # noqa: E402
 from django.middleware.security import SecurityMiddleware  # noqa: E402
 
-from apps.core.asgi import LeanASGIHandler, SiteASGIHandler  # noqa: E402
+from apps.core.asgi import LeanASGIHandler, SiteASGIHandler, SocketAuthMiddlewareStack  # noqa: E402
 from apps.core.middleware import content_security_policy, inline  # noqa: E402
 from apps.mcp_server.server import MCP_PATH, mcp_asgi_app  # noqa: E402
 from thalamus_site.routing import websocket_urlpatterns  # noqa: E402
@@ -46,7 +45,7 @@ application = ProtocolTypeRouter(
     {
         "http": http_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            SocketAuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
         # Starts and stops the MCP session manager: uvicorn runs with `--lifespan on`.
         "lifespan": mcp_app,

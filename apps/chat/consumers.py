@@ -66,15 +66,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
-        self.conversation, self.config = await database_sync_to_async(_open_conversation)(
-            user=user, pk=conversation_id
-        )
+        self.conversation, self.config = await database_sync_to_async(
+            _open_conversation, thread_sensitive=False
+        )(user=user, pk=conversation_id)
         if self.conversation is None:
             await self.close(code=4404)
             return
         # Off (the user's setting, or a temporary chat): the message is not even embedded.
         self.remember = not self.conversation.temporary and await database_sync_to_async(
-            memory_enabled_for
+            memory_enabled_for, thread_sensitive=False
         )(user_id=user.pk)
         self.groups_joined = [
             broadcasts.conversation_group(self.conversation.pk),
@@ -181,7 +181,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _reopen(self, message_id: int | None, reopen: Callable[..., Message]) -> None:
         """Answer one of this conversation's replies again: a Retry, or a Continue from its
         text so far."""
-        message = await database_sync_to_async(message_of)(
+        message = await database_sync_to_async(message_of, thread_sensitive=False)(
             conversation=self.conversation, message_id=message_id
         )
         if message is None:
@@ -194,7 +194,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
         try:
-            message = await database_sync_to_async(reopen)(message=message)
+            message = await database_sync_to_async(reopen, thread_sensitive=False)(message=message)
         except services.ChatError as exc:
             services.stream_slot_release(user_id=user_id, slot=slot)
             await self.send(text_data=broadcasts.render_error(str(exc)))

@@ -31,7 +31,9 @@ class MindConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         who = self.scope["url_route"]["kwargs"]["who"]
-        self.mind = await database_sync_to_async(selectors.mind_scope_for)(user=user, who=who)
+        self.mind = await database_sync_to_async(selectors.mind_scope_for, thread_sensitive=False)(
+            user=user, who=who
+        )
         if self.mind is None:
             await self.close(code=4404)
             return
@@ -79,7 +81,9 @@ class MindConsumer(AsyncWebsocketConsumer):
             logger.exception("dashboard refresh failed")
 
     async def refresh(self):
-        html, self.graph, self.last_event_id = await database_sync_to_async(render_refresh)(
+        html, self.graph, self.last_event_id = await database_sync_to_async(
+            render_refresh, thread_sensitive=False
+        )(
             scope=self.mind,
             graph_before=self.graph,
             graph_limit=self.graph_limit,

@@ -103,7 +103,7 @@ class ApiKeyAuth:
             await refusal.response()(scope, receive, send)
             return
         client = scope.get("client") or ("", 0)
-        owner = await database_sync_to_async(api_key_owner)(
+        owner = await database_sync_to_async(api_key_owner, thread_sensitive=False)(
             authorization=headers.get("authorization", ""), address=client[0]
         )
         if isinstance(owner, Refusal):

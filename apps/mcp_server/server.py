@@ -191,7 +191,9 @@ async def search_memories(
     limit: Annotated[int, Field(ge=1, le=50, description="At most this many memories")] = 10,
 ) -> Found:
     """Search your memories by meaning and words, best match first."""
-    return await database_sync_to_async(_search)(current_user.get(), query, limit)
+    return await database_sync_to_async(_search, thread_sensitive=False)(
+        current_user.get(), query, limit
+    )
 
 
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
@@ -206,13 +208,15 @@ async def remember(
     ],
 ) -> Remembered:
     """Remember a fact about you, as said by you; an equivalent memory is not stored twice."""
-    return await database_sync_to_async(_remember)(current_user.get(), fact)
+    return await database_sync_to_async(_remember, thread_sensitive=False)(current_user.get(), fact)
 
 
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
 async def forget_memory(memory_id: int) -> Forgotten:
     """Forget one of your memories, with its earlier versions and what quotes it."""
-    return await database_sync_to_async(_forget)(current_user.get(), memory_id)
+    return await database_sync_to_async(_forget, thread_sensitive=False)(
+        current_user.get(), memory_id
+    )
 
 
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -220,13 +224,13 @@ async def recent_memories(
     limit: Annotated[int, Field(ge=1, le=100, description="At most this many memories")] = 20,
 ) -> Recent:
     """Your newest memories, newest first."""
-    return await database_sync_to_async(_recent)(current_user.get(), limit)
+    return await database_sync_to_async(_recent, thread_sensitive=False)(current_user.get(), limit)
 
 
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
 async def profile() -> str:
     """What Thalamus knows about you (its knowledge block) and your current world state."""
-    return await database_sync_to_async(_profile)(current_user.get())
+    return await database_sync_to_async(_profile, thread_sensitive=False)(current_user.get())
 
 
 def mcp_asgi_app() -> ASGIApp:
