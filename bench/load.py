@@ -1,15 +1,17 @@
 """Load: websocket users chatting at once through the real stack, at several levels of users.
 
-    .venv/bin/python -m bench.load [--levels 1,10,20,50] [--minutes 1] [--think 0.5]
+    .venv/bin/python -m bench.load [--levels 1,10,20,50] [--minutes 1] [--think 0.5] [--burst]
 
 `manage.py up` (uvicorn, both Celery workers, beat, the embedded PostgreSQL and Redis) against
 the LLM stub in a process of its own (50 ms to the first token, 400 tokens a second, 40-word
 answers; every reflection learns one new memory, so the critic reviews it and promotion has
 work). At each level, in turn, that many users each send a message, read the answer to its
-end, wait --think seconds and send the next, for --minutes. Reported per level: turns, turns a
-second, errors (a failed reply, a socket error or a turn over 30 s), Thalamus's added time to
-first token and own cost per turn (as bench.turn_overhead measures them), the CPU time each
-process spent per turn, and the load average.
+end, wait --think seconds and send the next, for --minutes. Users open their page at a random
+moment of the first think time and think 0.5-1.5 × --think, as people do; with --burst they all
+send in the same millisecond, every time (a worst case: the turns then arrive in waves).
+Reported per level: turns, turns a second, errors (a failed reply, a socket error or a turn
+over 30 s), Thalamus's added time to first token and own cost per turn (as bench.turn_overhead
+measures them), the CPU time each process spent per turn, and the load average.
 
 Background work (reflection, critic, episode checks, promotion): the Celery queues' depth
 (Redis list lengths, plus the tasks the workers hold unacknowledged) and the replies not yet
@@ -122,8 +124,20 @@ def _serve_stub(control) -> None:
         stopped.set()
 
 
-async def _user(port: int, session_key: str, conversation_id: int, until: float, think: float):
+async def _user(
+    port: int,
+    session_key: str,
+    conversation_id: int,
+    until: float,
+    think: float,
+    rng: random.Random | None = None,
+):
+    """One user's turns until `until`. With `rng` (not a burst) the user opens the page at a
+    random moment of the first think time and thinks between half and one and a half times
+    `think`, so that users do not all press send in the same millisecond."""
     timings, errors = [], []
+    if rng is not None:
+        await asyncio.sleep(rng.uniform(0, think))
     uri = f"ws://127.0.0.1:{port}/ws/c/{conversation_id}/"
     headers = {"Cookie": f"sessionid={session_key}", "Origin": f"http://127.0.0.1:{port}"}
     turn = 0
@@ -153,7 +167,7 @@ async def _user(port: int, session_key: str, conversation_id: int, until: float,
                         if "msg-assistant failed" in frame or refused:
                             errors.append(frame[:200])
                             break
-                    await asyncio.sleep(think)
+                    await asyncio.sleep(think * rng.uniform(0.5, 1.5) if rng else think)
         except (OSError, TimeoutError, websockets.WebSocketException) as exc:
             errors.append(f"{type(exc).__name__}: {exc}"[:200])
     return timings, errors
@@ -309,9 +323,12 @@ def _wait_drained(backlog: Backlog, load_end: float, promote: bool) -> float | N
 # ----------------------------------------------------------------------------------- levels
 
 
-async def _level(port: int, users: list, minutes: float, think: float) -> tuple[list, list]:
+async def _level(
+    port: int, users: list, minutes: float, think: float, burst: bool = False
+) -> tuple[list, list]:
     until = time.monotonic() + minutes * 60
-    results = await asyncio.gather(*(_user(port, *user, until, think) for user in users))
+    rng = None if burst else random.Random(len(users))
+    results = await asyncio.gather(*(_user(port, *user, until, think, rng) for user in users))
     timings = [t for user_timings, _ in results for t in user_timings]
     errors = [e for _, user_errors in results for e in user_errors]
     return timings, errors
@@ -377,7 +394,9 @@ def _run(args, port: int, users: list, processes: Processes) -> None:
         cpu_before = processes.cpu_seconds()
         started = time.monotonic()
         since = datetime.now(UTC)
-        timings, errors = asyncio.run(_level(port, users[:level], args.minutes, args.think))
+        timings, errors = asyncio.run(
+            _level(port, users[:level], args.minutes, args.think, burst=args.burst)
+        )
         load_end = time.monotonic()
         cpu_load = processes.cpu_seconds()
         load_after = os.getloadavg()[0]
@@ -394,7 +413,11 @@ def _run(args, port: int, users: list, processes: Processes) -> None:
         frames = sorted(frames for *_, frames in timings) or [0]
         seconds = load_end - started
         turns = len(timings)
-        print(f"\n{level} users for {args.minutes:g} min, think {args.think:g} s", flush=True)
+        pace = "in step (--burst)" if args.burst else "0.5-1.5 × think, random start"
+        print(
+            f"\n{level} users for {args.minutes:g} min, think {args.think:g} s ({pace})",
+            flush=True,
+        )
         print(f"  load average {load_before:.2f} at the start, {load_after:.2f} at the end")
         print(f"  turns {turns} ({turns / seconds:.1f}/s), errors {len(errors)}")
         for error in errors[:5]:
@@ -459,6 +482,11 @@ def main() -> None:
     parser.add_argument("--levels", default="1,10,20,50", help="users at each level, in order")
     parser.add_argument("--minutes", type=float, default=1.0, help="of load at each level")
     parser.add_argument("--think", type=float, default=0.5)
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="every user sends at the same moment and thinks exactly --think (a worst case)",
+    )
     parser.add_argument(
         "--background-wait",
         type=int,
