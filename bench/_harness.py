@@ -23,9 +23,12 @@ def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def start_up(data_dir: Path, port: int, log_path: Path, **extra: str) -> subprocess.Popen:
+def start_up(
+    data_dir: Path, port: int, log_path: Path, *up_args: str, **extra: str
+) -> subprocess.Popen:
+    """`manage.py up` on `port` with `up_args` added, its environment updated with `extra`."""
     return subprocess.Popen(
-        [sys.executable, "manage.py", "up", "--port", str(port)],
+        [sys.executable, "manage.py", "up", "--port", str(port), *up_args],
         cwd=ROOT,
         env=up_env(data_dir, **extra),
         stdout=log_path.open("w"),

@@ -1,6 +1,7 @@
 """Load: websocket users chatting at once through the real stack, at several levels of users.
 
     .venv/bin/python -m bench.load [--levels 1,10,20,50] [--minutes 1] [--think 0.5] [--burst]
+        [--web-processes 1]
 
 `manage.py up` (uvicorn, both Celery workers, beat, the embedded PostgreSQL and Redis) against
 the LLM stub in a process of its own (50 ms to the first token, 400 tokens a second, 40-word
@@ -178,8 +179,8 @@ async def _user(
 
 def _kind(proc: psutil.Process) -> str:
     line = " ".join(proc.cmdline())
-    if "uvicorn" in line:
-        return "web"
+    if "uvicorn" in line or "multiprocessing.spawn" in line and _kind(proc.parent()) == "web":
+        return "web"  # uvicorn, or one of its --workers
     if " beat" in line:
         return "beat"
     if "worker" in line and ".llm" in line:
@@ -501,6 +502,9 @@ def main() -> None:
         help="background LLM calls at once: the llm worker's processes (THALAMUS_BACKGROUND_"
         "CONCURRENCY; the shipped 1 suits a one-slot local server)",
     )
+    parser.add_argument(
+        "--web-processes", type=int, default=1, help="`up --web-processes`: uvicorn workers"
+    )
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
     control, stub_end = context.Pipe()
@@ -514,6 +518,8 @@ def main() -> None:
             data_dir,
             port,
             Path(tmp) / "up.log",
+            "--web-processes",
+            str(args.web_processes),
             THALAMUS_LLM_BASE_URL=stub_url,
             THALAMUS_BACKGROUND_CONCURRENCY=str(args.background_concurrency),
         )
