@@ -271,6 +271,10 @@ class EmbeddedPostgres:
             _wait_until(lambda: not _pid_alive(pid), 30)
 
 
+# How long Redis may take to read its append-only file back at start.
+LOADING_TIMEOUT_SECONDS = 300
+
+
 @dataclass
 class EmbeddedRedis:
     data: Path
@@ -339,6 +343,21 @@ class EmbeddedRedis:
             raise EmbeddedError(f"Redis did not start: {result.stderr.strip() or _tail(log)}")
         if not _wait_until(self.is_running, 15):
             raise EmbeddedError(f"Redis did not come up: {_tail(log)}")
+        # It listens before it has read its append-only file back, and answers every command
+        # with LOADING until then: a long-lived instance's file takes seconds.
+        if not _wait_until(self.is_loaded, LOADING_TIMEOUT_SECONDS):
+            raise EmbeddedError(f"Redis did not finish loading its data: {_tail(log)}")
+
+    def is_loaded(self) -> bool:
+        import redis
+
+        client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=5)
+        try:
+            return bool(client.ping())
+        except redis.BusyLoadingError:
+            return False
+        finally:
+            client.close()
 
     def stop(self) -> None:
         if not self.is_running():
