@@ -353,6 +353,12 @@ THALAMUS_BACKGROUND_QUEUE = f"{INSTANCE}.llm"
 THALAMUS_BACKGROUND_CONCURRENCY = env_int(
     "THALAMUS_BACKGROUND_CONCURRENCY", 1, minimum=1, maximum=64
 )
+# uvicorn workers `up` runs on its one port (compose: in each `web` replica). Two on a machine
+# of two cores or more: with 50 users chatting, the slowest twentieth of first tokens came
+# ~83 ms after the model's with two against ~110 ms with one (bench/README.md, load).
+THALAMUS_WEB_PROCESSES = env_int(
+    "THALAMUS_WEB_PROCESSES", min(2, os.cpu_count() or 1), minimum=1, maximum=64
+)
 CELERY_TASK_ROUTES = {
     name: {"queue": THALAMUS_BACKGROUND_QUEUE}
     for name in (

@@ -68,3 +68,26 @@ def test_up_refuses_no_web_process(tmp_path):
     assert result.returncode != 0
     assert "--web-processes must be 1 or more." in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_up_runs_two_web_processes_by_default_on_two_cores_or_more(monkeypatch):
+    import os
+
+    from apps.core.management.commands.up import Command
+
+    parser = Command().create_parser("manage.py", "up")
+    assert parser.parse_args([]).web_processes == min(2, os.cpu_count() or 1)
+    # THALAMUS_WEB_PROCESSES sets it; it is read with the settings.
+    monkeypatch.setenv("THALAMUS_WEB_PROCESSES", "3")
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from thalamus_site import settings; print(settings.THALAMUS_WEB_PROCESSES)",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert probe.stdout.strip() == "3"

@@ -89,8 +89,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--web-processes",
             type=int,
-            default=1,
-            help="ASGI server processes sharing the one port (default 1).",
+            default=settings.THALAMUS_WEB_PROCESSES,
+            help="ASGI server processes sharing the one port (default THALAMUS_WEB_PROCESSES, "
+            "or 2 on a machine of 2 cores or more).",
         )
         parser.add_argument("--worker-concurrency", type=int, default=2)
         parser.add_argument(
