@@ -1,7 +1,7 @@
 """Load: websocket users chatting at once through the real stack, at several levels of users.
 
     .venv/bin/python -m bench.load [--levels 1,10,20,50] [--minutes 1] [--think 0.5] [--burst]
-        [--web-processes 1]
+        [--web-processes N]
 
 `manage.py up` (uvicorn, both Celery workers, beat, the embedded PostgreSQL and Redis) against
 the LLM stub in a process of its own (50 ms to the first token, 400 tokens a second, 40-word
@@ -503,7 +503,7 @@ def main() -> None:
         "CONCURRENCY; the shipped 1 suits a one-slot local server)",
     )
     parser.add_argument(
-        "--web-processes", type=int, default=1, help="`up --web-processes`: uvicorn workers"
+        "--web-processes", type=int, help="`up --web-processes` (default: up's own default)"
     )
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
@@ -518,8 +518,7 @@ def main() -> None:
             data_dir,
             port,
             Path(tmp) / "up.log",
-            "--web-processes",
-            str(args.web_processes),
+            *(["--web-processes", str(args.web_processes)] if args.web_processes else []),
             THALAMUS_LLM_BASE_URL=stub_url,
             THALAMUS_BACKGROUND_CONCURRENCY=str(args.background_concurrency),
         )
