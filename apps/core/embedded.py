@@ -354,7 +354,7 @@ class EmbeddedRedis:
         client = redis.Redis(unix_socket_path=str(self.socket_path), socket_timeout=5)
         try:
             return bool(client.ping())
-        except redis.BusyLoadingError:
+        except (redis.BusyLoadingError, redis.ConnectionError):  # loading, or not listening yet
             return False
         finally:
             client.close()

@@ -3,6 +3,7 @@ stops them all."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import urllib.request
@@ -71,8 +72,6 @@ def test_up_refuses_no_web_process(tmp_path):
 
 
 def test_up_runs_two_web_processes_by_default_on_two_cores_or_more(monkeypatch):
-    import os
-
     from apps.core.management.commands.up import Command
 
     parser = Command().create_parser("manage.py", "up")
