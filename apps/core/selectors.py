@@ -23,12 +23,19 @@ def runtime_config() -> RuntimeConfig:
     config = cache.get(_CACHE_KEY)
     if config is None:
         config = RuntimeConfig.objects.order_by("pk").first() or RuntimeConfig()
-        cache.set(_CACHE_KEY, config, 300)
+        # Only into an empty slot: a reader that read the row just before an edit committed
+        # must not cache the old row over the one the edit put there (`remember_runtime_config`).
+        cache.add(_CACHE_KEY, config, 300)
     return config
 
 
 def forget_runtime_config() -> None:
     cache.delete(_CACHE_KEY)
+
+
+def remember_runtime_config(config: RuntimeConfig) -> None:
+    """Cache `config` as the runtime configuration, over whatever the cache held."""
+    cache.set(_CACHE_KEY, config, 300)
 
 
 def _override_cache_key(name: str) -> str:

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from functools import partial
+
 from celery import current_app
 from django.db import transaction
 
 from apps.core.models import Event, RuntimeConfig
-from apps.core.selectors import forget_runtime_config
+from apps.core.selectors import forget_runtime_config, remember_runtime_config
 
 
 @transaction.atomic
@@ -15,10 +17,11 @@ def runtime_config_save(*, config: RuntimeConfig) -> RuntimeConfig:
         if existing is not None:
             config.pk = existing.pk
     config.save()
-    # Now, so this transaction reads its own edit; again on commit, in case another process
-    # cached the old row in between.
+    # Now, so this transaction reads its own edit; on commit the saved row goes into the cache,
+    # over an old row another process may have cached in between (readers only fill an empty
+    # slot, so one that read the old row a moment earlier cannot put it back afterwards).
     forget_runtime_config()
-    transaction.on_commit(forget_runtime_config)
+    transaction.on_commit(partial(remember_runtime_config, config))
     return config
 
 
