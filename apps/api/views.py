@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import NamedTuple
 
 import pydantic
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import RequestDataTooBig
@@ -41,6 +40,7 @@ from apps.chat.services import (
 from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
 from apps.cognition.context import RecallBusy, start_turn_embedding
 from apps.cognition.pipeline import CallOptions, start_turn
+from apps.core.db import on_pool_thread
 from apps.core.llm_limits import CHAT, endpoint_models, role_endpoint, token_counter
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
@@ -259,12 +259,6 @@ def _accept(request, raw_body: bytes) -> Call:
     return Call(key, body, options, _admit(key), runtime_config())
 
 
-# The view's steps run on pool threads, as the turn's do: Django gives each request a thread of
-# its own for thread-sensitive calls, and with it a database connection opened afresh.
-def _on_pool(function):
-    return database_sync_to_async(function, thread_sensitive=False)
-
-
 async def _start_turn(request, call: Call) -> tuple[Message, Awaitable[PreparedTurn]]:
     """Save the turn and start its pipeline, as the chat page's socket does: the message is
     embedded from the start and recalled from while it is saved. Returns the reply and its
@@ -278,7 +272,7 @@ async def _start_turn(request, call: Call) -> tuple[Message, Awaitable[PreparedT
     if named:
         # A conversation the caller names is checked before anything is asked of the embedder:
         # a refused call starts nothing.
-        conversation = await _on_pool(_conversation_for_call)(request, call.key, earlier)
+        conversation = await on_pool_thread(_conversation_for_call)(request, call.key, earlier)
     embedded = None
     # When the embedding pool is full the recall embeds the message on its own thread.
     if call.options.remember:
@@ -286,7 +280,7 @@ async def _start_turn(request, call: Call) -> tuple[Message, Awaitable[PreparedT
             embedded = start_turn_embedding(text=text, config=call.config)
     if not named:
         # Matched by the history it shares while the message is embedded.
-        conversation = await _on_pool(_conversation_for_call)(request, call.key, earlier)
+        conversation = await on_pool_thread(_conversation_for_call)(request, call.key, earlier)
     run = start_turn(
         user=call.key.user,
         conversation=conversation,
@@ -296,7 +290,7 @@ async def _start_turn(request, call: Call) -> tuple[Message, Awaitable[PreparedT
         options=call.options,
     )
     try:
-        sent = await _on_pool(_save_turn)(call.key, conversation, text, call.config)
+        sent = await on_pool_thread(_save_turn)(call.key, conversation, text, call.config)
     except BaseException:
         run.cancel()
         raise
@@ -332,7 +326,7 @@ def _upstream_failed(exc: AnswerFailed) -> ApiError:
 @require_GET
 async def models(request):
     try:
-        upstream = await _on_pool(_listed_models)(request)
+        upstream = await on_pool_thread(_listed_models)(request)
     except ApiError as exc:
         return exc.response()
     listed = [MODEL_ID] + [f"{MODEL_ID}/{name}" for name in upstream]
@@ -355,7 +349,7 @@ def _listed_models(request) -> list[str]:
 @require_POST
 async def chat_completions(request):
     try:
-        call = await _on_pool(_accept)(request, _request_body(request))
+        call = await on_pool_thread(_accept)(request, _request_body(request))
     except ApiError as exc:
         return exc.response()
     body = call.body

@@ -10,7 +10,6 @@ from contextlib import aclosing
 from functools import partial
 
 from channels.consumer import get_handler_name
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
@@ -23,6 +22,7 @@ from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
 from apps.cognition.context import start_turn_embedding
 from apps.cognition.debate import REVIEWING
 from apps.cognition.pipeline import TurnRun, answer_saved_reply, start_turn
+from apps.core.db import on_pool_thread
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
@@ -54,7 +54,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def dispatch(self, message):
         # Channels closes stale database connections on the shared sync thread before every
         # message, a thread hop each time, even for a fragment this socket skips. Every database
-        # call here goes through database_sync_to_async, which does that in its own thread.
+        # call here goes through on_pool_thread (Channels' database_sync_to_async), which does that
+        # in its own thread.
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
@@ -66,15 +67,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
-        self.conversation, self.config = await database_sync_to_async(
-            _open_conversation, thread_sensitive=False
-        )(user=user, pk=conversation_id)
+        self.conversation, self.config = await on_pool_thread(_open_conversation)(
+            user=user, pk=conversation_id
+        )
         if self.conversation is None:
             await self.close(code=4404)
             return
         # Off (the user's setting, or a temporary chat): the message is not even embedded.
-        self.remember = not self.conversation.temporary and await database_sync_to_async(
-            memory_enabled_for, thread_sensitive=False
+        self.remember = not self.conversation.temporary and await on_pool_thread(
+            memory_enabled_for
         )(user_id=user.pk)
         self.groups_joined = [
             broadcasts.conversation_group(self.conversation.pk),
@@ -138,9 +139,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             if self.remember and text and len(text) <= self.max_chars:
                 # RecallBusy (a ChatError) when the recall's pools are full.
                 run = self._start(text, start_turn_embedding(text=text, config=self.config))
-            user_message, reply, history, config = await database_sync_to_async(
-                _save_message, thread_sensitive=False
-            )(conversation=self.conversation, content=content)
+            user_message, reply, history, config = await on_pool_thread(_save_message)(
+                conversation=self.conversation, content=content
+            )
         except services.ChatError as exc:
             services.stream_slot_release(user_id=user_id, slot=slot)
             if run is not None:
@@ -181,7 +182,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _reopen(self, message_id: int | None, reopen: Callable[..., Message]) -> None:
         """Answer one of this conversation's replies again: a Retry, or a Continue from its
         text so far."""
-        message = await database_sync_to_async(message_of, thread_sensitive=False)(
+        message = await on_pool_thread(message_of)(
             conversation=self.conversation, message_id=message_id
         )
         if message is None:
@@ -194,7 +195,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
         try:
-            message = await database_sync_to_async(reopen, thread_sensitive=False)(message=message)
+            message = await on_pool_thread(reopen)(message=message)
         except services.ChatError as exc:
             services.stream_slot_release(user_id=user_id, slot=slot)
             await self.send(text_data=broadcasts.render_error(str(exc)))
@@ -216,7 +217,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _fail_if_orphaned(self, message_id: int | None) -> None:
         """A Stop for a reply no process is generating (it died) fails it, and shows Retry."""
-        reply = await database_sync_to_async(_fail_if_orphaned, thread_sensitive=False)(
+        reply = await on_pool_thread(_fail_if_orphaned)(
             message_id=message_id, conversation=self.conversation
         )
         if reply is not None:
@@ -489,16 +490,12 @@ async def _push_final(
         # message_retry refuse a second), so no other reply is open.
         reply, still_open = saved, None
     else:
-        reply, still_open = await database_sync_to_async(_final_state, thread_sensitive=False)(
-            conversation, reply_id, saved
-        )
+        reply, still_open = await on_pool_thread(_final_state)(conversation, reply_id, saved)
     if reply is None:
         return
     # A finished reply's receipt and "What I used" panel read the memories it names: rendered
     # on a thread, as the ORM must not run on the event loop.
-    html = await database_sync_to_async(_render_final, thread_sensitive=False)(
-        conversation, reply, still_open, max_chars
-    )
+    html = await on_pool_thread(_render_final)(conversation, reply, still_open, max_chars)
     await broadcasts.push(broadcasts.conversation_group(conversation.pk), html, sender=sender)
 
 

@@ -15,10 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext
 from channels.auth import AuthMiddleware, get_user
-from channels.db import database_sync_to_async
 from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
+
+from apps.core.db import on_pool_thread
 
 # Threads kept per process, each with at most one database connection (so 4 web processes keep
 # at most 16 more than they did, within PostgreSQL's default 100: docs/operations.md); a request
@@ -114,9 +115,7 @@ class SocketAuthMiddleware(AuthMiddleware):
     """
 
     async def resolve_scope(self, scope):
-        scope["user"]._wrapped = await database_sync_to_async(
-            get_user.func, thread_sensitive=False
-        )(scope)
+        scope["user"]._wrapped = await on_pool_thread(get_user.func)(scope)
 
 
 def SocketAuthMiddlewareStack(inner):  # noqa: N802 (named as Channels' AuthMiddlewareStack)

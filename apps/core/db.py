@@ -7,6 +7,7 @@ import struct
 
 import numpy as np
 import psycopg
+from channels.db import database_sync_to_async
 from django.db import connection
 from psycopg.adapt import Dumper
 from psycopg.postgres import types as pg_types
@@ -60,6 +61,13 @@ def register_adapters() -> None:
 def json_value(value):
     """A json or jsonb column's value: Django's psycopg setup hands them over as text."""
     return json.loads(value) if isinstance(value, str) else value
+
+
+def on_pool_thread(function):
+    """`function` as a coroutine run on the event loop's thread pool, with Channels' care of
+    database connections. Not thread-sensitive: outside a request's context that would put
+    every caller in the process on one thread, one after another."""
+    return database_sync_to_async(function, thread_sensitive=False)
 
 
 def fetch_hot(sql: str, params: dict) -> list[tuple]:

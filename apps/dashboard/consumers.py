@@ -12,10 +12,10 @@ import asyncio
 import json
 import logging
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from apps.accounts.sockets import SIGNED_OUT_CLOSE_CODE, user_sockets_group
+from apps.core.db import on_pool_thread
 from apps.dashboard import selectors
 from apps.dashboard.rendering import render_refresh
 
@@ -31,9 +31,7 @@ class MindConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         who = self.scope["url_route"]["kwargs"]["who"]
-        self.mind = await database_sync_to_async(selectors.mind_scope_for, thread_sensitive=False)(
-            user=user, who=who
-        )
+        self.mind = await on_pool_thread(selectors.mind_scope_for)(user=user, who=who)
         if self.mind is None:
             await self.close(code=4404)
             return
@@ -81,9 +79,7 @@ class MindConsumer(AsyncWebsocketConsumer):
             logger.exception("dashboard refresh failed")
 
     async def refresh(self):
-        html, self.graph, self.last_event_id = await database_sync_to_async(
-            render_refresh, thread_sensitive=False
-        )(
+        html, self.graph, self.last_event_id = await on_pool_thread(render_refresh)(
             scope=self.mind,
             graph_before=self.graph,
             graph_limit=self.graph_limit,

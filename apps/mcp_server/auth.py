@@ -12,7 +12,6 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.http.request import split_domain_port, validate_host
@@ -23,6 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from apps.accounts.selectors import api_key_for_token
 from apps.accounts.services import api_key_mark_used
 from apps.accounts.throttle import bad_api_key_record, bad_api_key_wait
+from apps.core.db import on_pool_thread
 
 current_user: ContextVar[AbstractBaseUser] = ContextVar("mcp_current_user")
 
@@ -103,7 +103,7 @@ class ApiKeyAuth:
             await refusal.response()(scope, receive, send)
             return
         client = scope.get("client") or ("", 0)
-        owner = await database_sync_to_async(api_key_owner, thread_sensitive=False)(
+        owner = await on_pool_thread(api_key_owner)(
             authorization=headers.get("authorization", ""), address=client[0]
         )
         if isinstance(owner, Refusal):

@@ -6,8 +6,8 @@ tool reads and writes that user's own rows only: the global memories and facts e
 (Thalamus's persona and rules) are not theirs and are left out.
 
 The transport is stateless and answers in JSON: any web process can serve any request, with no
-session to keep. The tools are async and reach the ORM through `database_sync_to_async`, like
-the consumers.
+session to keep. The tools are async and reach the ORM through `on_pool_thread`
+(apps/core/db.py), like the consumers.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -25,6 +24,7 @@ from pydantic import BaseModel, Field
 from starlette.types import ASGIApp
 
 from apps.cognition.quarantine import looks_like_instruction
+from apps.core.db import on_pool_thread
 from apps.core.selectors import runtime_config
 from apps.mcp_server.auth import ApiKeyAuth, current_user
 from apps.memory import browser_selectors, browser_services
@@ -191,9 +191,7 @@ async def search_memories(
     limit: Annotated[int, Field(ge=1, le=50, description="At most this many memories")] = 10,
 ) -> Found:
     """Search your memories by meaning and words, best match first."""
-    return await database_sync_to_async(_search, thread_sensitive=False)(
-        current_user.get(), query, limit
-    )
+    return await on_pool_thread(_search)(current_user.get(), query, limit)
 
 
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
@@ -208,15 +206,13 @@ async def remember(
     ],
 ) -> Remembered:
     """Remember a fact about you, as said by you; an equivalent memory is not stored twice."""
-    return await database_sync_to_async(_remember, thread_sensitive=False)(current_user.get(), fact)
+    return await on_pool_thread(_remember)(current_user.get(), fact)
 
 
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
 async def forget_memory(memory_id: int) -> Forgotten:
     """Forget one of your memories, with its earlier versions and what quotes it."""
-    return await database_sync_to_async(_forget, thread_sensitive=False)(
-        current_user.get(), memory_id
-    )
+    return await on_pool_thread(_forget)(current_user.get(), memory_id)
 
 
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -224,13 +220,13 @@ async def recent_memories(
     limit: Annotated[int, Field(ge=1, le=100, description="At most this many memories")] = 20,
 ) -> Recent:
     """Your newest memories, newest first."""
-    return await database_sync_to_async(_recent, thread_sensitive=False)(current_user.get(), limit)
+    return await on_pool_thread(_recent)(current_user.get(), limit)
 
 
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
 async def profile() -> str:
     """What Thalamus knows about you (its knowledge block) and your current world state."""
-    return await database_sync_to_async(_profile, thread_sensitive=False)(current_user.get())
+    return await on_pool_thread(_profile)(current_user.get())
 
 
 def mcp_asgi_app() -> ASGIApp:
