@@ -52,15 +52,14 @@ from apps.core.llm_limits import (
     TokenCounter,
     learn_from_refusal,
     model_limits,
-    role_endpoint,
+    prompt_and_limits,
     role_endpoints,
-    token_counter,
     usage_check,
 )
 from apps.core.metrics import error_kind, record_llm_call
 from apps.core.models import RuntimeConfig
 from apps.core.prompts import fill_prompt
-from apps.core.selectors import prompt_text, runtime_config
+from apps.core.selectors import runtime_config
 from apps.memory.renderer import episode_line, knowledge_line, memory_line, render_memory_block
 
 logger = logging.getLogger(__name__)
@@ -154,9 +153,7 @@ def memory_for_turn(
     config = config or runtime_config()
     # Read before the recall, which spends most of its time waiting on the embedding, rather
     # than after it, when the answer waits on this.
-    template = prompt_text("answer")
-    limits = model_limits(CHAT, config)
-    counter = token_counter(role_endpoint(CHAT, config))
+    template, limits, counter = prompt_and_limits("answer", CHAT, config)
     prefs = user_settings_for(user=user)
     language = prefs.knowledge_language or config.renderer_language
     own = {

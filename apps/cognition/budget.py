@@ -95,13 +95,10 @@ def fill_to_fit(name: str, *, role: str, slots: dict[str, list[Piece]], empty: s
     shortened in its middle, known memories beyond the budget are left out, least relevant
     first.
     """
-    from apps.core.llm_limits import model_limits, role_endpoint, token_counter
+    from apps.core.llm_limits import prompt_and_limits
     from apps.core.prompts import fill_prompt
-    from apps.core.selectors import prompt_text
 
-    template = prompt_text(name)
-    limits = model_limits(role)
-    counter = token_counter(role_endpoint(role))
+    template, limits, counter = prompt_and_limits(name, role)
     frame = fill_prompt(name, template, **{slot: "" for slot in slots})
     pieces = [message_piece(frame)]
     for slot_pieces in slots.values():

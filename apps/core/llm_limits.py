@@ -16,6 +16,7 @@ import hashlib
 import logging
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 import httpx
@@ -23,7 +24,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from apps.core.models import FALLBACK_ROLES, RuntimeConfig, fallback_entry
-from apps.core.selectors import runtime_config
+from apps.core.selectors import override_cache_key, prompt_text, runtime_config
 
 logger = logging.getLogger(__name__)
 
@@ -148,13 +149,20 @@ class ModelLimits:
 
 
 def model_limits(
-    role: str, config: RuntimeConfig | None = None, endpoint: Endpoint | None = None
+    role: str,
+    config: RuntimeConfig | None = None,
+    endpoint: Endpoint | None = None,
+    *,
+    cached: Mapping | None = None,
 ) -> ModelLimits:
-    """A role's limits at its own endpoint, or at `endpoint` (one of its fallbacks)."""
+    """A role's limits at its own endpoint, or at `endpoint` (one of its fallbacks).
+
+    `cached`: what one `cache.get_many` of `endpoint_cache_keys` already read.
+    """
     config = config or runtime_config()
     endpoint = endpoint or role_endpoint(role, config)
-    facts = server_facts(endpoint)
-    learnt = cache.get(_learnt_context_key(endpoint))
+    facts = server_facts(endpoint, cached=cached)
+    learnt = _cached(_learnt_context_key(endpoint), cached)
     context = learnt or facts.context or config.context_tokens
     source = "the server's refusal" if learnt else facts.source
     if role == CHAT:
@@ -188,22 +196,30 @@ def _learnt_context_key(endpoint: Endpoint) -> str:
     return f"llm:learnt-context:{endpoint.key}"
 
 
-def server_facts(endpoint: Endpoint) -> ServerFacts:
+def server_facts(endpoint: Endpoint, *, cached: Mapping | None = None) -> ServerFacts:
     """The server's own word on the model's window, asked once every ten minutes."""
-    cached = cache.get(_facts_key(endpoint))
-    if cached is not None:
-        return ServerFacts(**cached)
+    known = _cached(_facts_key(endpoint), cached)
+    if known is not None:
+        return ServerFacts(**known)
     facts = _probe(endpoint)
     cache.set(_facts_key(endpoint), asdict(facts), LIMITS_SECONDS)
     return facts
 
 
+def endpoint_cache_keys(endpoint: Endpoint) -> list[str]:
+    """The cache keys of what is known of an endpoint's model: its window and token ratio."""
+    return [_facts_key(endpoint), _learnt_context_key(endpoint), _ratio_key(endpoint)]
+
+
+def _cached(key: str, cached: Mapping | None):
+    """`key` from the shared cache, or from what one `get_many` already read (absent: None)."""
+    return cache.get(key) if cached is None else cached.get(key)
+
+
 def forget_model_limits(endpoint: Endpoint | None = None) -> None:
     """Ask the servers again on next use (after a model or endpoint change, and in tests)."""
     if endpoint is not None:
-        cache.delete_many(
-            [_facts_key(endpoint), _learnt_context_key(endpoint), _ratio_key(endpoint)]
-        )
+        cache.delete_many(endpoint_cache_keys(endpoint))
         return
     client = cache._cache.get_client(write=True)
     pattern = cache.make_key("llm:*")
@@ -439,8 +455,8 @@ class TokenCounter:
         return sum(self.text(_content(m)) + TOKENS_PER_MESSAGE for m in messages)
 
 
-def token_counter(endpoint: Endpoint) -> TokenCounter:
-    ratio = cache.get(_ratio_key(endpoint))
+def token_counter(endpoint: Endpoint, *, cached: Mapping | None = None) -> TokenCounter:
+    ratio = _cached(_ratio_key(endpoint), cached)
     if ratio is None:
         return TokenCounter()
     return TokenCounter(float(ratio), True)
@@ -552,6 +568,24 @@ def truncation_warnings(config: RuntimeConfig | None = None) -> list[dict]:
     endpoints = {role_endpoint(role, config) for role in ROLES if role != EMBEDDING}
     found = cache.get_many([_truncation_key(endpoint) for endpoint in endpoints])
     return list(found.values())
+
+
+def prompt_and_limits(
+    name: str, role: str, config: RuntimeConfig | None = None
+) -> tuple[str, ModelLimits, TokenCounter]:
+    """Template `name` and `role`'s limits and token counter, read in one cache round trip.
+
+    On a busy web process every round trip waits for the GIL on its way back; the turn's path
+    reads these together rather than one by one.
+    """
+    config = config or runtime_config()
+    endpoint = role_endpoint(role, config)
+    cached = cache.get_many([override_cache_key(name), *endpoint_cache_keys(endpoint)])
+    return (
+        prompt_text(name, cached=cached),
+        model_limits(role, config, endpoint, cached=cached),
+        token_counter(endpoint, cached=cached),
+    )
 
 
 def all_model_limits(config: RuntimeConfig | None = None) -> list[ModelLimits]:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 
 from django.core.cache import cache
 
@@ -38,23 +39,25 @@ def remember_runtime_config(config: RuntimeConfig) -> None:
     cache.set(_CACHE_KEY, config, 300)
 
 
-def _override_cache_key(name: str) -> str:
+def override_cache_key(name: str) -> str:
     return f"prompts:override:{name}"
 
 
-def prompt_text(name: str) -> str:
+def prompt_text(name: str, *, cached: Mapping | None = None) -> str:
     """The admin's override of a template if there is one, else the file's text.
 
     Overrides are read through the shared cache, so every web process and worker sees an edit
-    from its next call; `forget_prompt_override` runs when one is saved or deleted.
+    from its next call; `forget_prompt_override` runs when one is saved or deleted. `cached`:
+    what one `cache.get_many` already read (a key it lacks counts as not cached).
     """
-    override = cache.get(_override_cache_key(name))
+    key = override_cache_key(name)
+    override = cache.get(key) if cached is None else cached.get(key)
     if override is None:
         row = PromptOverride.objects.filter(name=name).values_list("text", flat=True).first()
         override = row or ""
-        cache.set(_override_cache_key(name), override, 300)
+        cache.set(key, override, 300)
     return override or file_prompt_text(name)
 
 
 def forget_prompt_override(name: str) -> None:
-    cache.delete(_override_cache_key(name))
+    cache.delete(override_cache_key(name))

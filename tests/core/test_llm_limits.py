@@ -19,6 +19,7 @@ from apps.core.llm_limits import (
     Endpoint,
     learn_from_refusal,
     model_limits,
+    prompt_and_limits,
     role_endpoint,
     token_counter,
     truncation_warnings,
@@ -270,3 +271,27 @@ def test_a_reply_that_is_done_is_not_read_to_its_cap(llm_stub, config):
     assert completion.content.strip() == '{"ok": true}'
     assert completion.finish_reason == "stop"
     assert time.monotonic() - started < 2, "500 rambling tokens at 50/s would take 10 s"
+
+
+def test_the_turns_one_round_trip_reads_what_the_single_reads_would(llm_stub, config):
+    from apps.core.models import PromptOverride
+    from apps.core.selectors import forget_prompt_override, prompt_text
+
+    llm_stub.set_defaults(server="llamacpp", context=2048)
+    endpoint = role_endpoint(CHAT)
+    # Nothing known yet: the server is asked, as model_limits alone would ask it.
+    template, limits, counter = prompt_and_limits("answer", CHAT)
+    assert (limits.context, limits.server) == (2048, "llama.cpp")
+    assert template == prompt_text("answer") and not counter.calibrated
+
+    PromptOverride.objects.create(name="answer", text="Overridden {memory} {user_name}")
+    forget_prompt_override("answer")  # as the admin does on commit
+    messages = [{"role": "user", "content": "x" * 16_000}]
+    error = "request (4200 tokens) exceeds the available context size (1536 tokens)"
+    assert learn_from_refusal(endpoint=endpoint, messages=messages, error=error)
+
+    template, limits, counter = prompt_and_limits("answer", CHAT)
+
+    assert template == prompt_text("answer") == "Overridden {memory} {user_name}"
+    assert limits == model_limits(CHAT) and limits.context == 1536
+    assert counter == token_counter(endpoint) and counter.calibrated
