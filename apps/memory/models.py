@@ -226,22 +226,6 @@ class MemoryNode(models.Model):
         return f"{self.topic}: {self.description}" if self.topic else self.description
 
 
-class MemoryWord(models.Model):
-    """Every word (lexeme of `MemoryNode.tsv`) that a memory's text has had, any owner's.
-
-    The full-text search asks for each word of a message in many forms ("paint", "paints",
-    "painted", …); most of them are in no memory at all. It keeps only the forms found here, so
-    the owner's rows are matched against a few lexemes instead of dozens. Kept by triggers on
-    the memories' table (every writer: the ORM, bulk SQL, COPY; migration 0011) and never
-    pruned: a word no memory has any longer only costs its one row.
-    """
-
-    word = models.TextField(primary_key=True)
-
-    def __str__(self) -> str:
-        return self.word
-
-
 class Episode(models.Model):
     """Episodic memory: what happened in a stretch of conversation and what was learnt."""
 

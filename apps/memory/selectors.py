@@ -172,26 +172,16 @@ def word_forms(word: str) -> list[str]:
     return sorted(forms)
 
 
-def _text_word_forms(text: str) -> list[list[str]]:
-    """The forms of each meaningful word of `text`, one list a word, at most MAX_QUERY_WORDS."""
-    words: list[list[str]] = []
+def text_terms(text: str) -> list[str]:
+    """One to_tsquery group per meaningful word of `text`, matching any of its forms."""
+    terms = []
     for word in _WORD_RE.findall(text.lower()):
         word = word.strip("_")
         if len(word) > 1 and word not in STOPWORDS:
-            forms = word_forms(word)
-            if forms not in words:
-                words.append(forms)
-    return words[:MAX_QUERY_WORDS]
-
-
-def text_terms(text: str) -> list[str]:
-    """One to_tsquery group per meaningful word of `text`, matching any of its forms."""
-    return ["(" + " | ".join(forms) + ")" for forms in _text_word_forms(text)]
-
-
-def text_forms(text: str) -> list[str]:
-    """Every form of every meaningful word of `text` (what `text_terms` ask for), once each."""
-    return list(dict.fromkeys(form for forms in _text_word_forms(text) for form in forms))
+            term = "(" + " | ".join(word_forms(word)) + ")"
+            if term not in terms:
+                terms.append(term)
+    return terms[:MAX_QUERY_WORDS]
 
 
 def text_query(text: str) -> str | None:
@@ -328,36 +318,24 @@ nearest AS MATERIALIZED (
 _NO_NEAREST = """
 nearest AS (SELECT NULL::bigint AS id WHERE false),
 """
-# `known`: the message's word forms that some memory has (memory_memoryword), as one query. Each
-# of the owner's rows is matched against it, a few lexemes where the forms asked for are dozens
-# (three words: ~40 forms, 1.4 µs a row); a form that the parser splits in several lexemes stays
-# unless one of them is in no memory. No form known: NULL, which matches nothing.
 _MEMORY_SEARCH_SQL = """
 asked AS MATERIALIZED (
     SELECT term, to_tsquery('simple', term) AS query FROM unnest(%(terms)s::text[]) AS term
-),
-known AS MATERIALIZED (
-    SELECT to_tsquery('simple', string_agg(form, ' | ')) AS query
-      FROM unnest(%(forms)s::text[]) AS form
-     WHERE NOT EXISTS (
-               SELECT FROM unnest(tsvector_to_array(to_tsvector('simple', form))) AS part(word)
-                WHERE NOT EXISTS (SELECT FROM memory_memoryword AS known_word
-                                   WHERE known_word.word = part.word))
 ),
 worded AS MATERIALIZED (
     SELECT id, kind, tsv FROM memory_memorynode
      WHERE %(has_terms)s AND owner_id = %(owner)s::int AND valid_to IS NULL
        AND octet_length(topic) + octet_length(description) <= {short_text}
-       AND tsv @@ (SELECT query FROM known)
+       AND tsv @@ to_tsquery('simple', %(any_term)s)
     UNION ALL
     SELECT id, kind, tsv FROM memory_memorynode
      WHERE %(has_terms)s AND owner_id = %(owner)s::int AND valid_to IS NULL
        AND NOT octet_length(topic) + octet_length(description) <= {short_text}
-       AND tsv @@ (SELECT query FROM known)
+       AND tsv @@ to_tsquery('simple', %(any_term)s)
     UNION ALL
     SELECT id, kind, tsv FROM memory_memorynode
      WHERE %(has_terms)s AND owner_id IS NULL AND valid_to IS NULL
-       AND tsv @@ (SELECT query FROM known)
+       AND tsv @@ to_tsquery('simple', %(any_term)s)
 ),
 hits AS MATERIALIZED (
     SELECT worded.id, worded.kind, asked.term
@@ -469,7 +447,7 @@ def memory_search_query(
         "vector": QueryVector(vector) if vector is not None else None,
         "terms": terms,
         "has_terms": bool(terms),
-        "forms": text_forms(text),
+        "any_term": " | ".join(terms),
         "min_idf": MATCH_MIN_IDF,
         "candidates": candidates,
         "overfetch": candidates * HNSW_OVERFETCH,

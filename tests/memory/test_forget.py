@@ -74,6 +74,8 @@ def test_forgetting_a_memory_leaves_no_row_holding_its_text(user):
     receipt = browser_services.memory_nodes_forget(node_ids=[key.pk])
 
     assert _rows_holding(CANARY) == []
+    # Nor any of its words on their own (a word list or an index of them kept in a table).
+    assert _rows_holding("flowerpot") == []
     assert (receipt.memories, receipt.versions, receipt.critiques, receipt.links) == (1, 1, 1, 1)
     assert (receipt.events, receipt.plans, receipt.traces) == (2, 1, 1)
     assert receipt.sentence == (

@@ -184,53 +184,6 @@ def test_a_long_memory_is_found_by_its_words_like_a_short_one(user, llm_stub):
     assert {hit.id for hit in hits} == {long.pk, short.pk}
 
 
-def test_the_words_memories_have_follow_every_write_of_their_text(user, llm_stub):
-    # The search asks only for the word forms some memory has (memory_memoryword): a form
-    # missing there would be a memory never found by its words.
-    from apps.memory.models import MemoryWord
-
-    node = services.memory_node_create(owner=user, description="The garden gate squeaks")
-    with connection.cursor() as cursor:
-        cursor.execute(  # one statement, many rows: as COPY and bulk imports write
-            "INSERT INTO memory_memorynode (owner_id, description, kind, topic, fact_key, state,"
-            " confidence_score, importance, origin_context, embedding_status, embedding_model,"
-            " created_at) SELECT %s, 'Walrus number ' || n, 'fact', 'Zoo', '', 'promoted', 1,"
-            " 0.5, '', 'pending', '', now() FROM generate_series(1, 3) AS n",
-            [user.pk],
-        )
-    MemoryNode.objects.filter(pk=node.pk).update(description="The orchard gate creaks")
-    MemoryNode.objects.filter(pk=node.pk).update(importance=0.9)  # not a change of text
-
-    words = set(MemoryWord.objects.values_list("word", flat=True))
-    assert {"garden", "squeaks", "walrus", "zoo", "2", "orchard", "creaks"} <= words
-    walruses = set(MemoryNode.objects.filter(topic="Zoo").values_list("pk", flat=True))
-    for text, found in (
-        ("creaking orchards", {node.pk}),
-        ("walruses", walruses),
-        ("squeak", set()),
-    ):
-        # The old text's words no longer find it, though they stay known.
-        assert _matched(user.pk, text) == found, text
-
-
-def _matched(user_id: int, text: str) -> set[int]:
-    """The memories a search finds by their words (not the ones beside them in time)."""
-    hits = memory_search(user_id=user_id, text=text, vector=None, limit=10)
-    return {hit.id for hit in hits if hit.components["text"] > 0}
-
-
-def test_forms_no_memory_has_are_left_out_of_the_match_but_not_the_words_it_finds(user, llm_stub):
-    painted = services.memory_node_create(owner=user, description="She painted the fence")
-    underscored = services.memory_node_create(owner=user, description="The snake_case name")
-    services.memory_node_create(owner=user, description="Something else entirely")
-
-    # "painting" asks for paint, paints, painted, painter, …; only "painted" is known.
-    assert _matched(user.pk, "painting xylophones") == {painted.pk}
-    # A form the parser splits in two lexemes (snake, case) is kept when both are known.
-    assert _matched(user.pk, "snake_case") == {underscored.pk}
-    assert _matched(user.pk, "xylophones") == set()
-
-
 def test_the_graph_read_gives_the_renderers_triples_in_its_order(user, other_user, llm_stub):
     services.predicate_upsert(name="has_pet", category="relationships")
     services.predicate_upsert(name="likes", category="preferences")
