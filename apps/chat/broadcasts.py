@@ -28,7 +28,9 @@ def user_group(user_id: int) -> str:
 
 
 def render_message(message: Message) -> str:
-    return render_to_string("chat/_message.html", {"message": message})
+    # Its "What I used" panel is read and drawn when opened (views.message_used): a finished
+    # answer is pushed to every open page, and few of them open it.
+    return render_to_string("chat/_message.html", {"message": message, "lazy_trace": True})
 
 
 def render_new_messages(messages: list[Message]) -> str:

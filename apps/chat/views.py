@@ -220,6 +220,19 @@ def message_stop(request, pk: int):
     return redirect("chat:conversation", pk=pk)
 
 
+@require_GET
+def message_used(request, pk: int, message_id: int):
+    """The "What I used" panel of one answer, drawn when a page opens it (pushed answers carry
+    an empty one). Without htmx: the conversation, where every panel is drawn."""
+    conversation = _get_conversation_for_user(request, pk)
+    reply = message_of(conversation=conversation, message_id=message_id)
+    if reply is None or reply.role != Message.Role.ASSISTANT:
+        raise Http404("No such answer.")
+    if not request.htmx:
+        return redirect(f"{reverse('chat:conversation', args=[pk])}#msg-{reply.pk}")
+    return render(request, "chat/_trace_body.html", {"message": reply})
+
+
 # The receipt under an answer corrects memory with the memory browser's own services.
 
 

@@ -42,6 +42,28 @@
     if (box && !box.disabled && document.activeElement === document.body) box.focus();
   });
   document.addEventListener('htmx:afterSwap', markActive);
+
+  /* A pushed answer's "What I used" panel is read from the server when it is first opened
+   * (templates/chat/_trace.html): not when it closes, and not again once drawn. One that could
+   * not be read says so, and is asked for again at its next opening. */
+  function lazyPanel(e) {
+    var panel = e.detail && e.detail.elt;
+    return panel && panel.matches && panel.matches('details.trace[hx-get]') ? panel : null;
+  }
+  document.addEventListener('htmx:beforeRequest', function (e) {
+    var panel = lazyPanel(e);
+    if (panel && (!panel.open || panel.hasAttribute('data-drawn'))) e.preventDefault();
+  });
+  document.addEventListener('htmx:afterRequest', function (e) {
+    var panel = lazyPanel(e);
+    if (!panel) return;
+    if (e.detail.successful) {
+      panel.setAttribute('data-drawn', '');
+    } else {
+      panel.querySelector('.trace-lazy').innerHTML =
+        '<p class="turn-error">Could not load this. Close it and open it again to retry.</p>';
+    }
+  });
   // Without a script the search box submits its form; with one, htmx searches as you type.
   document.addEventListener('submit', function (e) {
     if (e.target.matches('.conv-search-form')) e.preventDefault();

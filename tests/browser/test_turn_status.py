@@ -35,8 +35,10 @@ def test_the_status_line_and_the_steps_show_under_an_answer(
     assert line.locator("[data-subsystem='llm']").inner_text().startswith("LLM ")
     assert line.locator(".turn-error").count() == 0
 
+    # A pushed answer's panel is read from the server as it opens.
     answer.locator("details.trace > summary").click()
     steps = answer.locator(".trace-spans li")
+    steps.first.wait_for()
     names = [steps.nth(i).locator("code").inner_text() for i in range(steps.count())]
     assert names == ["recall", "route", "tools", "world", "assemble", "answer"]
     assert "calculator" in answer.locator(".trace-tools").inner_text()

@@ -11,7 +11,7 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.core.cache import cache
-from django.test import Client
+from django.test import AsyncClient, Client
 
 from apps.chat.models import Conversation, Message
 from apps.chat.routing import websocket_urlpatterns
@@ -274,6 +274,14 @@ async def test_the_reply_trace_shows_the_memories_used(user, conversation, llm_s
     await send_action(communicator, content="how are my bees on the balcony?")
     frames = await receive_until(communicator, "msg-assistant complete")
     assert "What I used" in frames[-1] and "Alice keeps bees on her balcony" in frames[-1]
+    # The pushed panel is drawn when opened: its URL gives the memories the answer used.
+    reply = await Message.objects.filter(role="assistant").alast()
+    url = f"/c/{conversation.pk}/messages/{reply.pk}/used"
+    assert f'hx-get="{url}"' in frames[-1]
+    client = AsyncClient()
+    await client.aforce_login(user)
+    panel = (await client.get(url, headers={"hx-request": "true"})).content.decode()
+    assert "<dt>Memories</dt>" in panel and "Alice keeps bees on her balcony" in panel
     system_prompt = llm_stub.requests[-1]["body"]["messages"][0]["content"]
     assert "Alice keeps bees on her balcony" in system_prompt
     await communicator.disconnect()

@@ -240,8 +240,8 @@ async def test_a_limit_raised_while_the_page_is_open_lets_the_longer_message_thr
 async def test_a_finished_answer_that_used_memories_is_pushed_with_its_receipt(
     user, llm_stub, monkeypatch
 ):
-    # As in production: the ORM refuses to run on the event loop, and the receipt and the
-    # "What I used" panel of a finished answer read the memories it used.
+    # As in production: the ORM refuses to run on the event loop, and the receipt of a finished
+    # answer reads the memories it used.
     from apps.memory import services as memory_services
 
     monkeypatch.delenv("DJANGO_ALLOW_ASYNC_UNSAFE")

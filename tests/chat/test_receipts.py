@@ -176,3 +176,36 @@ def test_a_finished_reflection_pushes_the_receipt_to_the_open_conversation(
     html = async_to_sync(pushed)()
     assert "learned 1" in html and "The user moved to Rome last week" in html
     assert "<details" not in html, "an open receipt stays open"
+
+
+def test_a_pushed_answers_panel_is_read_when_opened_and_only_by_its_owner(
+    alice_client, user, other_user, conversation
+):
+    from apps.chat.broadcasts import render_message
+
+    tea = _node(user, "The user likes tea")
+    everyones = _node(None, "Water boils at 100 °C")
+    mallorys = _node(other_user, "Mallory's secret plan")
+    reply = _answer(conversation, used=[tea, everyones, mallorys])
+    url = f"/c/{conversation.pk}/messages/{reply.pk}/used"
+
+    # Pushed to every open page: the panel is there, empty, and says where to read it.
+    pushed = render_message(reply)
+    assert "What I used" in pushed and f'hx-get="{url}"' in pushed
+    assert "Water boils" not in pushed
+    # Opened: the panel names the owner's and global memories, never another user's.
+    panel = alice_client.get(url, HTTP_HX_REQUEST="true")
+    html = panel.content.decode()
+    assert panel.status_code == 200 and html.startswith("<dl>")
+    assert "The user likes tea" in html and "Water boils" in html and "Mallory" not in html
+    # Without htmx: the conversation, where every panel is drawn.
+    assert alice_client.get(url)["Location"] == f"/c/{conversation.pk}/#msg-{reply.pk}"
+    # Someone else's answer, a question, or an answer named under another conversation: 404.
+    theirs = Conversation.objects.create(owner=other_user)
+    their_reply = _answer(theirs, used=[mallorys])
+    for other in (
+        f"/c/{theirs.pk}/messages/{their_reply.pk}/used",
+        f"/c/{conversation.pk}/messages/{their_reply.pk}/used",
+        f"/c/{conversation.pk}/messages/{reply.reply_to_id}/used",
+    ):
+        assert alice_client.get(other, HTTP_HX_REQUEST="true").status_code == 404, other
