@@ -26,7 +26,16 @@ from tests.route_coverage import _routes
 
 SECRET = "Zanzibar-7731-alice-only"
 
-ID_NAMES = {"pk", "node_id", "user_id", "object_id", "content_type_id", "id", "conversation_id"}
+ID_NAMES = {
+    "pk",
+    "node_id",
+    "message_id",
+    "user_id",
+    "object_id",
+    "content_type_id",
+    "id",
+    "conversation_id",
+}
 _PARAMETER = re.compile(r"<(?:\w+:)?(\w+)>|\(\?P<(\w+)>[^)]*\)")
 
 
@@ -94,6 +103,8 @@ def _object_id(route: str, name: str, a: Owned) -> str:
         return str(a.conversation.pk)
     if name == "pk" and route.startswith(("memory/", "dashboard/node/")) or name == "node_id":
         return str(a.node.pk)
+    if name == "message_id":
+        return str(a.reply.pk)
     if name == "pk" and route.startswith("accounts/settings/keys/"):
         return str(a.api_key.pk)
     if name in ("user_id", "id", "who"):
