@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from apps.core.models import FALLBACK_ROLES, RuntimeConfig, fallback_entry
-from apps.core.selectors import override_cache_key, prompt_text, runtime_config
+from apps.core.selectors import cached_value, override_cache_key, prompt_text, runtime_config
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ def model_limits(
     config = config or runtime_config()
     endpoint = endpoint or role_endpoint(role, config)
     facts = server_facts(endpoint, cached=cached)
-    learnt = _cached(_learnt_context_key(endpoint), cached)
+    learnt = cached_value(_learnt_context_key(endpoint), cached)
     context = learnt or facts.context or config.context_tokens
     source = "the server's refusal" if learnt else facts.source
     if role == CHAT:
@@ -198,7 +198,7 @@ def _learnt_context_key(endpoint: Endpoint) -> str:
 
 def server_facts(endpoint: Endpoint, *, cached: Mapping | None = None) -> ServerFacts:
     """The server's own word on the model's window, asked once every ten minutes."""
-    known = _cached(_facts_key(endpoint), cached)
+    known = cached_value(_facts_key(endpoint), cached)
     if known is not None:
         return ServerFacts(**known)
     facts = _probe(endpoint)
@@ -209,11 +209,6 @@ def server_facts(endpoint: Endpoint, *, cached: Mapping | None = None) -> Server
 def endpoint_cache_keys(endpoint: Endpoint) -> list[str]:
     """The cache keys of what is known of an endpoint's model: its window and token ratio."""
     return [_facts_key(endpoint), _learnt_context_key(endpoint), _ratio_key(endpoint)]
-
-
-def _cached(key: str, cached: Mapping | None):
-    """`key` from the shared cache, or from what one `get_many` already read (absent: None)."""
-    return cache.get(key) if cached is None else cached.get(key)
 
 
 def forget_model_limits(endpoint: Endpoint | None = None) -> None:
@@ -456,7 +451,7 @@ class TokenCounter:
 
 
 def token_counter(endpoint: Endpoint, *, cached: Mapping | None = None) -> TokenCounter:
-    ratio = _cached(_ratio_key(endpoint), cached)
+    ratio = cached_value(_ratio_key(endpoint), cached)
     if ratio is None:
         return TokenCounter()
     return TokenCounter(float(ratio), True)

@@ -39,6 +39,12 @@ def remember_runtime_config(config: RuntimeConfig) -> None:
     cache.set(_CACHE_KEY, config, 300)
 
 
+def cached_value(key: str, cached: Mapping | None):
+    """`key` from the shared cache, or from what one `cache.get_many` already read (a key it
+    lacks counts as not cached: None)."""
+    return cache.get(key) if cached is None else cached.get(key)
+
+
 def override_cache_key(name: str) -> str:
     return f"prompts:override:{name}"
 
@@ -48,10 +54,10 @@ def prompt_text(name: str, *, cached: Mapping | None = None) -> str:
 
     Overrides are read through the shared cache, so every web process and worker sees an edit
     from its next call; `forget_prompt_override` runs when one is saved or deleted. `cached`:
-    what one `cache.get_many` already read (a key it lacks counts as not cached).
+    see `cached_value`.
     """
     key = override_cache_key(name)
-    override = cache.get(key) if cached is None else cached.get(key)
+    override = cached_value(key, cached)
     if override is None:
         row = PromptOverride.objects.filter(name=name).values_list("text", flat=True).first()
         override = row or ""
