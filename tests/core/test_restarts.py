@@ -38,7 +38,13 @@ def test_every_request_and_turn_after_a_fast_postgresql_restart_succeeds(user, s
             return client.get(page).status_code
 
         def turn(n: int) -> str:
-            return chat_turn(url, client, conversations[n % 3].pk, f"message {n}")
+            return chat_turn(url, client, conversations[n].pk, f"message {n}")
+
+        def three_turns(n: int) -> list[str]:
+            # One thread a conversation: a page that waits for its answer where another page's
+            # answer ends would take that frame for its own, and send its next message while
+            # its own answer still holds one of the user's three stream slots.
+            return [turn(n) for _ in range(3)]
 
         # Every worker thread of the server holds a database connection now.
         with ThreadPoolExecutor(8) as pool:
@@ -53,7 +59,7 @@ def test_every_request_and_turn_after_a_fast_postgresql_restart_succeeds(user, s
         with ThreadPoolExecutor(8) as pool:
             statuses = list(pool.map(visit, pages * 8))
         with ThreadPoolExecutor(3) as pool:
-            after = list(pool.map(turn, range(3, 12)))
+            after = [frame for frames in pool.map(three_turns, range(3)) for frame in frames]
         new = client.post(
             "/c/new",
             headers={"X-CSRFToken": client.cookies["csrftoken"], "Referer": url},
