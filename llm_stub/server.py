@@ -1245,6 +1245,13 @@ class StubServer:
             return copy.deepcopy(self._requests)
 
     @property
+    def generating(self) -> int:
+        """The chat generations running now (a reply's last byte can reach its client before its
+        handler has given its slot back)."""
+        with self._cond:
+            return self._generating
+
+    @property
     def max_concurrent(self) -> int:
         """The most chat generations that ran at once (since start or ``reset()``)."""
         with self._cond:
