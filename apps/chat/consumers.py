@@ -493,8 +493,8 @@ async def _push_final(
         reply, still_open = await on_pool_thread(_final_state)(conversation, reply_id, saved)
     if reply is None:
         return
-    # A finished reply's receipt and "What I used" panel read the memories it names: rendered
-    # on a thread, as the ORM must not run on the event loop.
+    # A finished reply's receipt reads the memories it names (its "What I used" panel is read
+    # when opened): rendered on a thread, as the ORM must not run on the event loop.
     html = await on_pool_thread(_render_final)(conversation, reply, still_open, max_chars)
     await broadcasts.push(broadcasts.conversation_group(conversation.pk), html, sender=sender)
 
