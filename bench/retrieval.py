@@ -38,11 +38,12 @@ _VOCABULARY_TEXT = """
 # 51 words, six to a memory: each word is in 11 % of all memories, far more than in real text,
 # so the full-text figures of the default are a worst case. `--words N` adds made-up words.
 VOCABULARY = _VOCABULARY_TEXT.split()
-# The recall's indexes (memory 0010), rebuilt after the bulk load as a migration would build them.
+# The recall's indexes (memory 0010, 0011), rebuilt after the bulk load as a migration builds them.
 RECALL_INDEXES = {
     "memorynode": (
         "memnode_owner_vectors",
         "memnode_owner_words",
+        "memnode_owner_lexemes",
         "memnode_owner_long_tsv",
         "memnode_owner_recent",
     ),

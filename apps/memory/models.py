@@ -25,6 +25,16 @@ def _tsvector(*fields: str) -> models.Func:
     )
 
 
+def owner_lexemes(owner: str, words: str) -> models.Func:
+    """The words of `words` prefixed with their owner ("42~paint", "g~paint" for global ones)."""
+    return models.Func(
+        models.F(owner),
+        models.F(words),
+        function="memory_owner_lexemes",
+        output_field=ArrayField(models.TextField()),
+    )
+
+
 # A B-tree entry holds at most 2,704 bytes: a half-precision vector of up to this many dimensions
 # fits next to its owner, id and kind.
 HALF_VECTOR_MAX_DIM = 1280
@@ -192,6 +202,13 @@ class MemoryNode(models.Model):
                 include=["id", "kind", "tsv"],
                 name="memnode_owner_words",
                 condition=Q(valid_to__isnull=True) & SHORT_TEXT,
+            ),
+            # Which of a message's word forms an owner's current memories have at all (memory
+            # 0011): the match above then tests each row against those few, not all forty-five.
+            GinIndex(
+                owner_lexemes("owner", "tsv"),
+                name="memnode_owner_lexemes",
+                condition=Q(valid_to__isnull=True),
             ),
             # How many memories an owner has, and their neighbours in time, without the table.
             models.Index(

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 from django.db.models import F, Value
 from django.db.models.functions import Concat
+from django.utils import timezone
 
 from apps.memory import services
 from apps.memory.embedding import vector_literal
@@ -198,3 +199,35 @@ def test_the_graph_read_gives_the_renderers_triples_in_its_order(user, other_use
     expected = list(knowledge_triples_for(user_id=user.pk, limit=20))
     assert [triple.id for triple in triples] == [triple.id for triple in expected]
     assert {triple.owner_id for triple in triples} == {user.pk}
+
+
+def test_the_words_are_matched_in_every_form_any_visible_memory_has_and_no_other(
+    user, other_user, llm_stub
+):
+    """The match tests rows only against the forms some current memory of the owner or a global
+    one has (memory 0011): a form that only a global memory or a long one has is still matched,
+    and one that only another user's or a superseded memory has matches nothing."""
+    long_text = "Notes from the holiday: " + "we walked and talked for hours. " * 30
+    painted = services.memory_node_create(owner=user, description="I painted the fence")
+    long = services.memory_node_create(owner=user, description=long_text + "Then the gardens.")
+    services.memory_node_create(owner=user, description="Jazz on Fridays")
+    shared = services.memory_node_create(owner=None, description="The painter's workshop opens")
+    services.memory_node_create(owner=other_user, description="Paints flowerpots every day")
+    # Enough other memories that no word is in half of anyone's (such words pull nothing in).
+    for text in ("Tea at five", "Chess on Sundays", "A cat called Miso", "Cycles to work"):
+        services.memory_node_create(owner=user, description=text)
+        services.memory_node_create(owner=other_user, description=text)
+    old = services.memory_node_create(owner=user, description="Paintings of the garage")
+    MemoryNode.objects.filter(pk=old.pk).update(valid_to=timezone.now())
+
+    hits = memory_search(user_id=user.pk, text="painting garden flowerpot", vector=None, limit=10)
+    theirs = memory_search(
+        user_id=other_user.pk, text="painting garden flowerpot", vector=None, limit=10
+    )
+
+    # Memories made within a minute of a match come too, as its neighbours, with no text score.
+    assert {hit.id for hit in hits if hit.components["text"]} == {painted.pk, long.pk, shared.pk}
+    assert {hit.description for hit in theirs if hit.components["text"]} == {
+        "Paints flowerpots every day",
+        "The painter's workshop opens",
+    }

@@ -127,7 +127,8 @@ def _take_the_big_table_path(monkeypatch) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # DDL waits for no deferred FK check
         cursor.execute(
-            "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_words"
+            "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_words, "
+            "memnode_owner_lexemes"
         )
         cursor.execute("SET LOCAL enable_seqscan = off")
 
@@ -216,7 +217,8 @@ def test_a_big_owner_goes_through_the_hnsw_index_with_recall_and_k_back(
         # At this table size a sequential scan (or one of an owner-leading index) would win; at
         # the size it stands for, it doesn't.
         cursor.execute(
-            "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_words"
+            "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_words, "
+            "memnode_owner_lexemes"
         )
         cursor.execute("SET LOCAL enable_seqscan = off")
     rng = random.Random(11)
