@@ -209,6 +209,7 @@ class MemoryNode(models.Model):
                 owner_lexemes("owner", "tsv"),
                 name="memnode_owner_lexemes",
                 condition=Q(valid_to__isnull=True),
+                fastupdate=False,  # see memory 0011
             ),
             # How many memories an owner has, and their neighbours in time, without the table.
             models.Index(

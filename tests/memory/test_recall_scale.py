@@ -231,3 +231,9 @@ def test_the_words_are_matched_in_every_form_any_visible_memory_has_and_no_other
         "Paints flowerpots every day",
         "The painter's workshop opens",
     }
+
+
+def test_the_owners_words_index_has_no_pending_list_that_every_lookup_would_scan():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'memnode_owner_lexemes'")
+        assert cursor.fetchone()[0] == ["fastupdate=off"]

@@ -10,7 +10,9 @@ from django.db import migrations, models
 # posting list, where an index of the bare words would intersect a word's postings over every
 # owner with the owner's. The recall asks it of each form of the message's words and matches the
 # owner's memories against the forms that are there (three or so out of forty-five). Computed, not
-# stored: a forgotten memory's words leave with its row.
+# stored: a forgotten memory's words leave with its row. Without GIN's pending list
+# (fastupdate): each search looks up some forty-five forms, and every lookup would scan the list's
+# up to 4 MB of recent entries; a memory's insert updates the index itself instead.
 OWNER_LEXEMES_FUNCTION = """
 CREATE FUNCTION memory_owner_lexemes(owner integer, words tsvector) RETURNS text[]
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -38,6 +40,7 @@ class Migration(migrations.Migration):
                     output_field=django.contrib.postgres.fields.ArrayField(models.TextField()),
                 ),
                 condition=models.Q(("valid_to__isnull", True)),
+                fastupdate=False,
                 name="memnode_owner_lexemes",
             ),
         ),
