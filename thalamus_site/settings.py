@@ -382,6 +382,13 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Celery's Django fix-up closes a worker's database connection before and after every task
+# unless this many tasks have run: each task then started a PostgreSQL backend of its own, and a
+# backend's start and first queries cost PostgreSQL more CPU than the task's own statements (a
+# chat turn leaves three to five tasks). So it never closes them: the worker treats each task as
+# Django treats a request instead (thalamus_site/celery.py), keeping the connection up to
+# CONN_MAX_AGE and pinging it before the task's first query.
+CELERY_DB_REUSE_MAX = 2**62
 
 LOGGING = {
     "version": 1,

@@ -6,16 +6,20 @@ other test processes share.
 
 from __future__ import annotations
 
+import os
+import signal
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from apps.chat.models import Conversation
+from apps.memory import tasks as memory_tasks
 from tests.private_servers import (
     chat_turn,
     database_url,
     logged_in_client,
     private_postgres,
+    start_worker,
     web_server,
 )
 
@@ -70,3 +74,21 @@ def test_every_request_and_turn_after_a_fast_postgresql_restart_succeeds(user, s
     assert new.status_code == 200
     assert [frame for frame in before if "msg-assistant complete" not in frame] == []
     assert [frame for frame in after if "msg-assistant complete" not in frame] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_workers_tasks_after_a_fast_postgresql_restart_succeed(settings):
+    """A worker keeps its database connection between tasks (thalamus_site/celery.py); after a
+    restart its next task pings it, finds it gone and connects again, at the first attempt
+    (promote_and_link is not retried on an error)."""
+    with private_postgres() as postgres:
+        worker = start_worker(redis=settings.REDIS_URL, database=database_url(postgres))
+        try:
+            assert memory_tasks.promote_and_link.delay().get(timeout=60) == 0
+            postgres.stop()  # pg_ctl -m fast: the worker's session is ended
+            postgres.start()
+            results = [memory_tasks.promote_and_link.delay().get(timeout=30) for _ in range(3)]
+        finally:
+            os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait(15)
+    assert results == [0, 0, 0]
