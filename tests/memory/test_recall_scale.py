@@ -13,7 +13,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from apps.memory import services
+from apps.memory import selectors, services
 from apps.memory.embedding import vector_literal
 from apps.memory.models import SHORT_TEXT_MAX_BYTES, MemoryNode
 from apps.memory.selectors import (
@@ -201,12 +201,15 @@ def test_the_graph_read_gives_the_renderers_triples_in_its_order(user, other_use
     assert {triple.owner_id for triple in triples} == {user.pk}
 
 
+@pytest.mark.parametrize("lookup_from_rows", [0, 10**9], ids=["forms looked up", "all forms"])
 def test_the_words_are_matched_in_every_form_any_visible_memory_has_and_no_other(
-    user, other_user, llm_stub
+    user, other_user, llm_stub, monkeypatch, lookup_from_rows
 ):
-    """The match tests rows only against the forms some current memory of the owner or a global
-    one has (memory 0011): a form that only a global memory or a long one has is still matched,
-    and one that only another user's or a superseded memory has matches nothing."""
+    """For a big owner the match tests rows only against the forms some current memory of the
+    owner or a global one has (memory 0011): a form that only a global memory or a long one has
+    is still matched, and one that only another user's or a superseded memory has matches
+    nothing; the same as a small owner's match against every form."""
+    monkeypatch.setattr(selectors, "FORM_LOOKUP_MIN_ROWS", lookup_from_rows)
     long_text = "Notes from the holiday: " + "we walked and talked for hours. " * 30
     painted = services.memory_node_create(owner=user, description="I painted the fence")
     long = services.memory_node_create(owner=user, description=long_text + "Then the gardens.")
