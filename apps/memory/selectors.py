@@ -480,7 +480,7 @@ def memory_search_query(
         "owner": int(user_id),
         "stats_max": TEXT_STATS_MAX_ROWS,
         "vector": QueryVector(vector) if vector is not None else None,
-        "form_terms": [word for word, _ in forms],
+        "form_terms": [term for term, _ in forms],
         "forms": [form for _, form in forms],
         "min_idf": MATCH_MIN_IDF,
         "candidates": candidates,
