@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -137,6 +138,17 @@ def start_worker(
         env=env,
         start_new_session=True,
     )
+
+
+@contextmanager
+def worker_process(*, redis: str, database: str | None = None) -> Iterator[subprocess.Popen]:
+    """`start_worker` for the length of a block, then stopped as `up` stops it (SIGTERM)."""
+    worker = start_worker(redis=redis, database=database)
+    try:
+        yield worker
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(15)
 
 
 def pool_children(pid: int) -> list[int]:

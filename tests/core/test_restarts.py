@@ -6,8 +6,6 @@ other test processes share.
 
 from __future__ import annotations
 
-import os
-import signal
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -19,8 +17,8 @@ from tests.private_servers import (
     database_url,
     logged_in_client,
     private_postgres,
-    start_worker,
     web_server,
+    worker_process,
 )
 
 PASSWORD = "correct-horse-battery-9"
@@ -81,14 +79,12 @@ def test_a_workers_tasks_after_a_fast_postgresql_restart_succeed(settings):
     """A worker keeps its database connection between tasks (thalamus_site/celery.py); after a
     restart its next task pings it, finds it gone and connects again, at the first attempt
     (promote_and_link is not retried on an error)."""
-    with private_postgres() as postgres:
-        worker = start_worker(redis=settings.REDIS_URL, database=database_url(postgres))
-        try:
-            assert memory_tasks.promote_and_link.delay().get(timeout=60) == 0
-            postgres.stop()  # pg_ctl -m fast: the worker's session is ended
-            postgres.start()
-            results = [memory_tasks.promote_and_link.delay().get(timeout=30) for _ in range(3)]
-        finally:
-            os.killpg(worker.pid, signal.SIGTERM)
-            worker.wait(15)
+    with (
+        private_postgres() as postgres,
+        worker_process(redis=settings.REDIS_URL, database=database_url(postgres)),
+    ):
+        assert memory_tasks.promote_and_link.delay().get(timeout=60) == 0
+        postgres.stop()  # pg_ctl -m fast: the worker's session is ended
+        postgres.start()
+        results = [memory_tasks.promote_and_link.delay().get(timeout=30) for _ in range(3)]
     assert results == [0, 0, 0]

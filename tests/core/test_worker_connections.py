@@ -3,14 +3,11 @@ with Celery's default it opened a PostgreSQL backend for every task."""
 
 from __future__ import annotations
 
-import os
-import signal
-
 import psycopg
 import pytest
 
 from apps.memory import tasks as memory_tasks
-from tests.private_servers import database_url, private_postgres, start_worker
+from tests.private_servers import database_url, private_postgres, worker_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,16 +28,12 @@ def _worker_backends(url: str) -> set[tuple]:
 def test_a_worker_keeps_its_database_connection_from_one_task_to_the_next(settings):
     with private_postgres() as postgres:
         url = database_url(postgres)
-        worker = start_worker(redis=settings.REDIS_URL, database=url)
-        try:
+        with worker_process(redis=settings.REDIS_URL, database=url):
             memory_tasks.promote_and_link.delay().get(timeout=60)
             after_one = _worker_backends(url)
             for _ in range(3):
                 memory_tasks.promote_and_link.delay().get(timeout=30)
             after_four = _worker_backends(url)
-        finally:
-            os.killpg(worker.pid, signal.SIGTERM)
-            worker.wait(15)
 
     assert after_one, "no connection was left open after the task"
     assert after_four == after_one

@@ -115,6 +115,13 @@ def test_kinds_filter_the_candidates(user, llm_stub):
     assert [hit.kind for hit in hits] == ["preference"]
 
 
+# The owner-leading indexes of current rows, which beat the HNSW index on a test-sized table.
+DROP_OWNER_INDEXES = (
+    "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_words, "
+    "memnode_owner_lexemes"
+)
+
+
 def _take_the_big_table_path(monkeypatch) -> None:
     """Make a test-sized table take the path a big one takes: the filtered HNSW index scan.
 
@@ -126,10 +133,7 @@ def _take_the_big_table_path(monkeypatch) -> None:
     monkeypatch.setattr(selectors, "EXACT_SCAN_MAX_ROWS", 0)
     with connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # DDL waits for no deferred FK check
-        cursor.execute(
-            "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_words, "
-            "memnode_owner_lexemes"
-        )
+        cursor.execute(DROP_OWNER_INDEXES)
         cursor.execute("SET LOCAL enable_seqscan = off")
 
 
@@ -216,10 +220,7 @@ def test_a_big_owner_goes_through_the_hnsw_index_with_recall_and_k_back(
         )
         # At this table size a sequential scan (or one of an owner-leading index) would win; at
         # the size it stands for, it doesn't.
-        cursor.execute(
-            "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_words, "
-            "memnode_owner_lexemes"
-        )
+        cursor.execute(DROP_OWNER_INDEXES)
         cursor.execute("SET LOCAL enable_seqscan = off")
     rng = random.Random(11)
     queries = [(rng.choice(owners), _random_unit_vector(rng)) for _ in range(30)]
