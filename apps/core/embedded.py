@@ -87,6 +87,34 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+SHARED_BUFFERS_MIN_MB = 128
+SHARED_BUFFERS_MAX_MB = 2048
+
+
+def shared_buffers_mb() -> int:
+    """PostgreSQL's own cache: THALAMUS_PG_SHARED_BUFFERS_MB, else an eighth of the machine's
+    memory between 128 MB and 2 GB (the LLM server wants the rest).
+
+    The recall reads a heavy user's index pages on every turn; when they sit in this cache and not
+    only in the operating system's, a 10k-memory owner's vector scan takes ~3.4 ms instead of
+    ~5.2 ms (bench/README.md, Retrieval). Only the pages used take memory. pg_prewarm's
+    autoprewarm writes down which pages the cache holds and reads them back after a restart.
+    """
+    raw = os.environ.get("THALAMUS_PG_SHARED_BUFFERS_MB", "").strip()
+    if raw:
+        try:
+            return max(SHARED_BUFFERS_MIN_MB, int(raw))
+        except ValueError:
+            raise EmbeddedError(
+                f"THALAMUS_PG_SHARED_BUFFERS_MB must be a number of megabytes, not {raw!r}."
+            ) from None
+    try:
+        memory_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    except (OSError, ValueError):
+        return SHARED_BUFFERS_MIN_MB
+    return min(SHARED_BUFFERS_MAX_MB, max(SHARED_BUFFERS_MIN_MB, memory_mb // 8))
+
+
 def check_data_dir_writable(path: Path | None = None) -> None:
     path = path or data_dir()
     try:
@@ -224,7 +252,8 @@ class EmbeddedPostgres:
                 raise EmbeddedError(f"Could not initialise PostgreSQL: {result.stderr.strip()}")
         options = (
             f"-c listen_addresses='' -k {self.socket_dir} -p {PG_PORT} "
-            "-c max_connections=200 -c shared_buffers=256MB -c maintenance_work_mem=512MB "
+            f"-c max_connections=200 -c shared_buffers={shared_buffers_mb()}MB "
+            "-c maintenance_work_mem=512MB -c shared_preload_libraries=pg_prewarm "
             "-c fsync=on -c synchronous_commit=off"
         )
         result = self._run(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 from pydantic import ValidationError
@@ -16,6 +17,7 @@ from apps.core.db import QueryVector, fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.models import (
+    GLOBAL_COUNT_KEY,
     HALF_VECTOR_MAX_DIM,
     SHORT_TEXT_MAX_BYTES,
     MemoryNode,
@@ -31,7 +33,7 @@ logger = logging.getLogger(__name__)
 # Up to this many visible rows (own + global) an exact scan is used: exact, and at 10k rows per
 # owner (1M rows, bench/README.md) much faster than the filtered HNSW path, whose recall there
 # fell to 0.07. Above it the HNSW index with iterative scans keeps latency flat. Which one a
-# search takes is decided on a count of the owner's rows made first (a B-tree read, no table).
+# search takes is decided on the owner's count of current rows, which the database keeps.
 EXACT_SCAN_MAX_ROWS = 20000
 # The HNSW path over-fetches this many times the candidates in relaxed order, then re-ranks them
 # by exact distance.
@@ -287,13 +289,11 @@ def named_dates(text: str, *, now: datetime | None = None) -> NamedDates:
 # posting list each (memory 0011), and only those some current memory of the owner or a global one
 # has are matched (`present`); a form the parser splits in two is kept as it is. With none present
 # the match is not run at all. Owners with fewer than FORM_LOOKUP_MIN_ROWS rows skip the lookups.
+# The owner's and the global current rows, as the database counts them (CurrentMemoryCount),
+# capped where the search stops telling counts apart.
 _VISIBLE_ROWS_SQL = """
-SELECT count(*) FROM (
-    SELECT 1 FROM memory_memorynode WHERE owner_id = %(owner)s::int AND valid_to IS NULL
-    UNION ALL
-    SELECT 1 FROM memory_memorynode WHERE owner_id IS NULL AND valid_to IS NULL
-    LIMIT %(visible_max)s
-) AS capped
+SELECT LEAST(GREATEST(COALESCE(sum(rows), 0), 0), %(visible_max)s)::int
+  FROM memory_currentmemorycount WHERE owner_key IN (%(owner)s::int, %(global_key)s)
 """
 # The owner's and the global rows each in their own scan of memnode_owner_vectors, which holds
 # every current row's half-precision vector next to its owner: one owner's rows are read
@@ -507,6 +507,7 @@ def memory_search_query(
         _VISIBLE_ROWS_SQL,
         {
             "owner": params["owner"],
+            "global_key": GLOBAL_COUNT_KEY,
             "visible_max": max(TEXT_STATS_MAX_ROWS, EXACT_SCAN_MAX_ROWS + 1),
         },
     )
@@ -715,9 +716,9 @@ def turn_plan_steps(
 # found in triple_owner_known, without the table; only the triples shown are read from it.
 _PLAN_AND_KNOWLEDGE_SQL = """
 SELECT (SELECT steps FROM memory_retrievalplan WHERE conversation_id = %(conversation)s),
-       (SELECT COALESCE(json_agg(json_build_array(t.id, t.owner_id, t.subject, t.object,
-                                                  t.category, t.predicate_id, known.name,
-                                                  known.labels)
+       (SELECT COALESCE(json_agg(json_build_array(t.id, t.owner_id, t.subject, t.predicate_id,
+                                                  t.object, t.category, t.confidence,
+                                                  known.name, known.labels)
                                  ORDER BY known.owner_id, known.category, known.name,
                                           known.confidence DESC, known.id),
                         '[]'::json)
@@ -738,6 +739,10 @@ SELECT (SELECT steps FROM memory_retrievalplan WHERE conversation_id = %(convers
 """
 
 
+_TRIPLE_FIELDS = ("id", "owner_id", "subject", "predicate_id", "object", "category", "confidence")
+_PREDICATE_FIELDS = ("id", "name", "labels")
+
+
 def plan_and_knowledge(
     *, user_id: int, conversation_id: int | None, limit: int = 200
 ) -> tuple[object, list[Triple]]:
@@ -747,17 +752,20 @@ def plan_and_knowledge(
         {"conversation": conversation_id, "owner": int(user_id), "limit": limit},
     )
     steps, rows = json_value(steps), json_value(rows)
-    triples = [
-        Triple(
-            id=row[0],
-            owner_id=row[1],
-            subject=row[2],
-            object=row[3],
-            category=row[4],
-            predicate=Predicate(id=row[5], name=row[6], labels=row[7] or {}),
-        )
-        for row in rows
-    ]
+    # Built as a queryset builds its rows (from_db: the fields read, the rest deferred), with one
+    # instance per predicate: keyword construction of 200 triples and their predicates held the
+    # GIL for ~3 ms of every turn (bench/README.md, Retrieval).
+    predicates: dict[int, Predicate] = {}
+    triples = []
+    for row in rows:
+        predicate = predicates.get(row[3])
+        if predicate is None:
+            predicate = predicates[row[3]] = Predicate.from_db(
+                DEFAULT_DB_ALIAS, _PREDICATE_FIELDS, (row[3], row[7], row[8] or {})
+            )
+        triple = Triple.from_db(DEFAULT_DB_ALIAS, _TRIPLE_FIELDS, row[:7])
+        triple.predicate = predicate
+        triples.append(triple)
     return steps, triples
 
 
