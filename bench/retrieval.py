@@ -513,10 +513,9 @@ def main() -> None:
     try:
         figures = load(args)
         from django.contrib.auth import get_user_model
+        from django.db import connection
 
         from apps.memory.selectors import EXACT_SCAN_MAX_ROWS
-
-        from django.db import connection
 
         owner_ids = list(get_user_model().objects.values_list("pk", flat=True))
         with connection.cursor() as cursor:
