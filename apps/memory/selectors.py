@@ -39,11 +39,14 @@ EXACT_SCAN_MAX_ROWS = 20000
 # by exact distance.
 HNSW_OVERFETCH = 2
 # From this many visible rows on, a message's word forms are looked up before the match (see
-# _MEMORY_SEARCH_SQL). Below it, testing every row against every form is cheaper than the
+# _SEARCH_FORMS_SQL). Below it, testing every row against every form is cheaper than the
 # lookups: ~1.2 µs a row against ~20 µs a form, and on a small table the planner reads each
 # lookup's rows from a B-tree instead (7 ms for 37 forms over 30 memories; at 50 users chatting,
 # PostgreSQL's CPU a turn doubled).
 FORM_LOOKUP_MIN_ROWS = 2000
+# Up to this many rows with one of the message's forms, those owners' matching rows are read by
+# the lookup (each a table row); past it, by a scan of the owner's words (see _WORDS_LOOKED_UP).
+WORD_LOOKUP_MAX_ROWS = 256
 # Document frequencies for the text score are counted up to this many rows per term.
 TEXT_STATS_MAX_ROWS = 5000
 # Words in more than about half of the memories (idf < ln 2) still add to the text score but do not
@@ -341,9 +344,59 @@ _FORM_PRESENT = """cardinality(parsed.lexemes) <> 1
                           && ARRAY[%(owner)s::int || '~' || parsed.lexemes[1],
                                    'g~' || parsed.lexemes[1]]
                       AND valid_to IS NULL)"""
-_MEMORY_SEARCH_SQL = """
+# The owner's rows (and the global ones) that have a form of the message's words, by a scan of
+# the owner's words that tests each row against the forms present.
+_WORDED_BRANCHES = """
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE owner_id = %(owner)s::int AND valid_to IS NULL
+       AND octet_length(topic) + octet_length(description) <= {short_text}
+       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
+       {scan_when}
+    UNION ALL
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE owner_id = %(owner)s::int AND valid_to IS NULL
+       AND NOT octet_length(topic) + octet_length(description) <= {short_text}
+       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
+       {scan_when}
+    UNION ALL
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE owner_id IS NULL AND valid_to IS NULL
+       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
+       {scan_when}
+"""
+_WORDS_SCANNED = "worded AS MATERIALIZED (" + _WORDED_BRANCHES + "),\n"
+# For an owner whose forms are looked up (FORM_LOOKUP_MIN_ROWS), the rows that have them are
+# read from memnode_owner_lexemes first, as rows of the table: a few per form for words as rare as
+# most are (~50 rows for three words at 10k rows, where the scan reads all 10k). Past
+# WORD_LOOKUP_MAX_ROWS of them, or with a form the index cannot look up, the scan runs instead and
+# what the lookup read is left.
+_WORDS_LOOKED_UP = (
+    """
+lookup AS MATERIALIZED (
+    SELECT COALESCE(bool_and(lexeme IS NOT NULL), true) AS possible,
+           array_agg(prefix || '~' || lexeme) FILTER (WHERE lexeme IS NOT NULL) AS keys
+      FROM present CROSS JOIN (VALUES (%(owner)s::int::text), ('g')) AS owners(prefix)
+),
+looked_up AS MATERIALIZED (
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE memory_owner_lexemes(owner_id, tsv) && (SELECT keys FROM lookup)
+       AND valid_to IS NULL AND (SELECT possible FROM lookup)
+     LIMIT %(word_lookup_max)s + 1
+),
+by_lookup AS MATERIALIZED (
+    SELECT (SELECT possible FROM lookup)
+           AND (SELECT count(*) FROM looked_up) <= %(word_lookup_max)s AS used
+),
+worded AS MATERIALIZED (
+    SELECT id, kind, tsv FROM looked_up WHERE (SELECT used FROM by_lookup)
+    UNION ALL"""
+    + _WORDED_BRANCHES
+    + "),\n"
+)
+_SEARCH_FORMS_SQL = """
 present AS MATERIALIZED (
-    SELECT asked_form.term, asked_form.form
+    SELECT asked_form.term, asked_form.form,
+           CASE WHEN cardinality(parsed.lexemes) = 1 THEN parsed.lexemes[1] END AS lexeme
       FROM unnest(%(form_terms)s::text[], %(forms)s::text[]) AS asked_form(term, form)
      CROSS JOIN LATERAL (
          SELECT tsvector_to_array(to_tsvector('simple', asked_form.form)) AS lexemes
@@ -357,21 +410,8 @@ asked AS MATERIALIZED (
 any_asked AS MATERIALIZED (
     SELECT to_tsquery('simple', string_agg(form, ' | ')) AS query FROM present
 ),
-worded AS MATERIALIZED (
-    SELECT id, kind, tsv FROM memory_memorynode
-     WHERE owner_id = %(owner)s::int AND valid_to IS NULL
-       AND octet_length(topic) + octet_length(description) <= {short_text}
-       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
-    UNION ALL
-    SELECT id, kind, tsv FROM memory_memorynode
-     WHERE owner_id = %(owner)s::int AND valid_to IS NULL
-       AND NOT octet_length(topic) + octet_length(description) <= {short_text}
-       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
-    UNION ALL
-    SELECT id, kind, tsv FROM memory_memorynode
-     WHERE owner_id IS NULL AND valid_to IS NULL
-       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
-),
+"""
+_SEARCH_SCORES_SQL = """
 hits AS MATERIALIZED (
     SELECT worded.id, worded.kind, asked.term
       FROM worded JOIN asked ON worded.tsv @@ asked.query
@@ -521,10 +561,14 @@ def memory_search_query(
         )
     else:
         nearest = _APPROXIMATE_NEAREST
-    sql = ("WITH" + nearest + _MEMORY_SEARCH_SQL).format(
+    looked_up = params["visible"] >= FORM_LOOKUP_MIN_ROWS
+    params["word_lookup_max"] = WORD_LOOKUP_MAX_ROWS
+    words = _WORDS_LOOKED_UP if looked_up else _WORDS_SCANNED
+    sql = ("WITH" + nearest + _SEARCH_FORMS_SQL + words + _SEARCH_SCORES_SQL).format(
         kinds="AND kind = ANY(%(kinds)s)" if kinds else "",
         short_text=SHORT_TEXT_MAX_BYTES,
-        present=_FORM_PRESENT if params["visible"] >= FORM_LOOKUP_MIN_ROWS else "true",
+        present=_FORM_PRESENT if looked_up else "true",
+        scan_when="AND NOT (SELECT used FROM by_lookup)" if looked_up else "",
     )
     return sql, params
 

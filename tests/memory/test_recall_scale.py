@@ -201,15 +201,21 @@ def test_the_graph_read_gives_the_renderers_triples_in_its_order(user, other_use
     assert {triple.owner_id for triple in triples} == {user.pk}
 
 
-@pytest.mark.parametrize("lookup_from_rows", [0, 10**9], ids=["forms looked up", "all forms"])
+@pytest.mark.parametrize(
+    ("lookup_from_rows", "lookup_max_rows"),
+    [(0, 256), (0, 0), (10**9, 256)],
+    ids=["rows looked up", "forms looked up, rows scanned", "all forms scanned"],
+)
 def test_the_words_are_matched_in_every_form_any_visible_memory_has_and_no_other(
-    user, other_user, llm_stub, monkeypatch, lookup_from_rows
+    user, other_user, llm_stub, monkeypatch, lookup_from_rows, lookup_max_rows
 ):
     """For a big owner the match tests rows only against the forms some current memory of the
-    owner or a global one has (memory 0011): a form that only a global memory or a long one has
-    is still matched, and one that only another user's or a superseded memory has matches
-    nothing; the same as a small owner's match against every form."""
+    owner or a global one has (memory 0011), and reads the rows that have them from the same
+    index while they are few: a form that only a global memory or a long one has is still
+    matched, and one that only another user's or a superseded memory has matches nothing; the
+    same as a small owner's match against every form."""
     monkeypatch.setattr(selectors, "FORM_LOOKUP_MIN_ROWS", lookup_from_rows)
+    monkeypatch.setattr(selectors, "WORD_LOOKUP_MAX_ROWS", lookup_max_rows)
     long_text = "Notes from the holiday: " + "we walked and talked for hours. " * 30
     painted = services.memory_node_create(owner=user, description="I painted the fence")
     long = services.memory_node_create(owner=user, description=long_text + "Then the gardens.")
