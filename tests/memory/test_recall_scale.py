@@ -246,3 +246,33 @@ def test_the_owners_words_index_has_no_pending_list_that_every_lookup_would_scan
     with connection.cursor() as cursor:
         cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'memnode_owner_lexemes'")
         assert cursor.fetchone()[0] == ["fastupdate=off"]
+
+
+def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(user, other_user):
+    """The episode search drops from its query the word forms no episode of the owner has; each
+    episode's text score stays what the whole query gives it (ts_rank_cd of every form)."""
+    summaries = [
+        "Painted the garden fence with Anna",
+        "Paints for the gardens, then a walk",
+        "A painter came to look at the garage",
+        "Talked about jazz and the piano lessons",
+        "Booked the e-mail reminder for the dentist",
+        "Nothing about the house at all",
+    ]
+    for summary in summaries:
+        services.episode_create(owner=user, summary=summary, embed=False)
+    services.episode_create(owner=other_user, summary="Painting gardens all day", embed=False)
+    for text in ("painting the garden", "jazz pianos", "e-mail to the dentist", "gardening"):
+        forms = [form for _, term_forms in selectors.query_terms(text) for form in term_forms]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, ts_rank_cd(tsv, to_tsquery('simple', %s), 32) FROM memory_episode "
+                "WHERE owner_id = %s AND tsv @@ to_tsquery('simple', %s)",
+                [" | ".join(forms), user.pk, " | ".join(forms)],
+            )
+            expected = {episode_id: rank for episode_id, rank in cursor.fetchall()}
+        hits = selectors.episode_search(user_id=user.pk, text=text, vector=None, limit=10)
+        assert expected, text  # each query's words are in some episode
+        assert {hit.id: hit.components["text"] for hit in hits if hit.components["text"]} == (
+            pytest.approx(expected)
+        )
