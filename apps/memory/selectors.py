@@ -607,33 +607,39 @@ def memory_search(
 
 # Each of the owner's episodes is scored once (materialised), against a query parsed once: the
 # rank of its words only where they match (elsewhere it is 0 anyway), the recency in floating
-# point (numeric powers cost ~20 µs each); the texts are read for the few returned. The query
-# keeps only the forms of the message's words that some episode of the owner has (and any form
+# point (numeric powers cost ~20 µs each); the texts are read for the few returned. The rank's
+# query keeps only the forms of the message's words that the matching episodes have (and any form
 # the parser would not keep as one word): ts_rank_cd costs by the query's size, ~70 µs an episode
-# against all ~45 forms, and a form no episode has changes no episode's rank.
+# against all ~45 forms, and a form an episode lacks changes nothing of its rank.
 _EPISODE_SEARCH_SQL = """
-WITH owned AS MATERIALIZED (
-    SELECT id, ended_at, embedding, tsv FROM memory_episode WHERE owner_id = %(owner)s::int
-),
-asked AS MATERIALIZED (
+WITH every_form AS MATERIALIZED (
     SELECT to_tsquery('simple', string_agg(form, ' | ')) AS query
       FROM unnest(%(forms)s::text[]) AS form
-     WHERE form IN (SELECT lexeme FROM owned CROSS JOIN LATERAL unnest(owned.tsv))
-        OR tsvector_to_array(to_tsvector('simple', form)) <> ARRAY[form]
 ),
 scored AS MATERIALIZED (
     SELECT id, ended_at,
            GREATEST(COALESCE(1 - (embedding <=> %(vector)s::vector), 0), 0) AS vector,
-           CASE WHEN tsv @@ (SELECT query FROM asked)
-                THEN ts_rank_cd(tsv, (SELECT query FROM asked), 32) ELSE 0 END AS text,
+           CASE WHEN tsv @@ (SELECT query FROM every_form) THEN tsv END AS worded,
            power(0.5, date_part('epoch', now() - ended_at) / 86400.0 / %(half_life)s) AS recency
-      FROM owned
+      FROM memory_episode
+     WHERE owner_id = %(owner)s::int
+),
+asked AS MATERIALIZED (
+    SELECT to_tsquery('simple', string_agg(form, ' | ')) AS query
+      FROM unnest(%(forms)s::text[]) AS form
+     WHERE form IN (SELECT lexeme FROM scored CROSS JOIN LATERAL unnest(scored.worded))
+        OR tsvector_to_array(to_tsvector('simple', form)) <> ARRAY[form]
+),
+ranked AS MATERIALIZED (
+    SELECT id, ended_at, vector, recency,
+           COALESCE(ts_rank_cd(worded, (SELECT query FROM asked), 32), 0) AS text
+      FROM scored
 ),
 best AS (
     SELECT id, ended_at, vector, text, recency,
            (%(w_vector)s * vector + %(w_text)s * text + %(w_recency)s * recency) / %(w_total)s
                AS score
-      FROM scored
+      FROM ranked
      WHERE vector > 0 OR text > 0
      ORDER BY score DESC, id DESC
      LIMIT %(limit)s
