@@ -1,4 +1,5 @@
-"""compose.yaml pulls into Ollama the two models its app services ask Ollama for."""
+"""compose.yaml pulls into Ollama the two models its app services ask Ollama for, and gives its
+PostgreSQL the recall's cache."""
 
 from __future__ import annotations
 
@@ -21,3 +22,16 @@ def test_compose_pulls_the_chat_and_the_embedding_model_the_app_services_use():
         # The same expression, so a model chosen in .env is the one pulled.
         assert f"ollama pull {app[model]}" in script
     assert pull["depends_on"]["ollama"]["condition"] == "service_healthy"
+
+
+def test_compose_postgresql_has_the_cache_and_prewarm_the_embedded_one_has():
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    command = compose["services"]["db"]["command"]
+
+    assert command[0] == "postgres"
+    settings = dict(option.split("=", 1) for option in command[2::2])
+    assert command[1::2] == ["-c"] * len(settings)
+    assert settings == {
+        "shared_buffers": "${THALAMUS_PG_SHARED_BUFFERS_MB:-1024}MB",
+        "shared_preload_libraries": "pg_prewarm",
+    }
