@@ -251,7 +251,7 @@ GLOBAL_COUNT_KEY = 0
 class CurrentMemoryCount(models.Model):
     """How many current memories (valid_to empty) each owner has; key 0 counts the global ones.
 
-    Kept by a trigger on MemoryNode (memory 0012), so every writer keeps it, bulk SQL and COPY
+    Kept by triggers on MemoryNode (memory 0012), so every writer keeps it, bulk SQL and COPY
     included. The recall reads it before each search to pick the exact or the HNSW path and to
     weigh words by their rarity: counting a heavy owner's 10k rows in an index took ~1.4 ms of
     every search (bench/README.md, Retrieval), this is one primary-key read.
