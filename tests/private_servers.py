@@ -74,6 +74,13 @@ def private_redis() -> Iterator[EmbeddedRedis]:
 
 
 @contextmanager
+def empty_postgres() -> Iterator[EmbeddedPostgres]:
+    """A private PostgreSQL of its own, with nothing in it but the empty Thalamus database."""
+    with _data_dir() as path, _running(EmbeddedPostgres(path)) as server:
+        yield server
+
+
+@contextmanager
 def private_postgres() -> Iterator[EmbeddedPostgres]:
     """A private PostgreSQL holding a copy of the test database as it is now (schema and rows)."""
     with _data_dir() as path, _running(EmbeddedPostgres(path)) as server:

@@ -517,6 +517,7 @@ def memory_search_query(
         "overfetch": candidates * HNSW_OVERFETCH,
         # Memories imported at one moment are all each other's neighbours: a bound on them.
         "neighbours_max": candidates * 10,
+        "word_lookup_max": WORD_LOOKUP_MAX_ROWS,
         "kinds": kinds,
         "half_life": RECENCY_HALF_LIFE_DAYS,
         "neighbour": f"{weights.neighbour_seconds} seconds",
@@ -552,7 +553,6 @@ def memory_search_query(
     else:
         nearest = _APPROXIMATE_NEAREST
     looked_up = params["visible"] >= FORM_LOOKUP_MIN_ROWS
-    params["word_lookup_max"] = WORD_LOOKUP_MAX_ROWS
     words = _WORDS_LOOKED_UP if looked_up else _WORDS_SCANNED
     sql = ("WITH" + nearest + _SEARCH_FORMS_SQL + words + _SEARCH_SCORES_SQL).format(
         kinds="AND kind = ANY(%(kinds)s)" if kinds else "",

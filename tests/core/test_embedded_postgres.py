@@ -10,7 +10,7 @@ import pytest
 
 from apps.core import embedded
 from apps.core.embedded import PG_DATABASE, PG_PORT, PG_SUPERUSER, EmbeddedError
-from tests.private_servers import _data_dir, _running
+from tests.private_servers import empty_postgres
 
 
 def test_the_cache_is_an_eighth_of_the_memory_within_bounds(monkeypatch):
@@ -34,7 +34,7 @@ def test_the_setting_overrides_and_a_bad_one_is_told(monkeypatch):
 
 def test_a_started_server_has_that_cache_and_refills_it_after_a_restart(monkeypatch):
     monkeypatch.setenv("THALAMUS_PG_SHARED_BUFFERS_MB", "200")
-    with _data_dir() as path, _running(embedded.EmbeddedPostgres(path)) as server:
+    with empty_postgres() as server:
 
         def connect():
             return psycopg.connect(
