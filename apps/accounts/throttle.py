@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.cache import cache
 
+from apps.core.cache import redis_client
+
 BAD_KEY_WINDOW_SECONDS = 300
 
 
@@ -18,7 +20,7 @@ def _counter(address: str) -> str:
 
 
 def _redis():
-    return cache._cache.get_client(write=True)
+    return redis_client()
 
 
 def bad_api_key_wait(*, address: str) -> int:

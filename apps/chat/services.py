@@ -9,6 +9,8 @@ from typing import NamedTuple, NoReturn
 
 from django.conf import settings
 from django.core.cache import cache
+
+from apps.core.cache import redis_client
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -321,7 +323,7 @@ def _streams_key(user_id: int) -> str:
 
 
 def _redis():
-    return cache._cache.get_client(write=True)
+    return redis_client()
 
 
 @contextmanager

@@ -48,3 +48,11 @@ class RedisCache(django_redis.RedisCache):
     def __init__(self, server, params) -> None:
         super().__init__(server, params)
         self._class = RedisCacheClient
+
+
+def redis_client():
+    """The redis-py client behind Django's cache, for what the cache API cannot say (sorted
+    sets, scans, pings). The one place that reaches into the cache backend."""
+    from django.core.cache import cache
+
+    return cache._cache.get_client(write=True)

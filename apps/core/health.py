@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import connection
 
+from apps.core.cache import redis_client
 from apps.core.heartbeat import HEARTBEAT_STALE_AFTER, last_heartbeat
 
 
@@ -39,7 +39,7 @@ def check_pgvector() -> dict:
 
 def check_redis() -> dict:
     try:
-        client = cache._cache.get_client(write=True)
+        client = redis_client()
         client.ping()
         return {"ok": True}
     except Exception as exc:

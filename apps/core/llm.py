@@ -109,9 +109,9 @@ def _active_key(base_url: str) -> str:
 
 
 def _redis():
-    from django.core.cache import cache
+    from apps.core.cache import redis_client
 
-    return cache._cache.get_client(write=True)
+    return redis_client()
 
 
 def chat_active_mark(*, base_url: str, reply_id: int) -> None:

@@ -23,6 +23,8 @@ import httpx
 from django.conf import settings
 from django.core.cache import cache
 
+from apps.core.cache import redis_client
+
 from apps.core.models import FALLBACK_ROLES, RuntimeConfig, fallback_entry
 from apps.core.selectors import cached_value, override_cache_key, prompt_text, runtime_config
 
@@ -216,7 +218,7 @@ def forget_model_limits(endpoint: Endpoint | None = None) -> None:
     if endpoint is not None:
         cache.delete_many(endpoint_cache_keys(endpoint))
         return
-    client = cache._cache.get_client(write=True)
+    client = redis_client()
     pattern = cache.make_key("llm:*")
     keys = list(client.scan_iter(match=pattern, count=500))
     if keys:
