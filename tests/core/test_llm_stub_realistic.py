@@ -16,13 +16,8 @@ import pytest
 from openai import OpenAI
 from pydantic import BaseModel, ValidationError
 
-from llm_stub.server import (
-    DEFAULT_SETTINGS,
-    LOOP_LINE,
-    RUNAWAY_TOKENS,
-    StubServer,
-    filler_text,
-)
+from llm_stub import DEFAULT_SETTINGS, StubServer
+from llm_stub.tokens import LOOP_LINE, RUNAWAY_TOKENS, filler_text
 
 
 @pytest.fixture
