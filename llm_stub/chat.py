@@ -22,6 +22,7 @@ from llm_stub.tokens import (
     RUNAWAY_TOKENS,
     TRUNCATE_KEEP,
     count_tokens,
+    cut_reasoning,
     last_user_text,
     last_words,
     messages_text,
@@ -31,6 +32,8 @@ from llm_stub.tokens import (
 )
 
 STRUCTURED_FORMATS = ("json_schema", "json_object")
+# Where a reasoning model's thinking goes, by the server's reasoning_format ("none": inline).
+REASONING_FIELDS = {"deepseek": "reasoning_content", "ollama": "reasoning"}
 
 
 def _requested_max_tokens(body: dict[str, Any]) -> int | None:
@@ -50,6 +53,29 @@ def _request_context(body: dict[str, Any], settings: dict[str, Any]) -> int | No
             if is_positive_int(value):
                 return value
     return settings["context"]
+
+
+def _generate(
+    reasoning: str, content: str, settings: dict[str, Any], *, limit: int | None, seed: str
+) -> tuple[dict[str, str], str, bool]:
+    """What the model sends: its thinking as the message carries it (``{}``, or its field and
+    text), its text, and whether it ran into `limit`. It thinks first, so a limit cuts the
+    thinking first."""
+    if reasoning and settings["reasoning_format"] == "none":
+        content, reasoning = f"<think>\n{reasoning}\n</think>\n\n{content}", ""
+    reasoning, reply_limit = cut_reasoning(reasoning, limit)
+    thinking = {REASONING_FIELDS[settings["reasoning_format"]]: reasoning} if reasoning else {}
+    if reply_limit == 0:
+        return thinking, "", True
+    text, hit_limit = shape_reply(
+        content,
+        eos=settings["eos"],
+        loop=settings["loop"],
+        special_tokens=settings["special_tokens"],
+        limit=reply_limit,
+        seed=seed,
+    )
+    return thinking, text, hit_limit
 
 
 class ChatHandler(BaseHandler):
@@ -129,16 +155,12 @@ class ChatHandler(BaseHandler):
         limit = max_tokens
         if runaway and limit is None:
             limit = context - prompt_tokens_used if context is not None else RUNAWAY_TOKENS
-        text, hit_limit = shape_reply(
-            content,
-            eos=settings["eos"],
-            loop=settings["loop"],
-            special_tokens=settings["special_tokens"],
-            limit=limit,
-            seed=prompt_text,
+        thinking, text, hit_limit = _generate(
+            plan.reasoning or "", content, settings, limit=limit, seed=prompt_text
         )
         finish_reason = "length" if hit_limit else plan.finish_reason
-        usage = {"prompt_tokens": prompt_tokens_used, "completion_tokens": count_tokens(text)}
+        completion_tokens = count_tokens(" ".join([*thinking.values(), text]))
+        usage = {"prompt_tokens": prompt_tokens_used, "completion_tokens": completion_tokens}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         self.stub._annotate(
             entry, completion_tokens=usage["completion_tokens"], finish_reason=finish_reason
@@ -156,7 +178,16 @@ class ChatHandler(BaseHandler):
         try:
             if stream:
                 self._stream_chat(
-                    body, plan, ttft, text, finish_reason, model, completion_id, usage, garbage_body
+                    body,
+                    plan,
+                    ttft,
+                    text,
+                    finish_reason,
+                    model,
+                    completion_id,
+                    usage,
+                    garbage_body,
+                    thinking=thinking,
                 )
             else:
                 generating = 0.0
@@ -173,6 +204,7 @@ class ChatHandler(BaseHandler):
                     usage,
                     garbage_body,
                     plan.tool_calls,
+                    thinking=thinking,
                 )
         finally:
             self.stub._release_slot()
@@ -188,13 +220,20 @@ class ChatHandler(BaseHandler):
         usage: dict[str, int],
         garbage_body: bool,
         tool_calls: list[dict[str, Any]] | None = None,
+        *,
+        thinking: dict[str, str],
     ) -> None:
         if self._abort_until_first_token(ttft) or self._abort_while_generating(generating):
             return
         if garbage_body:
             self._send_bytes(200, GARBAGE_BODY)
             return
-        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": text,
+            **thinking,
+            "refusal": None,
+        }
         if tool_calls:
             message.update(content=text or None, tool_calls=tool_calls)
         self._send_json(
@@ -255,7 +294,11 @@ class ChatHandler(BaseHandler):
         completion_id: str,
         usage: dict[str, int],
         garbage_body: bool,
+        *,
+        thinking: dict[str, str],
     ) -> None:
+        """The thinking (``thinking``: its field and text) streams before the content, paced
+        as one with it."""
         stream_options = body.get("stream_options")
         include_usage = isinstance(stream_options, dict) and bool(
             stream_options.get("include_usage")
@@ -286,10 +329,13 @@ class ChatHandler(BaseHandler):
             self._write_chunk(b"")
             return
 
-        tokens = split_tokens(content)
+        tokens = [
+            (field, token) for field, text in thinking.items() for token in split_tokens(text)
+        ]
+        tokens += [("content", token) for token in split_tokens(content)]
         cut = len(tokens) // 2 if plan.fault == "drop" else None
         started = time.monotonic()
-        for index, token in enumerate(tokens):
+        for index, (field, token) in enumerate(tokens):
             if index == cut:
                 break
             if plan.tps > 0 and index > 0:
@@ -299,7 +345,7 @@ class ChatHandler(BaseHandler):
             if index > 0 and self._client_gone():
                 self._client_left()
                 return
-            self._write_event(delta({"content": token}))
+            self._write_event(delta({field: token}))
             if index == 0:
                 with self.stub._cond:
                     self.stub._first_token_seconds.append(time.monotonic() - self._started)

@@ -28,6 +28,8 @@ REPLY_KEYS = frozenset(
         "resend",
         "tool_calls",
         "schema",
+        # A reasoning model's thinking before the reply, sent as reasoning_format says.
+        "reasoning",
         # Seconds in the Retry-After header of an http_429 or http_500 fault.
         "retry_after",
     }
@@ -52,6 +54,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "server": "plain",
     "missing_models": [],
     "tools": True,
+    "reasoning_format": "deepseek",
 }
 DEFAULT_KEYS = frozenset(DEFAULT_SETTINGS)
 BOOLEAN_SETTINGS = ("honours_num_ctx", "eos", "loop", "special_tokens", "tools")
@@ -59,6 +62,7 @@ CHOICE_SETTINGS: dict[str, tuple[Any, ...]] = {
     "overflow": ("reject", "truncate"),
     "json_junk": (None, "empty", "meaningless", "prose"),
     "server": ("plain", "llamacpp", "ollama", "vllm"),
+    "reasoning_format": ("deepseek", "ollama", "none"),
 }
 
 
@@ -75,6 +79,8 @@ def normalize_reply(reply: Any) -> dict[str, Any]:
         raise ValueError("a reply takes 'content' or 'json', not both")
     if "content" in reply and not isinstance(reply["content"], str):
         raise ValueError("'content' must be a string")
+    if "reasoning" in reply and not isinstance(reply["reasoning"], str):
+        raise ValueError("'reasoning' must be a string")
     if "match" in reply and not isinstance(reply["match"], str):
         raise ValueError("'match' must be a string")
     if reply.get("endpoint", "chat") not in ENDPOINTS:
@@ -161,6 +167,7 @@ class Plan:
     scripted: dict[str, Any] | None = None
     tool_calls: list[dict[str, Any]] | None = None
     retry_after: int | None = None
+    reasoning: str | None = None
 
     @classmethod
     def from_reply(cls, reply: dict[str, Any]) -> Plan:
@@ -181,4 +188,5 @@ class Plan:
             scripted=reply,
             tool_calls=_tool_calls_message(reply["tool_calls"]) if "tool_calls" in reply else None,
             retry_after=reply.get("retry_after"),
+            reasoning=reply.get("reasoning"),
         )

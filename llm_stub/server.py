@@ -46,11 +46,23 @@ leaves the stub a plain, well-behaved server. Tokens are whitespace words
   without ``--jinja``: a request carrying ``tools`` gets HTTP 500
   ``tools param requires --jinja flag``. When True, an unscripted request with ``tools``
   answers with plain content (the model chose no tool).
+- ``reasoning_format`` (``"deepseek"``): where a scripted ``reasoning`` goes. ``"deepseek"``
+  (llama.cpp's default ``--reasoning-format deepseek``): ``reasoning_content`` in the message,
+  or streamed as ``reasoning_content`` deltas before the content deltas; ``"ollama"`` (Ollama's
+  ``/v1`` for thinking models): the same, named ``reasoning``; ``"none"`` (llama.cpp
+  ``--reasoning-format none``, a raw model): inline, the content is
+  ``"<think>\\n{reasoning}\\n</think>\\n\\n{content}"``.
 
 A scripted ``tool_calls`` reply (``[{"name": ..., "arguments": {...} or a raw string}]``, a raw
 string to script arguments that are not JSON) answers with an assistant message calling those
 tools (ids, type ``function``, arguments as a JSON string) and finish_reason ``"tool_calls"``,
 streamed as OpenAI streams them or whole.
+
+A scripted ``reasoning`` (a string) is a reasoning model's thinking before its reply, sent as
+``reasoning_format`` says (without ``content`` or ``json``, the default reply follows it). Its
+tokens count in ``completion_tokens``, stream paced by ``tps`` like the content's, and are what
+``max_tokens`` cuts first: a thinking that uses them all leaves an empty content and
+finish_reason ``"length"``.
 
 ``tps`` paces every streamed token, filler included; a non-streamed reply arrives whole after
 ``ttft``, except a runaway one (``eos`` off or ``loop``), which takes its generation time.

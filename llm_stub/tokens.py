@@ -144,6 +144,13 @@ def shape_reply(
     return text, loop or not eos
 
 
+def cut_reasoning(reasoning: str, limit: int | None) -> tuple[str, int | None]:
+    """`reasoning` within `limit` tokens, and the tokens left after it for the reply."""
+    if limit is None:
+        return reasoning, None
+    return first_words(reasoning, limit), max(0, limit - len(reasoning.split()))
+
+
 def truncated_prompt(text: str, context: int) -> str:
     """What Ollama keeps of an overlong prompt: its first ``TRUNCATE_KEEP`` words and the
     newest ones after them, ``context - 1`` words in all (one place is left for the reply)."""
