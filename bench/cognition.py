@@ -383,7 +383,7 @@ def time_passes(label: str, runs: int, one_pass, budget: float = 90) -> list[flo
 
 def promotion_pass(batch_size: int):
     from apps.core.selectors import runtime_config
-    from apps.memory.services import memories_promote_and_link
+    from apps.memory.consolidation_services import memories_promote_and_link
 
     def run() -> str:
         config = runtime_config()
@@ -404,7 +404,7 @@ def promotion_pass(batch_size: int):
 
 def decay_pass() -> str:
     from apps.core.selectors import runtime_config
-    from apps.memory.services import memories_decay
+    from apps.memory.forget_services import memories_decay
 
     config = runtime_config()
     counts = memories_decay(decay_hours=config.decay_hours, minimum_score=config.minimum_score)

@@ -3,14 +3,13 @@ from __future__ import annotations
 import logging
 import math
 import uuid
+from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
 from typing import NamedTuple, NoReturn
 
 from django.conf import settings
 from django.core.cache import cache
-
-from apps.core.cache import redis_client
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -18,6 +17,7 @@ from redis.exceptions import RedisError
 from apps.accounts.selectors import memory_enabled_for
 from apps.chat.models import OPEN_STATUSES, TEMPORARY_LIFETIME, Conversation, Message
 from apps.chat.selectors import open_reply
+from apps.core.cache import redis_client
 from apps.core.db import fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
@@ -531,3 +531,70 @@ def conversation_set_title_if_empty(*, conversation_id: int, title: str) -> bool
     if not title:
         return False
     return bool(Conversation.objects.filter(pk=conversation_id, title="").update(title=title))
+
+
+# ------------------------------------------------------------------ what memory forgets
+#
+# An answer's trace lists the memories, episodes and triples it used (under "memory") and the
+# memories reflection rejected (under "reflection"); once memory forgets them, the traces that
+# quote them must not keep their text. Memory calls these inside its own forgetting transaction.
+
+_TRACES_FORGET_MEMORIES_SQL = """
+WITH forgotten AS (SELECT to_jsonb(id) AS id FROM unnest(%(ids)s::bigint[]) AS node(id))
+UPDATE chat_message AS m
+   SET trace = jsonb_set(
+           m.trace, '{memory,memories}',
+           (SELECT COALESCE(jsonb_agg(entry), '[]'::jsonb)
+              FROM jsonb_array_elements(m.trace -> 'memory' -> 'memories') AS entry
+             WHERE entry -> 'id' NOT IN (SELECT id FROM forgotten)))
+  FROM chat_conversation AS c
+ WHERE c.id = m.conversation_id
+   AND c.owner_id = ANY(%(owners)s::bigint[])
+   AND jsonb_typeof(m.trace -> 'memory' -> 'memories') = 'array'
+   AND EXISTS (
+       SELECT 1 FROM jsonb_array_elements(m.trace -> 'memory' -> 'memories') AS entry
+        WHERE entry -> 'id' IN (SELECT id FROM forgotten)
+   )
+"""
+
+_TRACES_FORGET_ALL_MEMORIES_SQL = """
+WITH scrubbed AS (
+    SELECT m.id,
+           CASE WHEN jsonb_typeof(m.trace -> 'memory') = 'object'
+                THEN jsonb_set(m.trace, '{memory}', (m.trace -> 'memory')
+                     || '{"memories": [], "episodes": [], "triples": []}'::jsonb)
+                ELSE m.trace
+           END AS trace
+      FROM chat_message AS m
+      JOIN chat_conversation AS c ON c.id = m.conversation_id
+     WHERE c.owner_id = %s
+       AND (jsonb_typeof(m.trace -> 'memory') = 'object'
+            OR jsonb_typeof(m.trace -> 'reflection') = 'object')
+)
+UPDATE chat_message AS m
+   SET trace = CASE WHEN jsonb_typeof(s.trace -> 'reflection') = 'object'
+                    THEN jsonb_set(s.trace, '{reflection,rejected}', '[]'::jsonb)
+                    ELSE s.trace
+               END
+  FROM scrubbed AS s
+ WHERE s.id = m.id
+"""
+
+
+def message_traces_forget_memories(*, memory_ids: Sequence[int], owner_ids: Sequence[int]) -> int:
+    """Take these memories out of the traces of their owners' answers, in one statement; how
+    many traces changed."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _TRACES_FORGET_MEMORIES_SQL, {"ids": list(memory_ids), "owners": list(owner_ids)}
+        )
+        return cursor.rowcount
+
+
+def message_traces_forget_all_memories(*, owner_id: int) -> int:
+    """Empty what one person's answers' traces quote of memory (the memories, episodes and
+    triples used, the memories reflection rejected), in one statement; how many traces changed.
+    The answers themselves stay."""
+    with connection.cursor() as cursor:
+        cursor.execute(_TRACES_FORGET_ALL_MEMORIES_SQL, [owner_id])
+        return cursor.rowcount

@@ -187,7 +187,7 @@ class Turn:
     reply: Message | None = None
     history: list[Message] = field(default_factory=list)
     tools: object | None = None  # toolloop.ToolLoopResult
-    world: object | None = None  # memory.services.WorldChange
+    world: object | None = None  # memory.world_services.WorldChange
     prepared: PreparedTurn | None = None
 
 

@@ -32,10 +32,11 @@ from apps.core.selectors import prompt_text, runtime_config
 from apps.core.services import event_record
 from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
+from apps.memory import world_services
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.models import WORLD_MAX_TOPICS, Category, MemoryNode, Predicate
 from apps.memory.renderer import render_knowledge
-from apps.memory.schemas import canonical_predicate_name
+from apps.memory.schemas import canonical_predicate_name, same_text
 
 logger = logging.getLogger(__name__)
 
@@ -355,7 +356,7 @@ def _triple_category(triple: LearntTriple) -> str:
 
 def _keep_topics_current(*, owner_id: int, topics: list[str]) -> dict:
     """The reflection's topics become the world state's current topics (the first few)."""
-    change = memory_services.world_apply(
+    change = world_services.world_apply(
         user_id=owner_id,
         ops=[{"op": "set", "path": "topics", "values": topics[:WORLD_MAX_TOPICS]}],
         source="reflection",
@@ -365,10 +366,6 @@ def _keep_topics_current(*, owner_id: int, topics: list[str]) -> dict:
         "version": change.version,
         "rejected": [item["reason"] for item in change.rejected],
     }
-
-
-def _same_text(a: str, b: str) -> bool:
-    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
 def _memory_text(item: LearntMemory) -> str:
@@ -399,7 +396,7 @@ def _remember(
         if near and near[0][1] >= runtime_config().duplicate_similarity:
             target, restated = near[0][0], True
     if target is not None and (
-        item.action == "leave" or restated or _same_text(target.description, item.description)
+        item.action == "leave" or restated or same_text(target.description, item.description)
     ):
         outcome["left"].append(target.pk)
         return

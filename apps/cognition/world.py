@@ -23,7 +23,7 @@ from apps.core.llm_limits import ROUTER
 from apps.memory.models import WorldState
 from apps.memory.schemas import WORLD_OPS, WORLD_PATHS
 from apps.memory.selectors import world_state_for
-from apps.memory.services import WorldChange, world_apply
+from apps.memory.world_services import WorldChange, world_apply
 
 logger = logging.getLogger(__name__)
 

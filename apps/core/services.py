@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from functools import partial
 
 from celery import current_app
-from django.db import transaction
+from django.db import connection, transaction
 
 from apps.core.models import Event, RuntimeConfig
 from apps.core.selectors import forget_runtime_config, remember_runtime_config
@@ -70,3 +71,31 @@ def events_record(events: list[Event]) -> list[Event]:
 
     transaction.on_commit(announce)
     return created
+
+
+# The events whose payload names one of the nodes (critique and edit events quote their text).
+_EVENTS_MENTIONING_SQL = """
+DELETE FROM core_event
+ WHERE (owner_id = ANY(%(owners)s::bigint[]) OR (owner_id IS NULL AND %(global)s))
+   AND payload -> 'node_id' IN (SELECT to_jsonb(id) FROM unnest(%(ids)s::bigint[]) AS node(id))
+"""
+
+
+def events_delete_mentioning(*, node_ids: Sequence[int], owner_ids: Collection[int | None]) -> int:
+    """Delete the events of these owners (None: global knowledge's) that name one of these
+    memory nodes, in one statement; how many went. Forgetting a memory forgets them too."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _EVENTS_MENTIONING_SQL,
+            {
+                "owners": [owner_id for owner_id in owner_ids if owner_id is not None],
+                "global": None in owner_ids,
+                "ids": list(node_ids),
+            },
+        )
+        return cursor.rowcount
+
+
+def events_delete_of_owner(*, owner_id: int) -> int:
+    """Delete every event of one person's mind; how many went."""
+    return Event.objects.filter(owner_id=owner_id).delete()[0]

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from pgvector.django import CosineDistance
 
-from apps.memory import browser_services, services
+from apps.memory import browser_services, world_services
 from apps.memory.forms import WorldStateAdminForm
 from apps.memory.models import (
     Critique,
@@ -442,6 +442,6 @@ class WorldStateAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         owner_id = obj.owner_id if change else form.cleaned_data["owner"].pk
-        result = services.world_apply(user_id=owner_id, ops=form.operations(), source="admin")
+        result = world_services.world_apply(user_id=owner_id, ops=form.operations(), source="admin")
         obj.pk = result.state.pk
         obj.version = result.state.version

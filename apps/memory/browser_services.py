@@ -17,8 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apps.core.models import Event
 from apps.core.services import event_record, task_send_on_commit
-from apps.memory import services
+from apps.memory import forget_services, services
+from apps.memory.embedding_services import embeddings_fill_later
 from apps.memory.models import Category, EmbeddingStatus, Episode, MemoryNode, Triple
+from apps.memory.schemas import normal_text
 
 EXPORT_FORMAT = "thalamus-memories/1"
 
@@ -81,7 +83,7 @@ def memory_node_edit(
     if node.embedding_text != old_text:
         node.embedding = None
         node.embedding_status = EmbeddingStatus.PENDING
-        services._embed_later()
+        embeddings_fill_later()
     node.full_clean(exclude=["owner", "source_message", "superseded_by", "embedding"])
     node.save()
     event_record(
@@ -94,7 +96,7 @@ def memory_node_edit(
 
 
 @transaction.atomic
-def memory_nodes_forget(*, node_ids: list[int]) -> services.ForgetReceipt:
+def memory_nodes_forget(*, node_ids: list[int]) -> forget_services.ForgetReceipt:
     """Forget memories with their earlier versions, critiques, links and the events quoting
     them; the receipt says what went, and is itself recorded (it quotes no memory)."""
     by_owner: dict[int | None, list[int]] = defaultdict(list)
@@ -102,7 +104,7 @@ def memory_nodes_forget(*, node_ids: list[int]) -> services.ForgetReceipt:
         "id", "owner_id"
     ):
         by_owner[owner_id].append(node_id)
-    receipt = services.memories_forget(node_ids=node_ids)
+    receipt = forget_services.memories_forget(node_ids=node_ids)
     owners = _owners(by_owner)
     for owner_id, ids in by_owner.items():
         # The receipt's totals are one owner's when only one owner's memories went (always, in
@@ -182,7 +184,7 @@ def memory_nodes_reembed(*, node_ids: list[int]) -> int:
     count = MemoryNode.objects.filter(id__in=node_ids).update(
         embedding=None, embedding_status=EmbeddingStatus.PENDING
     )
-    services._embed_later()
+    embeddings_fill_later()
     return count
 
 
@@ -233,10 +235,10 @@ def episodes_forget(*, owner, episode_ids: list[int]) -> int:
 
 
 @transaction.atomic
-def memories_forget_all(*, owner) -> services.ForgetReceipt:
-    """Delete everything the assistant knows about one person (never global knowledge), and
-    every row that quotes it; the one event left is the receipt."""
-    receipt = services.memories_forget_all(owner_id=owner.pk)
+def memories_forget_all_recorded(*, owner) -> forget_services.ForgetReceipt:
+    """A person's "forget everything": all the assistant knows about them goes (never global
+    knowledge) with every row that quotes it, and the one event left is the receipt."""
+    receipt = forget_services.memories_forget_of_owner(owner_id=owner.pk)
     event_record(
         kind=Event.Kind.EDIT,
         owner=owner,
@@ -294,10 +296,6 @@ class MemoryExport(BaseModel):
     triples: list[ExportedTriple] = Field(default_factory=list)
 
 
-def _normal(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
 def memories_export(*, owner) -> dict:
     """Everything current that the assistant knows about one person, as JSON-ready data."""
     nodes = MemoryNode.objects.filter(owner=owner, valid_to=None).order_by("created_at", "id")
@@ -334,27 +332,27 @@ def memories_import(*, owner, data: dict) -> dict[str, int]:
     """
     export = MemoryExport.model_validate(data)
     known_nodes = {
-        _normal(text)
+        normal_text(text)
         for text in MemoryNode.objects.filter(owner=owner, valid_to=None).values_list(
             "description", flat=True
         )
     }
     for item in export.memories:
-        if _normal(item.description) in known_nodes:
+        if normal_text(item.description) in known_nodes:
             continue
-        known_nodes.add(_normal(item.description))
+        known_nodes.add(normal_text(item.description))
         node = services.memory_node_create(
             owner=owner, embed=False, **item.model_dump(exclude={"created_at"})
         )
         if item.created_at:
             MemoryNode.objects.filter(pk=node.pk).update(created_at=item.created_at)
     known_episodes = {
-        _normal(text)
+        normal_text(text)
         for text in Episode.objects.filter(owner=owner).values_list("summary", flat=True)
     }
     for item in export.episodes:
-        if _normal(item.summary) not in known_episodes:
-            known_episodes.add(_normal(item.summary))
+        if normal_text(item.summary) not in known_episodes:
+            known_episodes.add(normal_text(item.summary))
             services.episode_create(owner=owner, embed=False, **item.model_dump())
     for item in export.triples:
         services.triple_upsert(owner=owner, **item.model_dump())

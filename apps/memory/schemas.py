@@ -17,6 +17,16 @@ def canonical_predicate_name(raw: str) -> str:
     return re.sub(r"[\s\-]+", "_", raw.strip().lower()).strip("_")
 
 
+def normal_text(text: str) -> str:
+    """A statement's words as compared with another's: single spaces, case folded."""
+    return " ".join(text.split()).casefold()
+
+
+def same_text(a: str, b: str) -> bool:
+    """Two statements (memories, triples' objects) that differ only in spacing and case."""
+    return normal_text(a) == normal_text(b)
+
+
 class PlanStep(BaseModel):
     model_config = ConfigDict(extra="ignore")
 

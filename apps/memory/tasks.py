@@ -3,7 +3,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from apps.core.selectors import runtime_config
-from apps.memory import services
+from apps.memory import consolidation_services, embedding_services, forget_services, services
 from apps.memory.embedding import EmbeddingConfigError, EmbeddingError
 
 
@@ -18,7 +18,7 @@ from apps.memory.embedding import EmbeddingConfigError, EmbeddingError
     max_retries=8,
 )
 def embed_pending() -> int:
-    return services.embeddings_fill_pending()
+    return embedding_services.embeddings_fill_pending()
 
 
 @shared_task(name="memory.mark_accessed", acks_late=True, ignore_result=True)
@@ -35,7 +35,7 @@ def mark_accessed(node_ids: list[int]) -> int:
 )
 def promote_and_link() -> int:
     config = runtime_config()
-    result = services.memories_promote_and_link(
+    result = consolidation_services.memories_promote_and_link(
         threshold=config.promotion_threshold,
         batch_size=config.batch_size,
         link_similarity=config.link_similarity,
@@ -56,7 +56,7 @@ def decay() -> int:
     """Close the facts whose time ran out, then forget the stale, unconfirmed ones."""
     config = runtime_config()
     services.memories_expire()
-    counts = services.memories_decay(
+    counts = forget_services.memories_decay(
         decay_hours=config.decay_hours, minimum_score=config.minimum_score
     )
     return sum(counts.values())

@@ -17,8 +17,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pydantic import ValidationError
 
-from apps.memory import browser_selectors, browser_services, selectors, services
+from apps.memory import browser_selectors, browser_services, selectors, world_services
 from apps.memory.embedding import EmbeddingError, get_embedder
+from apps.memory.forget_services import ForgetReceipt
 from apps.memory.forms import (
     ForgetAllForm,
     MemoryEditForm,
@@ -27,7 +28,6 @@ from apps.memory.forms import (
     WorldStateForm,
 )
 from apps.memory.models import MemoryNode
-from apps.memory.services import ForgetReceipt
 
 PAGE_SIZE = 50
 RECEIPT_KEY = "memory_forget_receipt"
@@ -191,7 +191,7 @@ def memory_import(request):
 def memory_forget_all(request):
     form = ForgetAllForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        receipt = browser_services.memories_forget_all(owner=request.user)
+        receipt = browser_services.memories_forget_all_recorded(owner=request.user)
         return _show_receipt(request, receipt)
     return render(request, "memory/confirm_forget_all.html", {"form": form})
 
@@ -205,7 +205,7 @@ def world_state(request):
     if request.method == "POST":
         form = WorldStateForm(request.POST)
         if form.is_valid():
-            change = services.world_apply(
+            change = world_services.world_apply(
                 user_id=request.user.pk, ops=form.operations(), source="browser"
             )
             state = change.state

@@ -14,7 +14,7 @@ from apps.chat.turn_status import final_parts
 from apps.cognition.pipeline import prepare_saved_reply
 from apps.cognition.route import ANSWER, GATHER, WORLD, route_by_rule
 from apps.memory.models import WorldState
-from apps.memory.services import world_apply
+from apps.memory.world_services import world_apply
 from tests.chat.conftest import connect_socket
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import pytest
 from django.template.loader import render_to_string
 
 from apps.chat.models import Conversation, Message
-from apps.memory import services
+from apps.memory import forget_services, services
 from apps.memory.models import Episode
 
 pytestmark = pytest.mark.django_db
@@ -51,7 +51,7 @@ def test_the_panel_lists_route_memories_episodes_triples_and_step_times(user, ll
         assert text in html, text
 
     # A memory forgotten since is gone from the panel of every answer that used it.
-    services.memories_forget(node_ids=[bees.pk])
+    forget_services.memories_forget(node_ids=[bees.pk])
     assert "Alice keeps bees" not in render_to_string("chat/_trace.html", {"message": message})
 
 

@@ -18,7 +18,8 @@ from mcp.shared.exceptions import MCPError
 
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.memory.models import MemoryNode, WorldState
-from apps.memory.services import memory_node_create, triple_upsert, world_apply
+from apps.memory.services import memory_node_create, triple_upsert
+from apps.memory.world_services import world_apply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

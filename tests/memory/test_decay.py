@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from apps.core.selectors import runtime_config
-from apps.memory import browser_services, services
+from apps.memory import browser_services, forget_services, services
 from apps.memory.models import Critique, MemoryNode
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +30,9 @@ def _age(node: MemoryNode, hours: float) -> None:
 
 def _decay() -> set[int]:
     config = runtime_config()
-    services.memories_decay(decay_hours=config.decay_hours, minimum_score=config.minimum_score)
+    forget_services.memories_decay(
+        decay_hours=config.decay_hours, minimum_score=config.minimum_score
+    )
     return set(MemoryNode.objects.values_list("pk", flat=True))
 
 

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from apps.memory import services
+from apps.memory import embedding_services, services
 from apps.memory.embedding import EmbeddingConfigError, get_embedder
 from apps.memory.models import EmbeddingStatus, Episode, MemoryNode
 
@@ -40,8 +40,8 @@ def test_filling_pending_embeddings_twice_is_harmless(user, llm_stub):
     node = services.memory_node_create(owner=user, description="Allergic to kiwi", embed=False)
     episode = services.episode_create(owner=user, summary="Talked about allergies", embed=False)
 
-    assert services.embeddings_fill_pending() == 2
-    assert services.embeddings_fill_pending() == 0
+    assert embedding_services.embeddings_fill_pending() == 2
+    assert embedding_services.embeddings_fill_pending() == 0
     node.refresh_from_db()
     episode.refresh_from_db()
     assert node.embedding_status == episode.embedding_status == "ready"

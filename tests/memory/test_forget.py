@@ -8,7 +8,7 @@ from django.db import connection
 from django.urls import reverse
 
 from apps.chat.models import Conversation, Message
-from apps.memory import browser_services, services
+from apps.memory import browser_services, forget_services, services
 from apps.memory.models import MemoryNode, RetrievalPlan
 
 pytestmark = pytest.mark.django_db
@@ -94,7 +94,7 @@ def test_forgetting_everything_leaves_no_row_holding_any_memory(user, other_user
     services.triple_upsert(owner=user, subject="spare key", predicate="is_at", object=CANARY)
     theirs = services.memory_node_create(owner=other_user, description="Bob fishes", embed=False)
 
-    receipt = browser_services.memories_forget_all(owner=user)
+    receipt = browser_services.memories_forget_all_recorded(owner=user)
 
     assert _rows_holding(CANARY) == []
     assert _rows_holding("Alice keeps bees") == []
@@ -104,6 +104,51 @@ def test_forgetting_everything_leaves_no_row_holding_any_memory(user, other_user
     assert MemoryNode.objects.filter(pk=theirs.pk).exists()
 
 
+def _failing_once_done(service):
+    """The service, doing its work and then failing (a lost connection, a full disk)."""
+
+    def run(**arguments):
+        service(**arguments)
+        raise RuntimeError("the disk is full")
+
+    return run
+
+
+def test_forgetting_keeps_everything_when_its_last_step_fails(user, monkeypatch):
+    key, bees = _a_mind_that_knows_the_canary(user)
+    holding = _rows_holding(CANARY)
+    assert {"core_event.payload", "chat_message.trace"} <= set(holding)
+    failing = _failing_once_done(forget_services.message_traces_forget_memories)
+    monkeypatch.setattr(forget_services, "message_traces_forget_memories", failing)
+
+    with pytest.raises(RuntimeError):
+        browser_services.memory_nodes_forget(node_ids=[key.pk])
+
+    # Memory's rows, core's events and chat's traces were all changed, and all rolled back.
+    assert _rows_holding(CANARY) == holding
+    assert MemoryNode.objects.filter(fact_key="key").count() == 2
+    trace = Message.objects.get(role="assistant").trace
+    assert [hit["id"] for hit in trace["memory"]["memories"]] == [key.pk, bees.pk]
+
+
+def test_forgetting_everything_keeps_everything_when_a_step_fails(user, monkeypatch):
+    _a_mind_that_knows_the_canary(user)
+    services.episode_create(owner=user, summary=f"Alice hid the key {CANARY}", embed=False)
+    services.triple_upsert(owner=user, subject="spare key", predicate="is_at", object=CANARY)
+    holding = _rows_holding(CANARY)
+    events = user.events.count()
+    failing = _failing_once_done(forget_services.events_delete_of_owner)
+    monkeypatch.setattr(forget_services, "events_delete_of_owner", failing)
+
+    with pytest.raises(RuntimeError):
+        browser_services.memories_forget_all_recorded(owner=user)
+
+    assert _rows_holding(CANARY) == holding
+    assert user.events.count() == events
+    assert MemoryNode.objects.filter(owner=user).count() == 3
+    assert RetrievalPlan.objects.exists()
+
+
 def test_decay_forgets_the_events_that_quote_what_it_forgot(user):
     doubted = services.memory_node_create(
         owner=user, description=f"The key is {CANARY}", embed=False
@@ -111,7 +156,7 @@ def test_decay_forgets_the_events_that_quote_what_it_forgot(user):
     services.critique_record(node_id=doubted.pk, message=None, verdict="fails", debate="No.")
     MemoryNode.objects.filter(pk=doubted.pk).update(created_at="2000-01-01T00:00:00Z")
 
-    services.memories_decay(decay_hours=72, minimum_score=1)
+    forget_services.memories_decay(decay_hours=72, minimum_score=1)
 
     assert _rows_holding(CANARY) == []
 

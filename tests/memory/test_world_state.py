@@ -15,7 +15,7 @@ from apps.cognition.reflection import reflect_on_message
 from apps.cognition.schemas import Reflection
 from apps.cognition.world import WorldOps, modify_world
 from apps.core.models import Event
-from apps.memory import services
+from apps.memory import forget_services, world_services
 from apps.memory.models import WorldState
 from apps.memory.renderer import render_world
 from apps.memory.selectors import world_state_for
@@ -27,7 +27,7 @@ LONG = "x" * 201
 
 
 def _apply(user, *ops, source="test"):
-    return services.world_apply(user_id=user.pk, ops=list(ops), source=source)
+    return world_services.world_apply(user_id=user.pk, ops=list(ops), source=source)
 
 
 def _stored(user) -> dict:
@@ -190,7 +190,7 @@ def test_forgetting_everything_forgets_the_world_state(user, other_user):
     _apply(user, {"op": "set", "path": "project", "value": "Secret plan"})
     _apply(other_user, {"op": "set", "path": "project", "value": "Mallory's plan"})
 
-    services.memories_forget_all(owner_id=user.pk)
+    forget_services.memories_forget_of_owner(owner_id=user.pk)
 
     assert list(WorldState.objects.values_list("owner", flat=True)) == [other_user.pk]
 

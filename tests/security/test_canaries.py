@@ -29,7 +29,7 @@ from apps.accounts.services import api_key_create
 from apps.chat.models import Conversation, Message
 from apps.cognition.context import memory_context_for_turn
 from apps.dashboard.routing import websocket_urlpatterns as mind_routes
-from apps.memory import browser_services
+from apps.memory import browser_services, world_services
 from apps.memory import services as memory_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -80,7 +80,7 @@ def _holder(index: int):
     memory_services.episode_create(
         owner=user, summary=f"The user chose the locker code {canary}", conversation=conversation
     )
-    memory_services.world_apply(
+    world_services.world_apply(
         user_id=user.pk,
         ops=[{"op": "set", "path": "project", "value": f"Locker {canary}"}],
         source="browser",

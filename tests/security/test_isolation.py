@@ -21,6 +21,7 @@ from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create
 from apps.chat.models import Conversation, Message
 from apps.memory import services as memory_services
+from apps.memory import world_services
 from apps.memory.models import Episode, MemoryNode, Triple, WorldState
 from tests.route_coverage import _routes
 
@@ -74,7 +75,7 @@ def owned_by(user) -> Owned:
     triple = memory_services.triple_upsert(
         owner=user, subject="Alice", predicate="has locker code", object=SECRET
     )
-    memory_services.world_apply(
+    world_services.world_apply(
         user_id=user.pk,
         ops=[{"op": "set", "path": "project", "value": f"Project {SECRET}"}],
         source="browser",

@@ -8,8 +8,8 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from apps.memory.embedding import EmbeddingError, get_embedder
+from apps.memory.embedding_services import embeddings_refresh_batch
 from apps.memory.models import EmbeddingStatus, Episode, MemoryNode
-from apps.memory.services import embeddings_refresh_batch
 
 HNSW_INDEXES = {
     MemoryNode: "memnode_embedding_hnsw",

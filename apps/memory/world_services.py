@@ -1,0 +1,160 @@
+"""The world state: what the talk is about now, changed only by validated operations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from apps.core.models import Event
+from apps.core.services import events_record
+from apps.memory.models import WorldState
+from apps.memory.schemas import WORLD_LIST_PATHS, WorldOp, world_op_parse
+
+# A turn that proposes more than this is rambling; the rest are rejected, not guessed at.
+MAX_WORLD_OPS = 20
+
+
+@dataclass
+class WorldChange:
+    """What one `world_apply` did: the operations applied, those rejected with the reason.
+
+    `changed` is whether the state differs afterwards (then `version` moved by one); `error`
+    is set instead when no operations could be had at all (the LLM failed); `reason` is the
+    proposer's own word for its operations.
+    """
+
+    state: WorldState
+    version: int
+    applied: list[dict] = field(default_factory=list)
+    rejected: list[dict] = field(default_factory=list)
+    changed: bool = False
+    error: str = ""
+    reason: str = ""
+
+    def as_dict(self) -> dict:
+        """For a trace: JSON, without the model instance."""
+        return {
+            "applied": self.applied,
+            "rejected": self.rejected,
+            "changed": self.changed,
+            "version": self.version,
+            "error": self.error,
+            "reason": self.reason,
+        }
+
+
+def _short(value, depth: int = 0):
+    """A proposed operation as JSON small enough for an event or a trace, whatever it was."""
+    if isinstance(value, str):
+        return value[:300]
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    if isinstance(value, list | tuple) and depth < 2:
+        return [_short(item, depth + 1) for item in value[:20]]
+    if isinstance(value, dict) and depth < 2:
+        return {str(key)[:50]: _short(item, depth + 1) for key, item in list(value.items())[:10]}
+    return str(value)[:300]
+
+
+def _op_json(op: WorldOp | dict) -> dict:
+    if isinstance(op, WorldOp):
+        return op.model_dump(exclude_none=True)
+    return _short(op) if isinstance(op, dict) else {"op": _short(op)}
+
+
+def _world_op_apply(state: WorldState, op: WorldOp) -> str:
+    """Apply one valid operation to the locked row; the reason it cannot be, else ""."""
+    if op.path not in WORLD_LIST_PATHS:
+        if op.op == "set":
+            state.project = op.value
+        elif op.value and op.value.casefold() != state.project.casefold():
+            return f"the active project is {state.project!r}, not {op.value!r}"
+        else:
+            state.project = ""
+        return ""
+    if op.op == "set":
+        setattr(state, op.path, list(op.values))
+        return ""
+    items = list(getattr(state, op.path))
+    found = [item for item in items if item.casefold() == op.value.casefold()]
+    if op.op == "append":
+        if found:
+            return f"{op.value!r} is already in {op.path}"
+        limit = WorldState.LIMITS[op.path]
+        if len(items) >= limit:
+            return f"{op.path} already holds {limit} items: remove one first"
+        items.append(op.value)
+    else:
+        if not found:
+            return f"{op.value!r} is not in {op.path}"
+        items.remove(found[0])
+    setattr(state, op.path, items)
+    return ""
+
+
+def world_apply(*, user_id: int, ops: Sequence[WorldOp | dict], source: str) -> WorldChange:
+    """Apply the valid operations to a user's world state in one transaction.
+
+    An invalid operation, or one the state does not allow (a full list, removing what is not
+    there), is returned in `rejected` with a one-sentence reason, never raised; the others
+    still apply. The row is locked while they do, created if missing; the version goes up once,
+    and one event records what changed, when anything did. `source`: "turn", "reflection",
+    "browser", "admin".
+    """
+    parsed: list[tuple[WorldOp | dict, WorldOp]] = []
+    rejected: list[dict] = []
+    for index, raw in enumerate(ops):
+        result = world_op_parse(raw)
+        if index >= MAX_WORLD_OPS:
+            result = f"at most {MAX_WORLD_OPS} operations are applied at once"
+        if isinstance(result, str):
+            rejected.append({"op": _op_json(raw), "reason": result})
+        else:
+            parsed.append((raw, result))
+    if not parsed:
+        state = WorldState.objects.filter(owner_id=user_id).first() or WorldState(owner_id=user_id)
+        return WorldChange(state=state, version=state.version, rejected=rejected)
+    applied: list[dict] = []
+    with transaction.atomic():
+        WorldState.objects.bulk_create([WorldState(owner_id=user_id)], ignore_conflicts=True)
+        state = WorldState.objects.select_for_update().get(owner_id=user_id)
+        before = state.as_dict()
+        for raw, op in parsed:
+            reason = _world_op_apply(state, op)
+            if reason:
+                rejected.append({"op": _op_json(raw), "reason": reason})
+            else:
+                applied.append(_op_json(op))
+        changed = state.as_dict() != before
+        if changed:
+            state.version += 1
+            state.save()
+            _record_world_change(state=state, source=source, applied=applied, rejected=rejected)
+    return WorldChange(
+        state=state, version=state.version, applied=applied, rejected=rejected, changed=changed
+    )
+
+
+def _record_world_change(
+    *, state: WorldState, source: str, applied: list[dict], rejected: list[dict]
+) -> None:
+    done = ", ".join(f"{op['op']} {op['path']}" for op in applied)
+    events_record(
+        [
+            Event(
+                kind=Event.Kind.EDIT,
+                owner_id=state.owner_id,
+                summary=f"world state v{state.version} by {source}: {done}",
+                payload={
+                    "action": "world",
+                    "source": source,
+                    "version": state.version,
+                    "applied": applied,
+                    "rejected": rejected,
+                    "state": state.as_dict(),
+                },
+            )
+        ]
+    )
