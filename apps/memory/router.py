@@ -78,7 +78,9 @@ class Route(StrEnum):
 
 
 @dataclass(frozen=True)
-class RouteDecision:
+class RecallRoute:
+    """Which way a turn's recall goes, familiarity or recollection, and why."""
+
     name: Route
     reason: str
 
@@ -130,21 +132,21 @@ def triple_match(*, text: str, triples: Iterable[tuple[str, str]]) -> float:
 
 def route_turn(
     *, text: str, best_memory_cosine: float | None, best_triple_match: float = 0.0
-) -> RouteDecision:
+) -> RecallRoute:
     cue = recall_cue(text)
     if cue:
-        return RouteDecision(Route.RECOLLECTION, f"the message asks about the past ({cue!r})")
+        return RecallRoute(Route.RECOLLECTION, f"the message asks about the past ({cue!r})")
     if best_triple_match >= FAMILIAR_TRIPLE_MATCH:
-        return RouteDecision(Route.FAMILIARITY, "familiar: the message names a known fact")
+        return RecallRoute(Route.FAMILIARITY, "familiar: the message names a known fact")
     if best_memory_cosine is None:
-        return RouteDecision(Route.RECOLLECTION, "nothing familiar: no memory was compared")
+        return RecallRoute(Route.RECOLLECTION, "nothing familiar: no memory was compared")
     if best_memory_cosine < FAMILIAR_COSINE:
-        return RouteDecision(
+        return RecallRoute(
             Route.RECOLLECTION,
             f"weak familiarity: best memory cosine {best_memory_cosine:.2f} "
             f"< {FAMILIAR_COSINE:.2f}",
         )
-    return RouteDecision(
+    return RecallRoute(
         Route.FAMILIARITY,
         f"familiar: best memory cosine {best_memory_cosine:.2f} ≥ {FAMILIAR_COSINE:.2f}",
     )
