@@ -385,10 +385,10 @@ def _queries(owner_ids: list[int], args: argparse.Namespace, salt: int):
 
 
 def measure_search(owner_ids: list[int], args: argparse.Namespace, exact_max: int) -> str:
-    from apps.memory import selectors
-    from apps.memory.selectors import Weights, memory_search
+    from apps.memory import search_selectors
+    from apps.memory.search_selectors import Weights, memory_search
 
-    default, selectors.EXACT_SCAN_MAX_ROWS = selectors.EXACT_SCAN_MAX_ROWS, exact_max
+    default, search_selectors.EXACT_SCAN_MAX_ROWS = search_selectors.EXACT_SCAN_MAX_ROWS, exact_max
     vector_only = Weights(vector=1, text=0, recency=0, importance=0, confidence=0)
     latencies, nearest, asked, short = [], [], [], 0
     for owner, vector, words in _queries(owner_ids, args, 0):
@@ -399,7 +399,7 @@ def measure_search(owner_ids: list[int], args: argparse.Namespace, exact_max: in
         found = memory_search(user_id=owner, text="", vector=vector, limit=10, weights=vector_only)
         nearest.append({hit.id for hit in found})
         asked.append((owner, vector))
-    selectors.EXACT_SCAN_MAX_ROWS = default
+    search_selectors.EXACT_SCAN_MAX_ROWS = default
     recalls = [
         len(top & found) / 10 for top, found in zip(exact_tops(asked, 10), nearest, strict=True)
     ]
@@ -410,7 +410,7 @@ def measure_search(owner_ids: list[int], args: argparse.Namespace, exact_max: in
 
 
 def measure_full_text(owner_ids: list[int], args: argparse.Namespace) -> str:
-    from apps.memory.selectors import memory_search
+    from apps.memory.search_selectors import memory_search
 
     latencies, short = [], 0
     for owner, _, words in _queries(owner_ids, args, 1):
@@ -434,7 +434,7 @@ def measure_graph(owner_ids: list[int], args: argparse.Namespace) -> str:
 
 
 def measure_episodes(owner_ids: list[int], args: argparse.Namespace) -> str:
-    from apps.memory.selectors import EPISODES_PER_TURN, episode_search
+    from apps.memory.search_selectors import EPISODES_PER_TURN, episode_search
 
     latencies, counts = [], []
     for owner, vector, words in _queries(owner_ids, args, 3):
@@ -515,7 +515,7 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.db import connection
 
-        from apps.memory.selectors import EXACT_SCAN_MAX_ROWS
+        from apps.memory.search_selectors import EXACT_SCAN_MAX_ROWS
 
         owner_ids = list(get_user_model().objects.values_list("pk", flat=True))
         with connection.cursor() as cursor:

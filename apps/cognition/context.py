@@ -22,18 +22,16 @@ from apps.memory.embedding import Embedder, EmbeddingError, get_embedder
 from apps.memory.models import Triple
 from apps.memory.router import Route, route_turn, triple_match
 from apps.memory.schemas import PlanStep
-from apps.memory.selectors import (
+from apps.memory.search_selectors import (
     EMBED_TIMEOUT_SECONDS,
     EPISODES_PER_TURN,
     EpisodeHit,
     MemoryHit,
     Weights,
-    default_plan_steps,
     episode_search,
     memory_search,
-    plan_and_knowledge,
-    turn_plan_steps,
 )
+from apps.memory.selectors import default_plan_steps, plan_and_knowledge, turn_plan_steps
 
 logger = logging.getLogger(__name__)
 

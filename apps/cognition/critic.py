@@ -33,6 +33,7 @@ from apps.core.selectors import runtime_config
 from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
 from apps.memory.models import Critique, MemoryLink, MemoryNode, Triple
+from apps.memory.query_text import STOPWORDS
 
 # LLM calls one sweep may make: on a one-slot server the chat must not wait behind a backlog.
 SWEEP_MAX_NODES = 3
@@ -76,7 +77,7 @@ def _words(text: str) -> set[str]:
 
 def _facts_about(*, node: MemoryNode, triples: list[Triple]) -> list[str]:
     """The owner's facts sharing a word with the node (its predicate's too), most shared first."""
-    said = _words(f"{node.topic} {node.description}") - memory_selectors.STOPWORDS - {"user"}
+    said = _words(f"{node.topic} {node.description}") - STOPWORDS - {"user"}
     shared = []
     for triple in triples:
         common = len(said & _words(f"{triple.subject} {triple.predicate.name} {triple.object}"))

@@ -22,14 +22,14 @@ from pydantic import BaseModel, Field
 from apps.chat.models import Message
 from apps.core.models import RuntimeConfig
 from apps.memory.embedding import EmbeddingError, get_embedder
-from apps.memory.selectors import (
+from apps.memory.query_text import STOPWORDS
+from apps.memory.search_selectors import (
     EMBED_TIMEOUT_SECONDS,
-    STOPWORDS,
     Weights,
     episode_search,
-    knowledge_triples_for,
     memory_search,
 )
+from apps.memory.selectors import knowledge_triples_for
 
 # What one piece of evidence may say, so that a few rounds of results fit a small window.
 EVIDENCE_CHARS = 500

@@ -31,12 +31,8 @@ from apps.memory import browser_selectors, browser_services
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.models import MemoryNode
 from apps.memory.renderer import render_knowledge, render_world
-from apps.memory.selectors import (
-    EMBED_TIMEOUT_SECONDS,
-    memory_search,
-    shared_memory_count,
-    world_state_for,
-)
+from apps.memory.search_selectors import EMBED_TIMEOUT_SECONDS, memory_search
+from apps.memory.selectors import shared_memory_count, world_state_for
 from apps.memory.services import memory_nodes_mark_accessed, memory_nodes_near
 
 MCP_PATH = "/mcp"

@@ -25,7 +25,7 @@ from django.db import connection
 from apps.memory.embedding import Embedder
 from apps.memory.models import EmbeddingStatus, MemoryNode
 from apps.memory.router import FAMILIAR_COSINE, Route, recall_cue, route_turn
-from apps.memory.selectors import Weights, memory_search
+from apps.memory.search_selectors import Weights, memory_search
 
 CUTOFFS = (5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from apps.memory import selectors, services
+from apps.memory import search_selectors, services
 from apps.memory.models import GLOBAL_COUNT_KEY, CurrentMemoryCount, MemoryNode
 
 pytestmark = pytest.mark.django_db
@@ -115,11 +115,13 @@ def test_the_search_weighs_and_routes_by_the_kept_count(django_user_model, monke
     for i in range(4):
         _insert_sql(user.pk, f"own memory {i}")
     _insert_sql(None, "a global memory")
-    _, params = selectors.memory_search_query(user_id=user.pk, text="memory", vector=None, limit=5)
+    _, params = search_selectors.memory_search_query(
+        user_id=user.pk, text="memory", vector=None, limit=5
+    )
     assert params["visible"] == 5
     # Past the exact scan's limit the search takes the HNSW path, by the count alone.
-    monkeypatch.setattr(selectors, "EXACT_SCAN_MAX_ROWS", 4)
-    sql, _ = selectors.memory_search_query(
+    monkeypatch.setattr(search_selectors, "EXACT_SCAN_MAX_ROWS", 4)
+    sql, _ = search_selectors.memory_search_query(
         user_id=user.pk, text="memory", vector=[0.1] * 8, limit=5
     )
     assert "approximate AS MATERIALIZED" in sql

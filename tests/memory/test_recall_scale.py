@@ -13,15 +13,12 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from apps.memory import selectors, services
+from apps.memory import search_selectors, services
 from apps.memory.embedding import vector_literal
 from apps.memory.models import SHORT_TEXT_MAX_BYTES, MemoryNode
-from apps.memory.selectors import (
-    Weights,
-    knowledge_triples_for,
-    memory_search,
-    plan_and_knowledge,
-)
+from apps.memory.query_text import query_terms
+from apps.memory.search_selectors import Weights, memory_search
+from apps.memory.selectors import knowledge_triples_for, plan_and_knowledge
 
 pytestmark = pytest.mark.django_db
 
@@ -214,8 +211,8 @@ def test_the_words_are_matched_in_every_form_any_visible_memory_has_and_no_other
     index while they are few: a form that only a global memory or a long one has is still
     matched, and one that only another user's or a superseded memory has matches nothing; the
     same as a small owner's match against every form."""
-    monkeypatch.setattr(selectors, "FORM_LOOKUP_MIN_ROWS", lookup_from_rows)
-    monkeypatch.setattr(selectors, "WORD_LOOKUP_MAX_ROWS", lookup_max_rows)
+    monkeypatch.setattr(search_selectors, "FORM_LOOKUP_MIN_ROWS", lookup_from_rows)
+    monkeypatch.setattr(search_selectors, "WORD_LOOKUP_MAX_ROWS", lookup_max_rows)
     long_text = "Notes from the holiday: " + "we walked and talked for hours. " * 30
     painted = services.memory_node_create(owner=user, description="I painted the fence")
     long = services.memory_node_create(owner=user, description=long_text + "Then the gardens.")
@@ -263,7 +260,7 @@ def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(u
         services.episode_create(owner=user, summary=summary, embed=False)
     services.episode_create(owner=other_user, summary="Painting gardens all day", embed=False)
     for text in ("painting the garden", "jazz pianos", "e-mail to the dentist", "gardening"):
-        forms = [form for _, term_forms in selectors.query_terms(text) for form in term_forms]
+        forms = [form for _, term_forms in query_terms(text) for form in term_forms]
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT id, ts_rank_cd(tsv, to_tsquery('simple', %s), 32) FROM memory_episode "
@@ -271,7 +268,7 @@ def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(u
                 [" | ".join(forms), user.pk, " | ".join(forms)],
             )
             expected = {episode_id: rank for episode_id, rank in cursor.fetchall()}
-        hits = selectors.episode_search(user_id=user.pk, text=text, vector=None, limit=10)
+        hits = search_selectors.episode_search(user_id=user.pk, text=text, vector=None, limit=10)
         assert expected, text  # each query's words are in some episode
         assert {hit.id: hit.components["text"] for hit in hits if hit.components["text"]} == (
             pytest.approx(expected)

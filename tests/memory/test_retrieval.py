@@ -6,9 +6,9 @@ import statistics
 import pytest
 from django.db import connection
 
-from apps.memory import selectors, services
+from apps.memory import search_selectors, services
 from apps.memory.embedding import vector_literal
-from apps.memory.selectors import Weights, memory_search
+from apps.memory.search_selectors import Weights, memory_search
 
 pytestmark = pytest.mark.django_db
 
@@ -130,7 +130,7 @@ def _take_the_big_table_path(monkeypatch) -> None:
     beat the HNSW index and at a million rows read the whole table (they are dropped with the
     test's transaction).
     """
-    monkeypatch.setattr(selectors, "EXACT_SCAN_MAX_ROWS", 0)
+    monkeypatch.setattr(search_selectors, "EXACT_SCAN_MAX_ROWS", 0)
     with connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # DDL waits for no deferred FK check
         cursor.execute(DROP_OWNER_INDEXES)
@@ -143,7 +143,7 @@ def through_the_hnsw_index(monkeypatch):
 
 
 def _plan(user_id: int, vector: list[float]) -> str:
-    sql, params = selectors.memory_search_query(
+    sql, params = search_selectors.memory_search_query(
         user_id=user_id, text="", vector=vector, limit=10, weights=VECTOR_ONLY
     )
     with connection.cursor() as cursor:
@@ -156,7 +156,7 @@ def test_without_iterative_scans_the_filtered_index_returns_fewer_than_k(
 ):
     owners = _bulk_memories(django_user_model, users=100, per_user=40)
     vector = _random_unit_vector(random.Random(3))
-    sql, params = selectors.memory_search_query(
+    sql, params = search_selectors.memory_search_query(
         user_id=owners[0], text="", vector=vector, limit=10, weights=VECTOR_ONLY
     )
 
@@ -208,7 +208,7 @@ def test_a_big_owner_goes_through_the_hnsw_index_with_recall_and_k_back(
     django_user_model, monkeypatch
 ):
     """4000 rows per owner above a 3000-row exact-scan limit: the HNSW index path."""
-    monkeypatch.setattr(selectors, "EXACT_SCAN_MAX_ROWS", 3000)
+    monkeypatch.setattr(search_selectors, "EXACT_SCAN_MAX_ROWS", 3000)
     with connection.cursor() as cursor:
         # Building the index once is much faster than growing it row by row.
         cursor.execute("DROP INDEX memnode_embedding_hnsw")
@@ -224,7 +224,7 @@ def test_a_big_owner_goes_through_the_hnsw_index_with_recall_and_k_back(
         cursor.execute("SET LOCAL enable_seqscan = off")
     rng = random.Random(11)
     queries = [(rng.choice(owners), _random_unit_vector(rng)) for _ in range(30)]
-    assert selectors.EXACT_SCAN_MAX_ROWS < 4000
+    assert search_selectors.EXACT_SCAN_MAX_ROWS < 4000
     assert "memnode_embedding_hnsw" in _plan(owners[0], queries[0][1])
 
     found = []
@@ -277,7 +277,7 @@ def test_the_neighbour_weight_and_window_come_from_the_runtime_config(user):
 def test_named_dates_reads_days_months_years_and_periods_relative_to_now():
     from datetime import UTC, datetime
 
-    from apps.memory.selectors import named_dates
+    from apps.memory.query_text import named_dates
 
     now = datetime(2026, 11, 24, 15, 0, tzinfo=UTC)  # a Tuesday
     day = named_dates("What did she say on 8 May, 2023?", now=now)

@@ -1,0 +1,150 @@
+"""The words and dates of a query: its meaningful words with their likely inflections, for
+the full-text match, and the periods it names, for matching memories made then."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from django.utils import timezone
+
+MAX_QUERY_WORDS = 24
+# Words too common to say anything in a full-text match, in the five renderer languages.
+_STOPWORD_TEXT = """
+    a an and are as at be but by can could did do does for from had has have how i if in is it
+    its me my no not of on or our she so that the their them then there they this to was we were
+    what when where which who why will with would you your yours he him his her hers us
+    il lo la le gli i un una uno e è di da del della che chi non per con su mi ti si ci vi
+    der die das ein eine und ist nicht zu mit von ich du er sie es wir ihr den dem des
+    le les un une et est pas de du des que qui je tu il elle nous vous ils au aux
+    el los las un una y es no de del que quien yo tú él ella nosotros se lo
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_WORD_RE = re.compile(r"\w+", re.UNICODE)
+_SUFFIXES = ("ing", "edly", "ed", "es", "s", "ly")
+_ENDINGS = ("", "s", "es", "ed", "ing", "er", "ers", "e", "ies")
+_MONTHS = [
+    *("january", "february", "march", "april", "may", "june"),
+    *("july", "august", "september", "october", "november", "december"),
+]
+_MONTH = "|".join(_MONTHS)
+# "8 May 2023", "May 8, 2023", "May 2023", "in June", "2023". "May" and "March" are months only
+# next to a day or a year, or after "in": "May I ask" names no date.
+_DATE_RE = re.compile(
+    rf"\b(?:(?P<day>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?)?(?P<month>{_MONTH})"
+    rf"(?:\s+(?P<day_after>\d{{1,2}})(?:st|nd|rd|th)?\b)?(?:,?\s+(?P<year>(?:19|20)\d\d))?\b"
+    r"|\b(?P<lone_year>(?:19|20)\d\d)\b",
+    re.IGNORECASE,
+)
+_RELATIVE_RE = re.compile(r"\b(yesterday|today|(?:last|this) (?:week|month|year))\b", re.IGNORECASE)
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def word_forms(word: str) -> list[str]:
+    """The word and its likely inflections: "painting" also finds "paint", "paints", "painted".
+
+    Exact lexemes, not a prefix search (`paint:*`): a prefix makes the GIN index collect every
+    posting of the prefix before it can intersect them with the owner's, ten times slower.
+    """
+    stem = _stem(word)
+    bases = {stem}
+    if word.endswith("e") and len(word) >= 4:
+        bases.add(word[:-1])  # making → mak
+    if stem.endswith("i"):
+        bases.add(stem[:-1] + "y")  # hobbies → hobby
+    if len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiousl":
+        bases.add(stem[:-1])  # running → run
+    forms = {word}
+    for base in bases:
+        forms.update(base + ending for ending in _ENDINGS)
+    return sorted(forms)
+
+
+def query_terms(text: str) -> list[tuple[str, list[str]]]:
+    """The meaningful words of `text` as (to_tsquery group, its forms), one per distinct group."""
+    terms: dict[str, list[str]] = {}
+    for word in _WORD_RE.findall(text.lower()):
+        word = word.strip("_")
+        if len(word) > 1 and word not in STOPWORDS:
+            forms = word_forms(word)
+            terms.setdefault("(" + " | ".join(forms) + ")", forms)
+    return list(terms.items())[:MAX_QUERY_WORDS]
+
+
+@dataclass
+class NamedDates:
+    """The periods a text names: [start, end) spans, and months named without a year."""
+
+    spans: list[tuple[datetime, datetime]] = field(default_factory=list)
+    months: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.spans or self.months)
+
+
+def _month_span(year: int, month: int) -> tuple[datetime, datetime]:
+    start = datetime(year, month, 1, tzinfo=UTC)
+    end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+    return start, end
+
+
+def named_dates(text: str, *, now: datetime | None = None) -> NamedDates:
+    """The dates a query names, for matching memories made then; relative ones count from now."""
+    now = (now or timezone.now()).astimezone(UTC)
+    named = NamedDates()
+    for match in _DATE_RE.finditer(text):
+        if match["lone_year"]:
+            year = int(match["lone_year"])
+            named.spans.append(
+                (datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC))
+            )
+            continue
+        month_name = match["month"].lower()
+        day = match["day"] or match["day_after"]
+        year = match["year"]
+        before = text[: match.start()].rstrip().lower()
+        if month_name in ("may", "march") and not (day or year or re.search(r"\bin$", before)):
+            continue
+        month = _MONTHS.index(month_name) + 1
+        if not year:
+            named.months.append(month)
+        elif day and 1 <= int(day) <= 31:
+            try:
+                start = datetime(int(year), month, int(day), tzinfo=UTC)
+            except ValueError:
+                continue
+            named.spans.append((start, start + timedelta(days=1)))
+        else:
+            named.spans.append(_month_span(int(year), month))
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    week = today - timedelta(days=today.weekday())
+    for phrase in _RELATIVE_RE.findall(text.lower()):
+        if phrase == "today":
+            named.spans.append((today, today + timedelta(days=1)))
+        elif phrase == "yesterday":
+            named.spans.append((today - timedelta(days=1), today))
+        elif phrase == "this week":
+            named.spans.append((week, week + timedelta(days=7)))
+        elif phrase == "last week":
+            named.spans.append((week - timedelta(days=7), week))
+        elif phrase == "this month":
+            named.spans.append(_month_span(now.year, now.month))
+        elif phrase == "last month":
+            previous = today.replace(day=1) - timedelta(days=1)
+            named.spans.append(_month_span(previous.year, previous.month))
+        elif phrase == "this year":
+            named.spans.append(
+                (datetime(now.year, 1, 1, tzinfo=UTC), datetime(now.year + 1, 1, 1, tzinfo=UTC))
+            )
+        else:
+            named.spans.append(
+                (datetime(now.year - 1, 1, 1, tzinfo=UTC), datetime(now.year, 1, 1, tzinfo=UTC))
+            )
+    return named

@@ -1,0 +1,533 @@
+"""Hybrid search over memories and episodes: vector, full text, recency, importance and
+confidence, with neighbours and the dates a query names; the turn's, the tools' and MCP's recall."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+
+from apps.core.db import QueryVector, fetch_hot
+from apps.core.models import RuntimeConfig
+from apps.core.selectors import runtime_config
+from apps.memory.models import GLOBAL_COUNT_KEY, HALF_VECTOR_MAX_DIM, SHORT_TEXT_MAX_BYTES
+from apps.memory.query_text import named_dates, query_terms
+
+# Up to this many visible rows (own + global) an exact scan is used: exact, and at 10k rows per
+# owner (1M rows, bench/README.md) much faster than the filtered HNSW path, whose recall there
+# fell to 0.07. Above it the HNSW index with iterative scans keeps latency flat. Which one a
+# search takes is decided on the owner's count of current rows, which the database keeps.
+EXACT_SCAN_MAX_ROWS = 20000
+# The HNSW path over-fetches this many times the candidates in relaxed order, then re-ranks them
+# by exact distance.
+HNSW_OVERFETCH = 2
+# From this many visible rows on, a message's word forms are looked up before the match (see
+# _SEARCH_FORMS_SQL). Below it, testing every row against every form is cheaper than the
+# lookups: ~1.2 µs a row against ~20 µs a form, and on a small table the planner reads each
+# lookup's rows from a B-tree instead (7 ms for 37 forms over 30 memories; at 50 users chatting,
+# PostgreSQL's CPU a turn doubled).
+FORM_LOOKUP_MIN_ROWS = 2000
+# Up to this many rows with one of the message's forms, those owners' matching rows are read by
+# the lookup (each a table row); past it, by a scan of the owner's words (see _WORDS_LOOKED_UP).
+WORD_LOOKUP_MAX_ROWS = 256
+# Document frequencies for the text score are counted up to this many rows per term.
+TEXT_STATS_MAX_ROWS = 5000
+# Words in more than about half of the memories (idf < ln 2) still add to the text score but do not
+# pull memories in by themselves: a name or a date in every row would match them all.
+MATCH_MIN_IDF = 0.69
+RECENCY_HALF_LIFE_DAYS = 30
+EMBED_TIMEOUT_SECONDS = 10.0
+EPISODES_PER_TURN = 3
+# A memory made in a period the query names ("in May 2023", "last week") gains this much, as a
+# share of the other weights: what was said then is what a question about then asks for.
+DATE_MATCH_WEIGHT = 0.2
+
+
+@dataclass
+class Weights:
+    vector: float
+    text: float
+    recency: float
+    importance: float
+    confidence: float
+    # How much a memory scores for its best neighbour; 0 ranks every memory on its own.
+    context: float = 0.0
+    # Memories made this close together are neighbours (turns of one exchange).
+    neighbour_seconds: int = 60
+
+    @classmethod
+    def from_config(cls, config: RuntimeConfig | None = None) -> Weights:
+        config = config or runtime_config()
+        return cls(
+            vector=config.weight_vector,
+            text=config.weight_text,
+            recency=config.weight_recency,
+            importance=config.weight_importance,
+            confidence=config.weight_confidence,
+            context=config.weight_context,
+            neighbour_seconds=config.neighbour_seconds,
+        )
+
+
+@dataclass
+class MemoryHit:
+    id: int
+    kind: str
+    topic: str
+    description: str
+    is_global: bool
+    created_at: datetime
+    score: float
+    components: dict[str, float]
+    # The best own score among the memories made next to it, which its score also carries.
+    context: float = 0.0
+
+    def as_trace(self) -> dict:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "global": self.is_global,
+            "score": round(self.score, 4),
+            "components": {name: round(value, 4) for name, value in self.components.items()},
+            "context": round(self.context, 4),
+        }
+
+
+@dataclass
+class EpisodeHit:
+    id: int
+    summary: str
+    lesson: str
+    ended_at: datetime
+    score: float
+    components: dict[str, float]
+
+    def as_trace(self) -> dict:
+        return {
+            "id": self.id,
+            "score": round(self.score, 4),
+            "components": {name: round(value, 4) for name, value in self.components.items()},
+        }
+
+
+# Candidates come from three places: an exact vector scan (small owners) or the HNSW index (big
+# ones), and a full-text match. The text score is an IDF-weighted count of the query's words
+# (BM25 without term frequency, which one-line memories hardly have); vector and text scores are
+# min-max normalised over the candidates before they are weighted, so neither scale dominates.
+# A memory then also scores for the best of its neighbours — memories made within the runtime
+# config's neighbour_seconds of it —, because what answers a question is often said next to its
+# keywords; the owner's neighbours of every candidate are candidates too, since such an answer
+# ("LeBron, no doubt") may share neither words nor meaning with the question. A memory made in
+# a period the query names gains DATE_MATCH_WEIGHT.
+#
+# A message's three words make some forty-five forms ("paint", "paints", "painted", …), most of
+# which no memory has, and testing each of an owner's rows against all of them cost ~1.2 µs a row
+# (12 ms at 10k rows). So the forms are first looked up in memnode_owner_lexemes, one short
+# posting list each (memory 0011), and only those some current memory of the owner or a global one
+# has are matched (`present`); a form the parser splits in two is kept as it is. With none present
+# the match is not run at all. Owners with fewer than FORM_LOOKUP_MIN_ROWS rows skip the lookups.
+# The owner's and the global current rows, as the database counts them (CurrentMemoryCount),
+# capped where the search stops telling counts apart.
+_VISIBLE_ROWS_SQL = """
+SELECT LEAST(GREATEST(COALESCE(sum(rows), 0), 0), %(visible_max)s)::int
+  FROM memory_currentmemorycount WHERE owner_key IN (%(owner)s::int, %(global_key)s)
+"""
+# The owner's and the global rows each in their own scan of memnode_owner_vectors, which holds
+# every current row's half-precision vector next to its owner: one owner's rows are read
+# together, without the table, where the table has them on pages all over it. Half precision
+# orders them as the full vectors do but for near-ties, which the candidates' margin (4 × the
+# limit) absorbs; scores use the full vectors. Above HALF_VECTOR_MAX_DIM dimensions the scan
+# reads the table's vectors.
+_EXACT_NEAREST = """
+nearest AS MATERIALIZED (
+    SELECT id FROM (
+        (SELECT id, {column} <=> %(vector)s::{column_type} AS distance FROM memory_memorynode
+          WHERE owner_id = %(owner)s::int AND valid_to IS NULL AND {column} IS NOT NULL {{kinds}}
+          ORDER BY distance LIMIT %(candidates)s)
+        UNION ALL
+        (SELECT id, {column} <=> %(vector)s::{column_type} AS distance FROM memory_memorynode
+          WHERE owner_id IS NULL AND valid_to IS NULL AND {column} IS NOT NULL {{kinds}}
+          ORDER BY distance LIMIT %(candidates)s)
+    ) AS closest
+     ORDER BY distance
+     LIMIT %(candidates)s
+),
+"""
+# The owner filter is spelled so that no B-tree can serve it, which leaves the planner the HNSW
+# index; the over-fetched candidates are re-ranked by exact distance.
+_APPROXIMATE_NEAREST = """
+approximate AS MATERIALIZED (
+    SELECT id FROM memory_memorynode
+     WHERE COALESCE(owner_id, %(owner)s::int) = %(owner)s::int AND valid_to IS NULL {kinds}
+     ORDER BY embedding <=> %(vector)s::vector
+     LIMIT %(overfetch)s
+),
+nearest AS MATERIALIZED (
+    SELECT id FROM approximate
+     ORDER BY (SELECT embedding <=> %(vector)s::vector FROM memory_memorynode AS n
+                WHERE n.id = approximate.id)
+     LIMIT %(candidates)s
+),
+"""
+_NO_NEAREST = """
+nearest AS (SELECT NULL::bigint AS id WHERE false),
+"""
+_FORM_PRESENT = """cardinality(parsed.lexemes) <> 1
+        OR EXISTS (SELECT FROM memory_memorynode
+                    WHERE memory_owner_lexemes(owner_id, tsv)
+                          && ARRAY[%(owner)s::int || '~' || parsed.lexemes[1],
+                                   'g~' || parsed.lexemes[1]]
+                      AND valid_to IS NULL)"""
+# The owner's rows (and the global ones) that have a form of the message's words, by a scan of
+# the owner's words that tests each row against the forms present.
+_WORDED_BRANCHES = """
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE owner_id = %(owner)s::int AND valid_to IS NULL
+       AND octet_length(topic) + octet_length(description) <= {short_text}
+       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
+       {scan_when}
+    UNION ALL
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE owner_id = %(owner)s::int AND valid_to IS NULL
+       AND NOT octet_length(topic) + octet_length(description) <= {short_text}
+       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
+       {scan_when}
+    UNION ALL
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE owner_id IS NULL AND valid_to IS NULL
+       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
+       {scan_when}
+"""
+_WORDS_SCANNED = "worded AS MATERIALIZED (" + _WORDED_BRANCHES + "),\n"
+# For an owner whose forms are looked up (FORM_LOOKUP_MIN_ROWS), the rows that have them are
+# read from memnode_owner_lexemes first, as rows of the table: a few per form for words as rare as
+# most are (~50 rows for three words at 10k rows, where the scan reads all 10k). Past
+# WORD_LOOKUP_MAX_ROWS of them, or with a form the index cannot look up, the scan runs instead and
+# what the lookup read is left.
+_WORDS_LOOKED_UP = (
+    """
+lookup AS MATERIALIZED (
+    SELECT COALESCE(bool_and(lexeme IS NOT NULL), true) AS possible,
+           array_agg(prefix || '~' || lexeme) FILTER (WHERE lexeme IS NOT NULL) AS keys
+      FROM present CROSS JOIN (VALUES (%(owner)s::int::text), ('g')) AS owners(prefix)
+),
+looked_up AS MATERIALIZED (
+    SELECT id, kind, tsv FROM memory_memorynode
+     WHERE memory_owner_lexemes(owner_id, tsv) && (SELECT keys FROM lookup)
+       AND valid_to IS NULL AND (SELECT possible FROM lookup)
+     LIMIT %(word_lookup_max)s + 1
+),
+by_lookup AS MATERIALIZED (
+    SELECT (SELECT possible FROM lookup)
+           AND (SELECT count(*) FROM looked_up) <= %(word_lookup_max)s AS used
+),
+worded AS MATERIALIZED (
+    SELECT id, kind, tsv FROM looked_up WHERE (SELECT used FROM by_lookup)
+    UNION ALL"""
+    + _WORDED_BRANCHES
+    + "),\n"
+)
+_SEARCH_FORMS_SQL = """
+present AS MATERIALIZED (
+    SELECT asked_form.term, asked_form.form,
+           CASE WHEN cardinality(parsed.lexemes) = 1 THEN parsed.lexemes[1] END AS lexeme
+      FROM unnest(%(form_terms)s::text[], %(forms)s::text[]) AS asked_form(term, form)
+     CROSS JOIN LATERAL (
+         SELECT tsvector_to_array(to_tsvector('simple', asked_form.form)) AS lexemes
+     ) AS parsed
+     WHERE {present}
+),
+asked AS MATERIALIZED (
+    SELECT term, to_tsquery('simple', string_agg(form, ' | ')) AS query
+      FROM present GROUP BY term
+),
+any_asked AS MATERIALIZED (
+    SELECT to_tsquery('simple', string_agg(form, ' | ')) AS query FROM present
+),
+"""
+_SEARCH_SCORES_SQL = """
+hits AS MATERIALIZED (
+    SELECT worded.id, worded.kind, asked.term
+      FROM worded JOIN asked ON worded.tsv @@ asked.query
+),
+terms AS MATERIALIZED (
+    SELECT term, idf,
+           idf >= %(min_idf)s OR NOT bool_or(idf >= %(min_idf)s) OVER () AS selective
+      FROM (SELECT term, ln(1 + (GREATEST(rows, df) - df + 0.5) / (df + 0.5)) AS idf
+              FROM (SELECT term, LEAST(count(*), %(stats_max)s) AS df FROM hits GROUP BY term)
+                   AS counted
+             CROSS JOIN (SELECT %(visible)s::int AS rows) AS visible) AS weighed
+),
+matched AS MATERIALIZED (
+    SELECT id, sum(idf) AS text
+      FROM hits JOIN terms USING (term)
+     WHERE true {kinds}
+     GROUP BY id
+    HAVING bool_or(selective)
+     ORDER BY text DESC, id DESC
+     LIMIT %(candidates)s
+),
+components AS MATERIALIZED (
+    SELECT n.id, n.kind, n.topic, n.description, n.owner_id IS NULL AS is_global, n.created_at,
+           GREATEST(COALESCE(1 - (n.embedding <=> %(vector)s::vector), 0), 0) AS vector,
+           COALESCE(matched.text, 0) AS text,
+           power(0.5, date_part('epoch', now() - GREATEST(n.created_at, n.last_accessed_at))
+                      / 86400.0 / %(half_life)s) AS recency,
+           n.importance,
+           GREATEST(n.confidence_score, 0)::float / (GREATEST(n.confidence_score, 0) + 2)
+               AS confidence,
+           (EXISTS (SELECT FROM unnest(%(date_from)s::timestamptz[], %(date_to)s::timestamptz[])
+                        AS span(starts, ends)
+                     WHERE n.created_at >= span.starts AND n.created_at < span.ends)
+            OR EXTRACT(MONTH FROM n.created_at AT TIME ZONE 'UTC')::int
+               = ANY(%(months)s::int[]))::int AS dated
+      FROM (SELECT id FROM nearest UNION SELECT id FROM matched
+            UNION
+            (SELECT DISTINCT neighbour.id
+               FROM memory_memorynode AS seed
+              CROSS JOIN LATERAL (
+                  SELECT id FROM memory_memorynode
+                   WHERE owner_id = %(owner)s::int AND valid_to IS NULL {kinds}
+                     AND created_at BETWEEN seed.created_at - %(neighbour)s::interval
+                                        AND seed.created_at + %(neighbour)s::interval
+              ) AS neighbour
+              WHERE seed.id IN (SELECT id FROM nearest UNION SELECT id FROM matched)
+                AND seed.owner_id = %(owner)s::int
+              LIMIT %(neighbours_max)s)) AS candidates
+      JOIN memory_memorynode AS n USING (id)
+      LEFT JOIN matched USING (id)
+     WHERE n.state <> 'quarantined'
+),
+normalised AS (
+    SELECT *,
+           COALESCE((vector - min(vector) OVER ())
+                    / NULLIF(max(vector) OVER () - min(vector) OVER (), 0), vector)
+               AS vector_share,
+           COALESCE(text / NULLIF(max(text) OVER (), 0), 0) AS text_share
+      FROM components
+),
+own AS (
+    SELECT *,
+           (%(w_vector)s * vector_share + %(w_text)s * text_share + %(w_recency)s * recency
+            + %(w_importance)s * importance + %(w_confidence)s * confidence
+            + %(w_date)s * dated) / %(w_total)s
+               AS own_score
+      FROM normalised
+),
+in_context AS (
+    SELECT *,
+           COALESCE(max(own_score) OVER (
+               PARTITION BY is_global ORDER BY created_at
+               RANGE BETWEEN %(neighbour)s::interval PRECEDING AND %(neighbour)s::interval FOLLOWING
+               EXCLUDE CURRENT ROW), 0) AS context
+      FROM own
+)
+SELECT id, kind, topic, description, is_global, created_at,
+       vector, text_share, recency, importance, confidence, context,
+       (own_score + %(w_context)s * context) / (1 + %(w_context)s) AS score
+  FROM in_context
+ ORDER BY score DESC, id DESC
+ LIMIT %(limit)s
+"""
+
+
+def memory_search_query(
+    *,
+    user_id: int,
+    text: str,
+    vector: list[float] | None,
+    limit: int,
+    kinds: Iterable[str] = (),
+    weights: Weights | None = None,
+) -> tuple[str, dict]:
+    weights = weights or Weights.from_config()
+    kinds = [str(kind) for kind in kinds]
+    # Without a vector the vector weight leaves the total, so scores keep their 0..1 scale.
+    w_vector = weights.vector if vector is not None else 0.0
+    w_total = w_vector + weights.text + weights.recency + weights.importance + weights.confidence
+    dates = named_dates(text)
+    # Only a query that names a date gives the date match a weight: scores keep their scale.
+    w_date = DATE_MATCH_WEIGHT * w_total if dates else 0.0
+    forms = [(term, form) for term, term_forms in query_terms(text) for form in term_forms]
+    candidates = max(limit * 4, 40)
+    params = {
+        "owner": int(user_id),
+        "stats_max": TEXT_STATS_MAX_ROWS,
+        "vector": QueryVector(vector) if vector is not None else None,
+        "form_terms": [term for term, _ in forms],
+        "forms": [form for _, form in forms],
+        "min_idf": MATCH_MIN_IDF,
+        "candidates": candidates,
+        "overfetch": candidates * HNSW_OVERFETCH,
+        # Memories imported at one moment are all each other's neighbours: a bound on them.
+        "neighbours_max": candidates * 10,
+        "word_lookup_max": WORD_LOOKUP_MAX_ROWS,
+        "kinds": kinds,
+        "half_life": RECENCY_HALF_LIFE_DAYS,
+        "neighbour": f"{weights.neighbour_seconds} seconds",
+        "w_vector": w_vector,
+        "w_text": weights.text,
+        "w_recency": weights.recency,
+        "w_importance": weights.importance,
+        "w_confidence": weights.confidence,
+        "w_date": w_date,
+        "date_from": [start for start, _ in dates.spans],
+        "date_to": [end for _, end in dates.spans],
+        "months": dates.months,
+        "w_total": (w_total + w_date) or 1.0,
+        "w_context": weights.context,
+        "limit": limit,
+    }
+    ((params["visible"],),) = fetch_hot(
+        _VISIBLE_ROWS_SQL,
+        {
+            "owner": params["owner"],
+            "global_key": GLOBAL_COUNT_KEY,
+            "visible_max": max(TEXT_STATS_MAX_ROWS, EXACT_SCAN_MAX_ROWS + 1),
+        },
+    )
+    if vector is None:
+        nearest = _NO_NEAREST
+    elif params["visible"] <= EXACT_SCAN_MAX_ROWS:
+        half = settings.THALAMUS_EMBED_DIM <= HALF_VECTOR_MAX_DIM
+        nearest = _EXACT_NEAREST.format(
+            column="embedding_half" if half else "embedding",
+            column_type="halfvec" if half else "vector",
+        )
+    else:
+        nearest = _APPROXIMATE_NEAREST
+    looked_up = params["visible"] >= FORM_LOOKUP_MIN_ROWS
+    words = _WORDS_LOOKED_UP if looked_up else _WORDS_SCANNED
+    sql = ("WITH" + nearest + _SEARCH_FORMS_SQL + words + _SEARCH_SCORES_SQL).format(
+        kinds="AND kind = ANY(%(kinds)s)" if kinds else "",
+        short_text=SHORT_TEXT_MAX_BYTES,
+        present=_FORM_PRESENT if looked_up else "true",
+        scan_when="AND NOT (SELECT used FROM by_lookup)" if looked_up else "",
+    )
+    return sql, params
+
+
+def memory_search(
+    *,
+    user_id: int,
+    text: str,
+    vector: list[float] | None,
+    limit: int,
+    kinds: Iterable[str] = (),
+    weights: Weights | None = None,
+) -> list[MemoryHit]:
+    """Hybrid search over the user's current memories and the global ones, best first.
+
+    Without a vector (the embedder is down) it ranks by full text and the other signals alone.
+    """
+    sql, params = memory_search_query(
+        user_id=user_id, text=text, vector=vector, limit=limit, kinds=kinds, weights=weights
+    )
+    # The connection runs HNSW scans iteratively (settings.HNSW_SESSION_OPTIONS): a filtered scan
+    # otherwise stops after ef_search neighbours, most of them other users' rows, and returns
+    # fewer than `limit` (see DESIGN.md, measured traps).
+    rows = fetch_hot(sql, params)
+    return [
+        MemoryHit(
+            id=row[0],
+            kind=row[1],
+            topic=row[2],
+            description=row[3],
+            is_global=row[4],
+            created_at=row[5],
+            components={
+                "vector": float(row[6]),
+                "text": float(row[7]),
+                "recency": float(row[8]),
+                "importance": float(row[9]),
+                "confidence": float(row[10]),
+            },
+            context=float(row[11]),
+            score=float(row[12]),
+        )
+        for row in rows
+    ]
+
+
+# Each of the owner's episodes is scored once (materialised), against a query parsed once: the
+# rank of its words only where they match (elsewhere it is 0 anyway), the recency in floating
+# point (numeric powers cost ~20 µs each); the texts are read for the few returned. The rank's
+# query keeps only the forms of the message's words that the matching episodes have (and any form
+# the parser would not keep as one word): ts_rank_cd costs by the query's size, ~70 µs an episode
+# against all ~45 forms, and a form an episode lacks changes nothing of its rank.
+_EPISODE_SEARCH_SQL = """
+WITH every_form AS MATERIALIZED (
+    SELECT to_tsquery('simple', string_agg(form, ' | ')) AS query
+      FROM unnest(%(forms)s::text[]) AS form
+),
+scored AS MATERIALIZED (
+    SELECT id, ended_at,
+           GREATEST(COALESCE(1 - (embedding <=> %(vector)s::vector), 0), 0) AS vector,
+           CASE WHEN tsv @@ (SELECT query FROM every_form) THEN tsv END AS worded,
+           power(0.5, date_part('epoch', now() - ended_at) / 86400.0 / %(half_life)s) AS recency
+      FROM memory_episode
+     WHERE owner_id = %(owner)s::int
+),
+asked AS MATERIALIZED (
+    SELECT to_tsquery('simple', string_agg(form, ' | ')) AS query
+      FROM unnest(%(forms)s::text[]) AS form
+     WHERE form IN (SELECT lexeme FROM scored CROSS JOIN LATERAL unnest(scored.worded))
+        OR tsvector_to_array(to_tsvector('simple', form)) <> ARRAY[form]
+),
+ranked AS MATERIALIZED (
+    SELECT id, ended_at, vector, recency,
+           COALESCE(ts_rank_cd(worded, (SELECT query FROM asked), 32), 0) AS text
+      FROM scored
+),
+best AS (
+    SELECT id, ended_at, vector, text, recency,
+           (%(w_vector)s * vector + %(w_text)s * text + %(w_recency)s * recency) / %(w_total)s
+               AS score
+      FROM ranked
+     WHERE vector > 0 OR text > 0
+     ORDER BY score DESC, id DESC
+     LIMIT %(limit)s
+)
+SELECT best.id, episode.summary, episode.lesson, best.ended_at, best.vector, best.text,
+       best.recency, best.score
+  FROM best JOIN memory_episode AS episode USING (id)
+ ORDER BY best.score DESC, best.id DESC
+"""
+
+
+def episode_search(
+    *,
+    user_id: int,
+    text: str,
+    vector: list[float] | None,
+    limit: int,
+    weights: Weights | None = None,
+) -> list[EpisodeHit]:
+    """The user's episodes closest to the text; a user has few, so an exact scan is cheap."""
+    weights = weights or Weights.from_config()
+    w_vector = weights.vector if vector is not None else 0.0
+    params = {
+        "owner": int(user_id),
+        "vector": QueryVector(vector) if vector is not None else None,
+        "forms": [form for _, forms in query_terms(text) for form in forms],
+        "half_life": RECENCY_HALF_LIFE_DAYS,
+        "w_vector": w_vector,
+        "w_text": weights.text,
+        "w_recency": weights.recency,
+        "w_total": (w_vector + weights.text + weights.recency) or 1.0,
+        "limit": limit,
+    }
+    rows = fetch_hot(_EPISODE_SEARCH_SQL, params)
+    return [
+        EpisodeHit(
+            id=row[0],
+            summary=row[1],
+            lesson=row[2],
+            ended_at=row[3],
+            components={"vector": float(row[4]), "text": float(row[5]), "recency": float(row[6])},
+            score=float(row[7]),
+        )
+        for row in rows
+    ]
