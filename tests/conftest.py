@@ -32,7 +32,7 @@ def _fresh_runtime_config():
 @pytest.fixture(autouse=True)
 def _fresh_model_limits():
     """What a server said of its limits, and the token calibration, belong to one test."""
-    from apps.core.llm_limits import forget_model_limits
+    from apps.core.llm.limits import forget_model_limits
 
     forget_model_limits()
     yield

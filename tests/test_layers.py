@@ -111,3 +111,38 @@ def test_the_view_check_sees_a_write_a_manager_and_raw_sql():
         "line 5: .delete()",
         "line 6: .cursor()",
     ]
+
+
+# Modules that open HTTP connections themselves; only the gateway may, and `up`, which asks its
+# own web server for /healthz while it starts (never an LLM).
+HTTP_CLIENTS = {"openai", "httpx", "requests", "aiohttp", "urllib.request", "http.client"}
+OWN_HTTP = {"apps/core/management/commands/up.py": {"urllib.request"}}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def test_no_module_but_the_gateway_imports_an_http_client():
+    offenders = {}
+    for path in sorted((ROOT / "apps").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("apps/core/llm/"):
+            continue
+        clients = {
+            module
+            for module in _imported_modules(path)
+            if module in HTTP_CLIENTS or module.split(".")[0] in {"openai", "httpx", "aiohttp"}
+        } - OWN_HTTP.get(relative, set())
+        if clients:
+            offenders[relative] = sorted(clients)
+    assert offenders == {}, "talk to the LLM through apps.core.llm.gateway"
+    # The check sees what it must: the gateway's own SDK module is found by it.
+    assert "openai" in _imported_modules(ROOT / "apps/core/llm/clients.py")

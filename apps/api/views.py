@@ -41,7 +41,8 @@ from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
 from apps.cognition.context import RecallBusy, start_turn_embedding
 from apps.cognition.pipeline import CallOptions, start_turn
 from apps.core.db import on_pool_thread
-from apps.core.llm_limits import CHAT, endpoint_models, role_endpoint, token_counter
+from apps.core.llm.limits import CHAT, role_endpoint, token_counter
+from apps.core.llm.servers import endpoint_models, model_listed
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
@@ -193,11 +194,17 @@ def _call_options(request, body: ChatCompletionRequest) -> CallOptions:
     model = None
     if body.model not in (None, "", MODEL_ID):
         prefix, _, model = body.model.partition("/")
-        if prefix != MODEL_ID or not model.strip():
+        listed = endpoint_models(role_endpoint(CHAT).base_url) if prefix == MODEL_ID else None
+        if (
+            prefix != MODEL_ID
+            or not model.strip()
+            or (listed is not None and not model_listed(model, listed))
+        ):
             raise ApiError(
                 404,
                 f"No model {body.model!r}: ask for {MODEL_ID!r} (the configured chat model) "
-                f"or {MODEL_ID + '/<name>'!r} (that model on the chat's server).",
+                f"or {MODEL_ID + '/<name>'!r} for a model the chat's server lists "
+                "(GET /v1/models).",
                 type="invalid_request_error",
                 code="model_not_found",
                 param="model",

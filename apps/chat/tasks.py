@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import openai
 from celery import shared_task
 
 from apps.chat import broadcasts, services
 from apps.chat.models import Conversation, Message
 from apps.cognition.answer import generate_title
+from apps.core.llm.outcomes import LLMError
 
 
 # A background LLM call may wait for the chat (background_wait_seconds) before its own time.
@@ -20,7 +20,7 @@ def title_conversation(conversation_id: int) -> None:
         return
     try:
         title = generate_title(messages=first)
-    except (openai.OpenAIError, ValueError):
+    except LLMError:
         title = ""
     title = title or services.fallback_title(first[0].content)
     if services.conversation_set_title_if_empty(conversation_id=conversation_id, title=title):

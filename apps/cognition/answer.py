@@ -14,17 +14,14 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
-import openai
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from django.conf import settings
 from django.utils import timezone
 
 from apps.accounts.selectors import custom_instructions, time_zone_of, user_settings_for
 from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
-from apps.cognition.budget import Piece, PromptTooLong, bodies, fill_to_fit, fit, message_piece
 from apps.cognition.context import MemoryContext
 from apps.cognition.debate import (
     DraftReview,
@@ -34,29 +31,27 @@ from apps.cognition.debate import (
     rule_lines,
 )
 from apps.cognition.runaway import clean_title, repeated_tail
-from apps.core.llm import (
-    async_llm_client,
-    background_completion,
-    chat_active_clear,
-    chat_active_mark,
-    failure_reason,
-    falls_back,
-    stream_chat_chunks,
+from apps.core.llm import gateway
+from apps.core.llm.fitting import (
+    Piece,
+    PromptBuilder,
+    Room,
+    bodies,
+    fit,
+    message_piece,
+    template_prompt,
 )
-from apps.core.llm_limits import (
+from apps.core.llm.gateway import Answering, Part, Usage
+from apps.core.llm.limits import (
     CHAT,
     TITLE,
     TITLE_MAX_TOKENS,
-    Endpoint,
     ModelLimits,
     TokenCounter,
-    learn_from_refusal,
-    model_limits,
     prompt_and_limits,
-    role_endpoints,
-    usage_check,
 )
-from apps.core.metrics import error_kind, record_llm_call
+from apps.core.llm.outcomes import LLMError, TimedOut, TooLong, Unreachable
+from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig
 from apps.core.prompts import fill_prompt
 from apps.core.selectors import runtime_config
@@ -82,16 +77,17 @@ class PreparedTurn:
     temperature: float
     base_url: str
     messages: list[dict]
-    max_tokens: int
+    # What the messages were fitted to; `rebuild` fits them to another model's room (a
+    # fallback's, or the model an API client chose).
+    room: Room
+    rebuild: Callable[[Room], PreparedTurn] | None = None
+    # The client's cap on the reply (None: the model's own cap).
+    max_tokens: int | None = None
+    # An API client's choice of model on the chat's server (None: the chat's chain).
+    endpoint: Endpoint | None = None
     trace: dict = field(default_factory=dict)
-    # Sent to Ollama, which otherwise runs the model with a window of its own choosing.
-    extra_body: dict | None = None
     # The internal debate's rules and preferences (their lines); None: no debate this turn.
     debate_rules: list[str] | None = None
-    counter: TokenCounter = field(default_factory=TokenCounter)
-    # While the debate's review runs the answer is not marked active: the review is a
-    # background call, which would wait for this very answer.
-    reviewing: bool = False
     # The turn's steps as the pipeline ran them (pipeline.Spans); the answer adds its own.
     spans: object | None = None
     # Set by an API client for its call; None: the server's default.
@@ -208,7 +204,7 @@ CONTINUE = (
 )
 
 
-class MessageTooLong(Exception):
+class MessageTooLong(TooLong):
     """The user's message does not fit the model's window even on its own."""
 
 
@@ -255,6 +251,7 @@ def build_turn(
     continue_from: str = "",
     evidence: list | tuple = (),
     client_system: str = "",
+    room: Room | None = None,
 ) -> PreparedTurn:
     """The request for the LLM from parts already read; no database access.
 
@@ -268,11 +265,13 @@ def build_turn(
     client's own system prompt) leads the system prompt, ahead of the memory block, and is never
     dropped either. The world state is kept
     as long as identity; what the tools found (`evidence`, best first) outlasts memories.
+    `room`: another model's room than the chat's (`memory.limits`).
     """
     started = time.perf_counter()
     config = memory.config
     context = memory.context
-    limits = memory.limits
+    room = room or Room(memory.limits, memory.counter)
+    limits = room.limits
     question, earlier = (history[-1], history[:-1]) if history else (None, [])
     system_frame = fill_prompt(
         "answer",
@@ -326,13 +325,15 @@ def build_turn(
         # Its end is where to write on from; its middle may go.
         pieces += [message_piece(continue_from, shorten=True), message_piece(CONTINUE)]
     try:
-        texts = fit(pieces, budget=limits.prompt_budget, counter=memory.counter)
-    except PromptTooLong as exc:
+        texts = fit(pieces, budget=room.budget, counter=room.counter)
+    except TooLong as exc:
         raise MessageTooLong(
             f"Your message is too long for the model: it needs about {exc.needed:,} tokens "
             f"and {limits.model} has room for {exc.budget:,} (a {limits.context:,}-token window "
             f"with {limits.reply_cap:,} kept for the answer). Shorten it, or give the model a "
-            "larger context window."
+            "larger context window.",
+            needed=exc.needed,
+            budget=exc.budget,
         ) from exc
     offset = 1
     kept_triples = [
@@ -401,7 +402,7 @@ def build_turn(
         "memory": memory_trace,
         "history_messages": len(kept_history),
         "history_dropped": len(history) - len(kept_history),
-        "prompt_tokens_estimate": memory.counter.messages(messages),
+        "prompt_tokens_estimate": room.counter.messages(messages),
         "limits": {
             "context": limits.context,
             "max_tokens": limits.reply_cap,
@@ -424,12 +425,44 @@ def build_turn(
         temperature=config.temperature,
         base_url=limits.base_url,
         messages=messages,
-        max_tokens=limits.reply_cap,
+        room=room,
+        rebuild=lambda other: build_turn(
+            reply=reply,
+            history=history,
+            memory=memory,
+            continue_from=continue_from,
+            evidence=evidence,
+            client_system=client_system,
+            room=other,
+        ),
         trace=trace,
-        extra_body={"options": {"num_ctx": limits.context}} if limits.server == "ollama" else None,
         debate_rules=debate_rules,
-        counter=memory.counter,
     )
+
+
+# What a fit to another model's room changes in the turn's trace.
+FITTED_TRACE_KEYS = (
+    "memory",
+    "history_messages",
+    "history_dropped",
+    "prompt_tokens_estimate",
+    "limits",
+)
+
+
+def turn_prompt(turn: PreparedTurn) -> PromptBuilder:
+    """The turn's messages for the gateway: as prepared for the chat's model, fitted again for
+    any other (its trace then says what that model's window kept)."""
+
+    def build(room: Room) -> list[dict]:
+        if room == turn.room or turn.rebuild is None:
+            return turn.messages
+        again = turn.rebuild(room)
+        turn.messages, turn.room = again.messages, room
+        turn.trace.update({key: again.trace[key] for key in FITTED_TRACE_KEYS})
+        return again.messages
+
+    return build
 
 
 def _today(memory: MemoryForTurn) -> str:
@@ -443,80 +476,28 @@ def turn_history(*, reply: Message, config: RuntimeConfig | None = None) -> list
     return history_before(message=reply, limit=(config or runtime_config()).short_term_window)
 
 
-@dataclass
-class Usage:
-    prompt_tokens: int | None
-    completion_tokens: int | None
-
-
-def _read_chunk(chunk: object) -> tuple[str, str | None, Usage | None]:
-    """Text delta, finish reason and usage of one streamed chunk; ValueError if it is not one."""
-    if not isinstance(chunk, dict):
-        raise ValueError(f"a streamed chunk is not a JSON object: {chunk!r:.200}")
-    usage = chunk.get("usage")
-    if isinstance(usage, dict):
-        usage = Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
-    else:
-        usage = None
-    choices = chunk.get("choices") or []
-    if not isinstance(choices, list) or not choices:
-        return "", None, usage
-    choice = choices[0]
-    if not isinstance(choice, dict):
-        raise ValueError(f"a streamed choice is not a JSON object: {choice!r:.200}")
-    delta = choice.get("delta") or {}
-    content = delta.get("content") if isinstance(delta, dict) else None
-    return (content if isinstance(content, str) else ""), choice.get("finish_reason"), usage
-
-
-def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _failure_sentence(exc: Exception, *, base_url: str, streamed: bool) -> str:
     if isinstance(exc, _StreamCutOff):
         return "The answer was cut off before it finished."
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, TimedOut):
         return "The language model took too long to answer."
-    if isinstance(exc, openai.APIConnectionError):
+    if isinstance(exc, MessageTooLong):
+        return str(exc)
+    if isinstance(exc, TooLong):
+        return (
+            "The conversation did not fit the model's context window, even fitted again to "
+            "the window the server reported."
+        )
+    if isinstance(exc, Unreachable) and exc.status_code is None:
         if streamed:
             return "The answer was cut off before it finished."
         return f"The language model at {base_url} could not be reached."
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, LLMError) and exc.status_code is not None:
         return f"The language model returned an error (HTTP {exc.status_code})."
     return "The language model sent something Thalamus could not read."
 
 
 def _finish(*, turn: PreparedTurn, **outcome) -> Message:
-    chat_active_clear(base_url=turn.base_url, reply_id=turn.reply.pk)
-    if outcome["status"] != Message.Status.CANCELLED:
-        # The kind of failure is the class of the exception, as error_detail begins with it.
-        failed = outcome["status"] == Message.Status.FAILED
-        error = turn.trace.get("error_detail", "").partition(":")[0].lstrip("_") or "failed"
-        record_llm_call(
-            role=CHAT,
-            model=turn.model,
-            prompt_tokens=outcome["prompt_tokens"],
-            completion_tokens=outcome["completion_tokens"],
-            ttft_s=None if outcome["ttft_ms"] is None else outcome["ttft_ms"] / 1000,
-            latency_s=outcome["latency_ms"] / 1000,
-            error=error if failed else None,
-        )
-    endpoint = Endpoint(turn.base_url, turn.model)
-    if outcome.get("prompt_tokens"):
-        usage_check(
-            endpoint=endpoint,
-            messages=turn.messages,
-            prompt_tokens=outcome["prompt_tokens"],
-            role=CHAT,
-        )
-    elif learn_from_refusal(
-        endpoint=endpoint, messages=turn.messages, error=turn.trace.get("error_detail", "")
-    ):
-        outcome["error"] = (
-            "The conversation did not fit the model's context window. Thalamus has measured "
-            "the window and fits the next try to it: press Retry."
-        )
     saved = chat_services.message_finish(
         message=turn.reply, trace=turn.trace, background=False, **outcome
     )
@@ -543,6 +524,18 @@ def _queue_background(*, turn: PreparedTurn, message: Message) -> None:
         logger.exception("queueing the background work of reply %s failed", message.pk)
 
 
+def _stream(turn: PreparedTurn, answering: Answering, *, prompt=None, endpoint=None):
+    """The answer's parts from the gateway: the turn's prompt, or `prompt` (the rewrite)."""
+    return gateway.stream(
+        prompt=prompt if prompt is not None else turn_prompt(turn),
+        answering=answering,
+        temperature=turn.temperature,
+        sampling=turn.sampling(),
+        max_tokens=turn.max_tokens,
+        endpoint=endpoint or turn.endpoint,
+    )
+
+
 async def answer_reply(
     *,
     reply_id: int,
@@ -560,6 +553,10 @@ async def answer_reply(
     request to the LLM goes out: work that can wait for the model's first token goes there.
     `on_saved` is awaited with the reply as saved with its outcome (to show it), before the
     background work the reply starts (reflection, its title) is queued.
+
+    The request goes through the gateway, which walks the chat's fallback chain and fits the
+    prompt to each model's window; a reasoning model's thinking is kept in the trace
+    (`reasoning`), never in the reply.
 
     With the internal debate on (RuntimeConfig.debate_enabled) and rules or preferences to hold
     the answer to, the answer is drafted without streaming, reviewed, and rewritten if the
@@ -592,6 +589,7 @@ async def answer_reply(
     lease = asyncio.ensure_future(_keep_lease(turn))
     kept = turn.reply.content  # a Continue writes on from the text so far
     written = ""
+    thinking = ""
     unchecked = 0
     ttft_ms = None
     usage = None
@@ -600,22 +598,25 @@ async def answer_reply(
     outcome = Message.Status.FAILED
     error = ""
     llm_started = time.perf_counter()
+    answering = Answering()
     try:
-        client = async_llm_client(base_url=turn.base_url, timeout=settings.THALAMUS_LLM_TIMEOUT)
         if on_request is not None:
             on_request()
         if turn.debate_rules:
             parts = _debated_parts(
-                turn=turn, client=client, streaming=streaming, on_review=on_review
+                turn=turn, answering=answering, streaming=streaming, on_review=on_review
             )
         else:
-            parts = await _from_the_chain(client, turn=turn, streaming=streaming, ask=_opened_parts)
+            parts = _stream(turn, answering)
         async with aclosing(parts):
-            async for delta, finish_reason, chunk_usage in parts:
-                if chunk_usage is not None:
-                    usage = chunk_usage
+            async for part in parts:
+                if answering.endpoint is not None and not answering.noted:
+                    answering.noted = True
+                    await _note_endpoint(turn, answering, streaming)
+                usage = part.usage or usage
+                thinking += part.reasoning
                 # PostgreSQL refuses a NUL in text: one in the reply would fail the whole answer.
-                delta = delta.replace("\x00", "") if delta else delta
+                delta = part.text.replace("\x00", "") if part.text else ""
                 if delta:
                     if ttft_ms is None:
                         ttft_ms = (time.perf_counter() - started) * 1000
@@ -631,20 +632,23 @@ async def answer_reply(
                             written = written[:loop_at]
                             finish = Message.FinishReason.LOOP
                             break
-                if finish_reason:
+                if part.finish_reason:
                     finished = True
-                    if finish_reason == "length":
+                    if part.finish_reason == "length":
                         finish = Message.FinishReason.LENGTH
         if not finished and finish != Message.FinishReason.LOOP:
             raise _StreamCutOff("the stream ended without a finish reason")
         outcome = Message.Status.COMPLETE
-    except (openai.OpenAIError, ValueError, _StreamCutOff) as exc:
-        if finished and type(exc) is openai.APIConnectionError:
+    except (LLMError, _StreamCutOff) as exc:
+        if finished and type(exc) is Unreachable and exc.status_code is None:
             # The finish reason arrived; only the closing "[DONE]" was lost with the connection.
             outcome = Message.Status.COMPLETE
         else:
             error = _failure_sentence(exc, base_url=turn.base_url, streamed=bool(written))
             turn.trace["error_detail"] = f"{type(exc).__name__}: {exc}"[:500]
+            if len(answering.fallback_from) > 1 and not answering.noted:
+                failed = answering.fallback_from
+                turn.trace["answered_by"] = {"model": None, "fallback_from": failed}
     except BaseException:
         # Cancelled (Stop, or the server shutting down): keep what arrived.
         outcome = Message.Status.CANCELLED
@@ -654,6 +658,8 @@ async def answer_reply(
         now = time.perf_counter()
         turn.trace["timings_ms"]["llm"] = round((now - llm_started) * 1000, 2)
         turn.trace["timings_ms"]["total"] = round((now - started) * 1000, 2)
+        if thinking:
+            turn.trace["reasoning"] = thinking.replace("\x00", "")
         if turn.spans is not None:
             turn.spans.record(
                 "answer",
@@ -696,157 +702,38 @@ async def answer_reply(
 # How much new text arrives between two looks for a loop at the end of the answer.
 LOOP_CHECK_CHARS = 64
 
-Part = tuple[str, str | None, Usage | None]  # a text delta, the finish reason, the usage
 
-
-async def _open_stream(client, *, turn: PreparedTurn, messages: list[dict]):
-    return await stream_chat_chunks(
-        client,
-        model=turn.model,
-        messages=messages,
-        temperature=turn.temperature,
-        max_tokens=turn.max_tokens,
-        stream_options={"include_usage": True},
-        **turn.sampling(),
-        **(turn.extra_body or {}),
-    )
-
-
-async def _parts_of(stream) -> AsyncIterator[Part]:
-    async with stream:
-        async for chunk in stream:
-            yield _read_chunk(chunk)
-
-
-async def _from_the_chain(client, *, turn: PreparedTurn, streaming: asyncio.Future, ask):
-    """`ask(client, turn=turn)` (the answer's parts, or the debate's draft) of the first
-    endpoint of the chat's chain that answers.
-
-    An endpoint that fails before its first part (see `falls_back`) hands the answer to the
-    next fallback, in order, with the same prompt and that model's reply cap; the turn then
-    names the endpoint that answered (the reply records its model) and its trace what failed
-    before it. When every one fails, the chat model's own error is raised.
-    """
-    try:
-        return await ask(client, turn=turn)
-    except openai.APIError as exc:
-        if not falls_back(exc):
-            raise
-        error = exc
-    primary = (turn.model, turn.base_url, turn.max_tokens, turn.extra_body)
-    failed = [{"model": turn.model, "base_url": turn.base_url, "error": failure_reason(error)}]
-    chain = await database_sync_to_async(role_endpoints, thread_sensitive=False)(CHAT)
-    for endpoint in chain[1:]:
-        limits = await database_sync_to_async(model_limits, thread_sensitive=False)(
-            CHAT, None, endpoint
-        )
-        turn.model, turn.base_url, turn.max_tokens = (
-            endpoint.model,
-            endpoint.base_url,
-            limits.reply_cap,
-        )
-        turn.extra_body = (
-            {"options": {"num_ctx": limits.context}} if limits.server == "ollama" else None
-        )
-        try:
-            answer = await ask(_chat_client(turn), turn=turn)
-        except openai.APIError as exc:
-            if not falls_back(exc):
-                raise
-            failed.append(
-                {"model": turn.model, "base_url": turn.base_url, "error": failure_reason(exc)}
-            )
-            _count_failed_attempt(turn.model, exc)
-            continue
-        # The primary's failure is counted here; when every model fails, _finish counts it.
-        _count_failed_attempt(primary[0], error)
+async def _note_endpoint(turn: PreparedTurn, answering: Answering, streaming) -> None:
+    """The answer's first part came: from a fallback, the reply records its model and the trace
+    what failed before it."""
+    endpoint = answering.endpoint
+    if (endpoint.model, endpoint.base_url) == (turn.model, turn.base_url):
+        return
+    turn.model, turn.base_url = endpoint.model, endpoint.base_url
+    if answering.fallback_from:
         turn.trace["answered_by"] = {
-            "model": turn.model,
-            "base_url": turn.base_url,
-            "fallback_from": failed,
+            "model": endpoint.model,
+            "base_url": endpoint.base_url,
+            "fallback_from": answering.fallback_from,
         }
-        # The reply was marked as streaming from the chat's own endpoint.
-        await asyncio.wait([streaming])
-        await database_sync_to_async(_moved_streaming, thread_sensitive=False)(
-            turn=turn, from_base_url=primary[1]
-        )
-        return answer
-    turn.model, turn.base_url, turn.max_tokens, turn.extra_body = primary
-    if len(failed) > 1:
-        turn.trace["answered_by"] = {"model": None, "fallback_from": failed}
-    raise error
-
-
-def _count_failed_attempt(model: str, exc: Exception) -> None:
-    """A chat model that failed before a fallback answered is an error in its metrics."""
-    record_llm_call(
-        role=CHAT,
-        model=model,
-        prompt_tokens=None,
-        completion_tokens=None,
-        ttft_s=None,
-        latency_s=None,
-        error=error_kind(exc),
-    )
-
-
-def _chat_client(turn: PreparedTurn):
-    return async_llm_client(base_url=turn.base_url, timeout=settings.THALAMUS_LLM_TIMEOUT)
-
-
-async def _opened_parts(client, *, turn: PreparedTurn) -> AsyncIterator[Part]:
-    """The answer's stream with its first part already read: an endpoint that fails does so
-    before anything reaches the page, while another may still answer."""
-    parts = _parts_of(await _open_stream(client, turn=turn, messages=turn.messages))
-    first = await anext(parts, None)
-    return _chained(first, parts)
-
-
-async def _chained(first: Part | None, parts: AsyncIterator[Part]) -> AsyncIterator[Part]:
-    async with aclosing(parts):
-        if first is not None:
-            yield first
-            async for part in parts:
-                yield part
-
-
-async def _complete(client, *, turn: PreparedTurn) -> tuple[str, str | None, Usage | None]:
-    """The answer in one piece (not streamed): its text, finish reason and usage."""
-    reply = await client.post(
-        "/chat/completions",
-        body={
-            "model": turn.model,
-            "messages": turn.messages,
-            "temperature": turn.temperature,
-            "max_tokens": turn.max_tokens,
-            "stream": False,
-            **turn.sampling(),
-            **(turn.extra_body or {}),
-        },
-        cast_to=object,
-    )
-    choices = reply.get("choices") if isinstance(reply, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ValueError(f"a completion has no choice: {reply!r:.200}")
-    message = choices[0].get("message") or {}
-    content = message.get("content") if isinstance(message, dict) else None
-    usage = reply.get("usage")
-    if isinstance(usage, dict):
-        usage = Usage(_count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens")))
-    else:
-        usage = None
-    return (content if isinstance(content, str) else ""), choices[0].get("finish_reason"), usage
+    # The reply was marked as streaming with the chat's own model.
+    await asyncio.wait([streaming])
+    await database_sync_to_async(_start_streaming, thread_sensitive=False)(turn=turn)
 
 
 # The approved draft goes to the page in pieces of about this many characters.
 DRAFT_PIECE_CHARS = 48
 
 
-async def _draft_parts(draft: str, finish_reason: str | None, usage: Usage | None):
-    for start in range(0, len(draft), DRAFT_PIECE_CHARS):
-        yield draft[start : start + DRAFT_PIECE_CHARS], None, None
+async def _draft_parts(draft: gateway.Reply):
+    for start in range(0, len(draft.content), DRAFT_PIECE_CHARS):
+        yield Part(text=draft.content[start : start + DRAFT_PIECE_CHARS])
         await asyncio.sleep(0)  # a Stop lands between pieces
-    yield "", finish_reason or "stop", usage
+    yield Part(
+        reasoning=draft.reasoning,
+        finish_reason=draft.finish_reason or "stop",
+        usage=Usage(draft.prompt_tokens, draft.completion_tokens),
+    )
 
 
 def _ms_since(started: float) -> float:
@@ -856,7 +743,7 @@ def _ms_since(started: float) -> float:
 async def _debated_parts(
     *,
     turn: PreparedTurn,
-    client,
+    answering: Answering,
     streaming: asyncio.Future,
     on_review: Callable[[], Awaitable[object]] | None,
 ) -> AsyncIterator[Part]:
@@ -869,65 +756,60 @@ async def _debated_parts(
     timings = debate["timings_ms"]
     try:
         started = time.perf_counter()
-        draft, finish_reason, usage = await _from_the_chain(
-            client, turn=turn, streaming=streaming, ask=_complete
-        )
-        # The rewrite goes to the model that drafted.
-        client = _chat_client(turn)
+        draft = await gateway.collect(_stream(turn, answering))
+        answering.noted = True
+        await _note_endpoint(turn, answering, streaming)
         timings["draft"] = _ms_since(started)
-        debate["draft"] = draft
+        debate["draft"] = draft.content
         if on_review is not None:
             await on_review()
         started = time.perf_counter()
-        review = await _review(turn=turn, draft=draft, streaming=streaming)
+        review = await _review(turn=turn, draft=draft.content)
         timings["review"] = _ms_since(started)
     except asyncio.CancelledError:
         debate["cancelled"] = True
         raise
     if review is None or review.verdict != "rewrite":
         debate["rewritten"] = False
-        async for part in _draft_parts(draft, finish_reason, usage):
+        async for part in _draft_parts(draft):
             yield part
         return
     started = time.perf_counter()
+    rewriting = Answering()
     try:
+        room = answering.room
         messages = rewrite_messages(
-            messages=turn.messages,
-            draft=draft,
+            messages=answering.messages,
+            draft=draft.content,
             review=review,
-            budget=turn.trace["limits"]["prompt_budget"],
-            counter=turn.counter,
+            budget=room.budget,
+            counter=room.counter,
         )
-        stream = await _open_stream(client, turn=turn, messages=messages)
-    except (openai.OpenAIError, PromptTooLong) as exc:
+        # The rewrite goes to the model that drafted.
+        parts = _stream(turn, rewriting, prompt=messages, endpoint=answering.endpoint)
+        first = await anext(parts)
+    except (LLMError, StopAsyncIteration) as exc:
         # Nothing of the rewrite was shown yet: the draft is still an answer.
         debate["error"] = f"the rewrite failed: {type(exc).__name__}: {exc}"[:500]
         debate["rewritten"] = False
-        async for part in _draft_parts(draft, finish_reason, usage):
+        async for part in _draft_parts(draft):
             yield part
         return
     debate["rewritten"] = True
-    async for delta, finish, rewrite_usage in _parts_of(stream):
-        if rewrite_usage is not None:
-            # The prompt counted is the answer's own (turn.messages), as checked against usage.
-            rewrite_usage = Usage(
-                usage.prompt_tokens if usage else None, rewrite_usage.completion_tokens
-            )
-        yield delta, finish, rewrite_usage
+    async with aclosing(parts):
+        part = first
+        while part is not None:
+            if part.usage is not None:
+                # The prompt counted is the answer's own, as checked against usage.
+                part.usage = Usage(draft.prompt_tokens, part.usage.completion_tokens)
+            yield part
+            part = await anext(parts, None)
     timings["rewrite"] = _ms_since(started)
 
 
-async def _review(
-    *, turn: PreparedTurn, draft: str, streaming: asyncio.Future
-) -> DraftReview | None:
+async def _review(*, turn: PreparedTurn, draft: str) -> DraftReview | None:
     """The review of the draft; None, with the error in the trace, when it fails."""
     debate = turn.trace["debate"]
-    # The mark of this answer as streaming must land before it is lifted for the review.
-    await asyncio.wait([streaming])
-    turn.reviewing = True
-    await sync_to_async(chat_active_clear, thread_sensitive=False)(
-        base_url=turn.base_url, reply_id=turn.reply.pk
-    )
     try:
         review = await sync_to_async(review_draft, thread_sensitive=False)(
             rules=turn.debate_rules, question=turn.messages[-1]["content"], draft=draft
@@ -935,13 +817,8 @@ async def _review(
     except Exception as exc:  # noqa: BLE001 — any failure of the review sends the draft.
         logger.warning("the review of reply %s's draft failed: %s", turn.reply.pk, exc)
         debate["error"] = f"the review failed: {type(exc).__name__}: {exc}"[:500]
-        review = None
-    else:
-        debate["review"] = review.model_dump()
-    turn.reviewing = False
-    await sync_to_async(chat_active_mark, thread_sensitive=False)(
-        base_url=turn.base_url, reply_id=turn.reply.pk
-    )
+        return None
+    debate["review"] = review.model_dump()
     return review
 
 
@@ -959,38 +836,20 @@ def _start_streaming(*, turn: PreparedTurn) -> None:
         model=turn.model,
         trace={**turn.trace, "timings_ms": dict(turn.trace["timings_ms"])},
     )
-    # Background calls to this endpoint wait, or give way, until the answer is done.
-    chat_active_mark(base_url=turn.base_url, reply_id=turn.reply.pk)
-
-
-def _moved_streaming(*, turn: PreparedTurn, from_base_url: str) -> None:
-    """A fallback answers: the reply records its model, and its endpoint is the one busy."""
-    chat_active_clear(base_url=from_base_url, reply_id=turn.reply.pk)
-    _start_streaming(turn=turn)
-
-
-def _renew(*, turn: PreparedTurn) -> None:
-    chat_services.reply_lease_renew(reply_id=turn.reply.pk)
-    if not turn.reviewing:
-        chat_active_mark(base_url=turn.base_url, reply_id=turn.reply.pk)
 
 
 async def _keep_lease(turn: PreparedTurn) -> None:
     """Renew the reply's lease while it is generated, so no one takes it for orphaned."""
-    renew = sync_to_async(_renew, thread_sensitive=False)
+    renew = sync_to_async(chat_services.reply_lease_renew, thread_sensitive=False)
     while True:
         await asyncio.sleep(chat_services.REPLY_LEASE_SECONDS / 3)
-        await renew(turn=turn)
+        await renew(reply_id=turn.reply.pk)
 
 
 def generate_title(*, messages: list[Message]) -> str:
     """A title for the conversation from its first exchange; "" when the model's is junk."""
-    prompt = fill_to_fit(
-        "title",
-        role=TITLE,
-        slots={"exchange": bodies([f"{m.role}: {m.content}" for m in messages])},
+    prompt = template_prompt(
+        "title", slots={"exchange": bodies([f"{m.role}: {m.content}" for m in messages])}
     )
-    completion = background_completion(
-        role=TITLE, messages=[{"role": "user", "content": prompt}], max_tokens=TITLE_MAX_TOKENS
-    )
-    return clean_title(completion.content)
+    reply = gateway.complete(role=TITLE, prompt=prompt, max_tokens=TITLE_MAX_TOKENS)
+    return clean_title(reply.content)

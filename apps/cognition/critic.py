@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import re
 
-import openai
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
 from apps.chat.models import Message
-from apps.cognition.budget import bodies, fill_to_fit, fixed_lines, ranked_lines
 from apps.cognition.reflection import (
     NOTHING_YET,
     TRACE_KEY,
@@ -25,9 +23,11 @@ from apps.cognition.reflection import (
     exchange_lines,
     node_line,
 )
-from apps.cognition.schemas import CriticVerdict, InvalidReply
-from apps.cognition.structured import complete_as
-from apps.core.llm_limits import CRITIC, role_endpoint
+from apps.cognition.schemas import CriticVerdict
+from apps.core.llm.fitting import bodies, fixed_lines, ranked_lines, template_prompt
+from apps.core.llm.limits import CRITIC, role_endpoint
+from apps.core.llm.outcomes import InvalidReply, Refused, TooLong
+from apps.core.llm.structured import complete_as
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory import selectors as memory_selectors
@@ -118,9 +118,8 @@ def node_criticise(
         node=node, triples=list(memory_selectors.knowledge_triples_for(user_id=owner.pk))
     )
     exchange = message or node.source_message
-    prompt = fill_to_fit(
+    prompt = template_prompt(
         "criticise",
-        role=CRITIC,
         slots={
             "memory": fixed_lines([node_line(node)]),
             "known": ranked_lines(
@@ -131,10 +130,8 @@ def node_criticise(
         empty=NOTHING_YET,
     )
     try:
-        verdict = complete_as(
-            CriticVerdict, role="critic", messages=[{"role": "user", "content": prompt}]
-        )
-    except (InvalidReply, openai.BadRequestError, openai.APIResponseValidationError) as exc:
+        verdict = complete_as(CriticVerdict, role="critic", prompt=prompt)
+    except (InvalidReply, Refused, TooLong) as exc:
         error_record(
             owner=owner,
             step="critique",

@@ -12,9 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from apps.cognition.budget import Piece, bodies, fill_to_fit, fit, message_piece, ranked_lines
-from apps.cognition.structured import complete_as
-from apps.core.llm_limits import CRITIC, TokenCounter
+from apps.core.llm.fitting import Piece, bodies, fit, message_piece, ranked_lines, template_prompt
+from apps.core.llm.limits import CRITIC, TokenCounter
+from apps.core.llm.structured import complete_as
 from apps.core.models import Event
 from apps.core.services import event_record
 from apps.memory.renderer import memory_line
@@ -49,18 +49,17 @@ def rule_lines(descriptions: list[str]) -> list[str]:
 def review_draft(*, rules: list[str], question: str, draft: str) -> DraftReview:
     """The critic's review of `draft` against the user's rules and preferences (their lines).
 
-    Raises what complete_as raises (InvalidReply, the SDK's errors) and PromptTooLong.
+    Raises the gateway's outcomes.
     """
-    prompt = fill_to_fit(
+    prompt = template_prompt(
         "debate",
-        role=CRITIC,
         slots={
             "rules": ranked_lines(rules),
             "question": bodies([question]),
             "draft": bodies([draft]),
         },
     )
-    return complete_as(DraftReview, role=CRITIC, messages=[{"role": "user", "content": prompt}])
+    return complete_as(DraftReview, role=CRITIC, prompt=prompt)
 
 
 def rewrite_messages(

@@ -18,11 +18,10 @@ from django.utils import timezone
 
 from apps.accounts.selectors import memory_enabled_for
 from apps.chat.models import Conversation, Message
-from apps.cognition.budget import bodies, fill_to_fit
 from apps.cognition.reflection import error_record
 from apps.cognition.schemas import EpisodeSummary
-from apps.cognition.structured import complete_as
-from apps.core.llm_limits import EPISODE
+from apps.core.llm.fitting import bodies, template_prompt
+from apps.core.llm.structured import complete_as
 from apps.core.models import Event
 from apps.core.selectors import runtime_config
 from apps.core.services import event_record
@@ -113,14 +112,11 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
     if len(stretch) < MIN_STRETCH:
         return None
     # Every message of the stretch stays in the transcript; long ones lose their middle.
-    prompt = fill_to_fit(
+    prompt = template_prompt(
         "episode",
-        role=EPISODE,
         slots={"transcript": bodies([f"{m.role}: {m.content}" for m in stretch])},
     )
-    summary = complete_as(
-        EpisodeSummary, role="episode", messages=[{"role": "user", "content": prompt}]
-    )
+    summary = complete_as(EpisodeSummary, role="episode", prompt=prompt)
     with transaction.atomic():
         Conversation.objects.select_for_update().filter(pk=conversation_id).first()
         if _covered_up_to(conversation_id) != covered:

@@ -50,6 +50,7 @@ from apps.cognition.route import (
     route_by_model,
     route_by_rule,
 )
+from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.renderer import render_world
@@ -258,11 +259,12 @@ def assemble(*, turn: Turn, continue_from: str = "") -> PreparedTurn:
         client_system=options.system,
     )
     if options.model:
-        prepared.model = options.model
+        # The client's choice on the chat's server: the gateway fits the prompt to its window.
+        prepared.endpoint = Endpoint(prepared.base_url, options.model)
     if options.temperature is not None:
         prepared.temperature = options.temperature
     if options.max_tokens is not None:
-        prepared.max_tokens = min(options.max_tokens, prepared.max_tokens)
+        prepared.max_tokens = options.max_tokens
     prepared.top_p, prepared.stop, prepared.seed = options.top_p, options.stop, options.seed
     prepared.remember = options.remember
     prepared.trace.update(_trace_of(turn))

@@ -12,7 +12,6 @@ import logging
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-import openai
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -21,11 +20,11 @@ from apps.accounts.selectors import memory_enabled_for, user_settings_for, user_
 from apps.chat import broadcasts
 from apps.chat.models import Message
 from apps.cognition import grounding
-from apps.cognition.budget import bodies, fill_to_fit, fixed_lines, ranked_lines
 from apps.cognition.quarantine import looks_like_instruction
-from apps.cognition.schemas import InvalidReply, LearntMemory, LearntTriple, Reflection
-from apps.cognition.structured import complete_as
-from apps.core.llm_limits import REFLECTION
+from apps.cognition.schemas import LearntMemory, LearntTriple, Reflection
+from apps.core.llm.fitting import bodies, fixed_lines, ranked_lines, template_prompt
+from apps.core.llm.outcomes import InvalidReply, Refused, TooLong
+from apps.core.llm.structured import complete_as
 from apps.core.models import Event
 from apps.core.prompts import PLACEHOLDER
 from apps.core.selectors import prompt_text, runtime_config
@@ -170,9 +169,8 @@ def reflect_on_message(
                 owner_id=owner.pk, vector=vectors[0], limit=config.max_memory_results
             )
         ]
-    prompt = fill_to_fit(
+    prompt = template_prompt(
         "reflect",
-        role=REFLECTION,
         slots={
             # Today where the user is: "tomorrow" in their message is their tomorrow.
             "date": fixed_lines([timezone.localdate(timezone=user_zone(owner)).isoformat()]),
@@ -182,9 +180,7 @@ def reflect_on_message(
         empty=NOTHING_YET,
     )
     try:
-        reflection = complete_as(
-            Reflection, role="reflection", messages=[{"role": "user", "content": prompt}]
-        )
+        reflection = complete_as(Reflection, role="reflection", prompt=prompt)
         if reflection.memories and all(
             grounding.is_junk(item.description) for item in reflection.memories
         ):
@@ -194,7 +190,7 @@ def reflect_on_message(
             raise
         reflection_fail(reply=reply, error=str(exc), attempts=attempts)
         return None
-    except (openai.BadRequestError, openai.APIResponseValidationError) as exc:
+    except (Refused, TooLong) as exc:
         reflection_fail(reply=reply, error=str(exc), attempts=attempts)
         return None
     return _apply(reply=reply, reflection=reflection, known={node.pk: node for node in known})

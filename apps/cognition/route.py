@@ -14,14 +14,12 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-import httpx
-import openai
 from pydantic import BaseModel, Field
 
-from apps.cognition.budget import Piece, PromptTooLong, bodies, fill_to_fit
-from apps.cognition.schemas import InvalidReply
-from apps.cognition.structured import complete_as
-from apps.core.llm_limits import ROUTER
+from apps.core.llm.fitting import Piece, bodies, template_prompt
+from apps.core.llm.limits import ROUTER
+from apps.core.llm.outcomes import LLMError
+from apps.core.llm.structured import complete_as
 
 logger = logging.getLogger(__name__)
 
@@ -111,9 +109,8 @@ def route_by_model(text: str, *, history: list[dict]) -> RouteDecision:
     """One short structured call to the router's model; never raises."""
     lines = [f"{message['role']}: {message['content']}" for message in history[-ROUTER_HISTORY:]]
     try:
-        prompt = fill_to_fit(
+        prompt = template_prompt(
             "route",
-            role=ROUTER,
             # The newest message is kept longest; a long one loses its middle.
             slots={
                 "history": [Piece(line, keep=i, shorten=True) for i, line in enumerate(lines)],
@@ -121,10 +118,8 @@ def route_by_model(text: str, *, history: list[dict]) -> RouteDecision:
             },
             empty="(none)",
         )
-        choice = complete_as(
-            RouteChoice, role=ROUTER, messages=[{"role": "user", "content": prompt}]
-        )
-    except (InvalidReply, openai.OpenAIError, httpx.HTTPError, PromptTooLong) as exc:
+        choice = complete_as(RouteChoice, role=ROUTER, prompt=prompt)
+    except LLMError as exc:
         logger.info("the router's model failed; answering directly: %s", exc)
         return RouteDecision(
             ANSWER,

@@ -1,4 +1,4 @@
-"""What the background LLM calls must answer, as Pydantic models (asked by `structured`)."""
+"""What the background LLM calls must answer, as Pydantic models (asked by the gateway)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from apps.memory.models import Category, MemoryNode
 from apps.memory.schemas import MAX_PLAN_STEPS, PlanStep
-
-
-class InvalidReply(Exception):
-    """The LLM's reply did not validate, even after a repair attempt."""
 
 
 class LearntMemory(BaseModel):

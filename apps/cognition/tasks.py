@@ -11,21 +11,16 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-import openai
 from celery import shared_task
 from celery.utils.time import get_exponential_backoff_interval
 
 from apps.chat.models import Message
 from apps.cognition import critic, episodes, reflection
-from apps.cognition.schemas import InvalidReply
+from apps.core.llm.outcomes import InvalidReply, Refused, TooLong, Unreachable
 from apps.core.selectors import runtime_config
 
-TRANSIENT_LLM_ERRORS = (
-    openai.APIConnectionError,
-    openai.APITimeoutError,
-    openai.RateLimitError,
-    openai.InternalServerError,
-)
+# Unreachable: no answer, a timeout, a 5xx, a rate limit: the server may answer later.
+TRANSIENT_LLM_ERRORS = (Unreachable,)
 
 LLM_TASK = {
     "bind": True,
@@ -139,7 +134,7 @@ def summarise_episode(self, conversation_id: int, invalid_replies: int = 0) -> N
     attempts = self.request.retries + 1
     try:
         episodes.episode_summarise(conversation_id=conversation_id)
-    except (InvalidReply, openai.APIResponseValidationError) as exc:
+    except InvalidReply as exc:
         if invalid_replies + 1 >= INVALID_REPLY_ATTEMPTS:
             episodes.episode_give_up(
                 conversation_id=conversation_id, attempts=attempts, error=str(exc)
@@ -158,7 +153,7 @@ def summarise_episode(self, conversation_id: int, invalid_replies: int = 0) -> N
         if self.request.retries < self.max_retries:
             raise
         episodes.episode_give_up(conversation_id=conversation_id, attempts=attempts, error=str(exc))
-    except openai.BadRequestError as exc:
+    except (Refused, TooLong) as exc:
         # The server refuses this prompt; asking again would be refused the same way.
         episodes.episode_give_up(conversation_id=conversation_id, attempts=attempts, error=str(exc))
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,15 +24,17 @@ from concurrent.futures import TimeoutError as ToolTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
 from django.core.cache import cache
 from django.db import connection
 from pydantic import BaseModel, Field, ValidationError
 
-from apps.cognition.structured import MODE_SECONDS, first_json_object, parse_reply
 from apps.cognition.tools import TOOLS, Evidence, Tool, ToolContext, ToolError
-from apps.core.llm import llm_client
-from apps.core.llm_limits import CHAT, Endpoint, model_limits, role_endpoint
+from apps.core.llm import gateway
+from apps.core.llm.clients import ToolsRefused
+from apps.core.llm.fitting import PromptBuilder, Room, fit, message_piece
+from apps.core.llm.limits import CHAT, Endpoint, role_endpoint
+from apps.core.llm.outcomes import LLMError, TimedOut, Unreachable
+from apps.core.llm.structured import MODE_SECONDS, first_json_object, parse_reply
 from apps.core.models import RuntimeConfig
 
 logger = logging.getLogger(__name__)
@@ -60,9 +61,6 @@ REACT_PROMPT = (
 # Tool calls run on their own threads so that a slow one can be left behind; each closes its
 # database connection when done.
 _TOOL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thalamus-tool")
-
-_TOOLS_REFUSAL = re.compile(r"tool|jinja|function.call", re.IGNORECASE)
-_CONTEXT_ERROR = re.compile(r"context (size|length|window)|too long|too many tokens", re.I)
 
 
 @dataclass
@@ -107,18 +105,6 @@ def tool_mode(*, endpoint: Endpoint) -> str:
     return REACT_MODE if cache.get(_mode_key(endpoint)) == REACT_MODE else TOOLS_MODE
 
 
-def refuses_tools(exc: openai.APIStatusError) -> bool:
-    """Is this the server refusing the `tools` parameter (not, say, a prompt too long)?
-
-    llama.cpp without --jinja: HTTP 500 "tools param requires --jinja flag"; Ollama: HTTP 400
-    "... does not support tools"; others a 4xx naming tools.
-    """
-    text = str(exc)
-    if exc.status_code not in (400, 404, 422, 500, 501) or _CONTEXT_ERROR.search(text):
-        return False
-    return bool(_TOOLS_REFUSAL.search(text))
-
-
 def gather_evidence(
     *,
     context: ToolContext,
@@ -129,8 +115,9 @@ def gather_evidence(
 ) -> ToolLoopResult:
     """Let the chat model call the `allowed` tools for at most `config.tool_rounds` rounds.
 
-    `history` is the conversation before `question` as chat messages, already fitted to the
-    model's window. Raises only ValueError for a tool name that does not exist.
+    `history` is the conversation before `question` as chat messages; each round is fitted to
+    the window of the model asked (the chat's, or a fallback). Raises only ValueError for a tool
+    name that does not exist.
     """
     unknown = set(allowed) - set(TOOLS)
     if unknown:
@@ -142,16 +129,6 @@ def gather_evidence(
         result.stopped = "no rounds"
         return result
 
-    limits = model_limits(CHAT, config)
-    client = llm_client(base_url=limits.base_url, timeout=config.router_timeout_seconds)
-    request: dict = {
-        "model": limits.model,
-        "max_tokens": LOOP_MAX_TOKENS,
-        "temperature": 0.2,
-        "stream": False,
-    }
-    if limits.server == "ollama":
-        request["options"] = {"num_ctx": limits.context}
     conversation = [*history, {"role": "user", "content": question}]
     messages = _start(result.mode, offered, conversation)
     seen: set = set()
@@ -162,34 +139,76 @@ def gather_evidence(
         )
 
     while result.rounds < config.tool_rounds:
-        body = {**request, "messages": messages}
-        if result.mode == TOOLS_MODE:
-            body.update(tools=[tool.as_openai() for tool in offered], tool_choice="auto")
+        tools = [tool.as_openai() for tool in offered] if result.mode == TOOLS_MODE else None
         try:
-            reply = _completion_message(client, body)
-        except openai.APIStatusError as exc:
-            if result.mode == TOOLS_MODE and refuses_tools(exc):
-                logger.info("%s refuses tool calling; tools through text from now on", endpoint)
-                result.mode = REACT_MODE
-                cache.set(_mode_key(endpoint), REACT_MODE, MODE_SECONDS)
-                messages = _start(result.mode, offered, conversation)
-                continue
-            result.stopped = f"llm error: {_llm_error_sentence(exc, config)}"
-            return result
-        except (openai.OpenAIError, _UnreadableReply) as exc:
+            reply = gateway.complete(
+                role=CHAT,
+                prompt=_fitted(messages),
+                max_tokens=LOOP_MAX_TOKENS,
+                temperature=0.2,
+                tools=tools,
+                foreground=True,
+                config=config,
+            )
+        except ToolsRefused:
+            if result.mode != TOOLS_MODE:
+                raise
+            logger.info("%s refuses tool calling; tools through text from now on", endpoint)
+            result.mode = REACT_MODE
+            cache.set(_mode_key(endpoint), REACT_MODE, MODE_SECONDS)
+            messages = _start(result.mode, offered, conversation)
+            continue
+        except LLMError as exc:
             result.stopped = f"llm error: {_llm_error_sentence(exc, config)}"
             return result
         result.rounds += 1
+        said = {"content": reply.content, "tool_calls": reply.tool_calls}
         if result.mode == TOOLS_MODE:
-            went_on = _tools_round(reply, messages, call)
+            went_on = _tools_round(said, messages, call)
         else:
-            went_on = _react_round(reply, messages, call, result)
+            went_on = _react_round(said, messages, call, result)
         if not went_on:
             result.stopped = "answered"
             return result
 
     result.stopped = "round cap"
     return result
+
+
+def _fitted(messages: list[dict]) -> PromptBuilder:
+    """The loop's messages fitted to the model's room: the system prompt and the question stay
+    (a long question loses its middle), older history goes first, each observation may lose
+    its middle; the calls themselves stay, as their results must answer them."""
+    question_at = next(
+        index
+        for index in range(len(messages) - 1, -1, -1)
+        if messages[index]["role"] == "user"
+        and not messages[index]["content"].startswith("Observation: ")
+    )
+
+    def build(room: Room) -> list[dict]:
+        pieces = []
+        for index, message in enumerate(messages):
+            text = message.get("content") or ""
+            calls = message.get("tool_calls")
+            if index == 0:
+                pieces.append(message_piece(text))
+            elif index < question_at:
+                pieces.append(message_piece(text, keep=index))
+            elif calls:
+                piece = message_piece(text)
+                piece.extra += room.counter.text(json.dumps(calls))
+                pieces.append(piece)
+            else:
+                pieces.append(message_piece(text, shorten=True))
+        texts = fit(pieces, budget=room.budget, counter=room.counter)
+        return [
+            {**message, "content": text}
+            for message, text in zip(messages, texts, strict=True)
+            if text is not None
+        ]
+
+    return build
 
 
 def _tools_round(reply: dict, messages: list[dict], call: Callable[[_Wish], str]) -> bool:
@@ -248,18 +267,6 @@ def _start(mode: str, offered: list[Tool], conversation: list[dict]) -> list[dic
         for tool in offered
     )
     return [{"role": "system", "content": REACT_PROMPT.format(tools=listing)}, *conversation]
-
-
-def _completion_message(client: openai.OpenAI, body: dict) -> dict:
-    # A plain POST: the loop reads two fields of the reply, no typed model is needed.
-    reply = client.post("/chat/completions", body=body, cast_to=object)
-    try:
-        message = reply["choices"][0]["message"]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise _UnreadableReply("the chat model's reply is not a chat completion") from exc
-    if not isinstance(message, dict):
-        raise _UnreadableReply("the chat model's reply has no message")
-    return message
 
 
 def _call(
@@ -368,13 +375,12 @@ def _validation_sentence(exc: ValidationError) -> str:
     )
 
 
-def _llm_error_sentence(exc: Exception, config: RuntimeConfig) -> str:
-    if isinstance(exc, openai.APITimeoutError):
+def _llm_error_sentence(exc: LLMError, config: RuntimeConfig) -> str:
+    if isinstance(exc, TimedOut):
         return f"the chat model did not answer within {config.router_timeout_seconds} s"
-    if isinstance(exc, openai.APIConnectionError):
+    if exc.status_code is None and isinstance(exc, Unreachable):
         return "the chat model's server could not be reached"
-    if isinstance(exc, openai.APIStatusError):
-        body = exc.body.get("error", exc.body) if isinstance(exc.body, dict) else exc.body
-        message = body.get("message") if isinstance(body, dict) else body
-        return f"HTTP {exc.status_code} from the chat model: {message or exc.message}"[:ERROR_CHARS]
+    if exc.status_code is not None:
+        said = exc.reason.removeprefix(f"HTTP {exc.status_code}").removeprefix(": ")
+        return f"HTTP {exc.status_code} from the chat model: {said}"[:ERROR_CHARS]
     return str(exc)[:ERROR_CHARS]

@@ -12,14 +12,12 @@ import dataclasses
 import json
 import logging
 
-import httpx
-import openai
 from pydantic import BaseModel, ConfigDict, Field
 
-from apps.cognition.budget import Piece, PromptTooLong, bodies, fill_to_fit, fixed_lines
-from apps.cognition.schemas import InvalidReply
-from apps.cognition.structured import complete_as
-from apps.core.llm_limits import ROUTER
+from apps.core.llm.fitting import Piece, bodies, fixed_lines, template_prompt
+from apps.core.llm.limits import ROUTER
+from apps.core.llm.outcomes import LLMError
+from apps.core.llm.structured import complete_as
 from apps.memory.models import WorldState
 from apps.memory.schemas import WORLD_OPS, WORLD_PATHS
 from apps.memory.selectors import world_state_for
@@ -73,10 +71,9 @@ def _history_pieces(history: list[dict]) -> list[Piece]:
 
 def propose_world_ops(*, state: WorldState, question: str, history: list[dict]) -> WorldOps:
     """One short structured call to the router's model (a foreground role: no waiting for the
-    chat). Raises what `complete_as` raises (InvalidReply, the SDK's errors) and PromptTooLong."""
-    prompt = fill_to_fit(
+    chat). Raises the gateway's outcomes."""
+    prompt = template_prompt(
         "world",
-        role=ROUTER,
         slots={
             "state": fixed_lines(state_lines(state)),
             "history": _history_pieces(history),
@@ -84,7 +81,7 @@ def propose_world_ops(*, state: WorldState, question: str, history: list[dict]) 
         },
         empty="(none)",
     )
-    return complete_as(WorldOps, role=ROUTER, messages=[{"role": "user", "content": prompt}])
+    return complete_as(WorldOps, role=ROUTER, prompt=prompt)
 
 
 def modify_world(*, user_id: int, question: str, history: list[dict]) -> WorldChange:
@@ -96,7 +93,7 @@ def modify_world(*, user_id: int, question: str, history: list[dict]) -> WorldCh
     state = world_state_for(user_id=user_id)
     try:
         proposed = propose_world_ops(state=state, question=question, history=history)
-    except (InvalidReply, openai.OpenAIError, httpx.HTTPError, PromptTooLong) as exc:
+    except LLMError as exc:
         logger.info("the world modifier's model failed; the world state stays: %s", exc)
         detail = " ".join(str(exc).split())[:240] or type(exc).__name__
         return WorldChange(

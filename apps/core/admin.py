@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 
-import openai
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models, transaction
@@ -11,14 +10,15 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
 from apps.core.forms import RuntimeConfigForm
-from apps.core.llm import llm_client
-from apps.core.llm_limits import (
+from apps.core.llm.gateway import models_of
+from apps.core.llm.limits import (
     EMBEDDING,
     all_model_limits,
     configured_models,
     role_endpoint,
     truncation_warnings,
 )
+from apps.core.llm.outcomes import LLMError
 from apps.core.metrics import LlmMetricsRow, llm_metrics_rows
 from apps.core.models import Event, PromptOverride, RuntimeConfig
 from apps.core.prompts import PROMPT_PLACEHOLDERS, file_prompt_text, prompt_path
@@ -31,10 +31,10 @@ ENDPOINT_CHECK_SECONDS = 3.0
 def endpoint_problem(base_url: str) -> str | None:
     """Why the LLM endpoint cannot be used right now, or None when it answers."""
     try:
-        llm_client(base_url=base_url, timeout=ENDPOINT_CHECK_SECONDS).models.list()
-    except openai.APIStatusError as exc:
-        return f"{base_url} answered HTTP {exc.status_code} when asked for its models."
-    except openai.APIError as exc:
+        models_of(base_url, timeout=ENDPOINT_CHECK_SECONDS)
+    except LLMError as exc:
+        if exc.status_code is not None:
+            return f"{base_url} answered HTTP {exc.status_code} when asked for its models."
         return f"{base_url} is unreachable ({exc.__class__.__name__})."
     return None
 

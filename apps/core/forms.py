@@ -8,7 +8,7 @@ from django.contrib.admin.widgets import AdminTextInputWidget
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from apps.core.llm_limits import (
+from apps.core.llm.limits import (
     CHAT,
     EMBEDDING,
     FALLBACK_ROLES,

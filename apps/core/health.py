@@ -62,11 +62,11 @@ def check_worker() -> dict:
 
 
 def check_llm() -> dict:
-    from apps.core.llm import llm_client
+    from apps.core.llm.gateway import models_of
 
     base_url = settings.THALAMUS_LLM_BASE_URL
     try:
-        models = [model.id for model in llm_client(timeout=2.0, max_retries=0).models.list()]
+        models = models_of(base_url, timeout=2.0)
         return {"ok": True, "base_url": base_url, "models": models[:20]}
     except Exception as exc:
         return {"ok": False, "base_url": base_url, "error": _error(exc)}
@@ -75,7 +75,7 @@ def check_llm() -> dict:
 def check_models() -> dict:
     """Each role's model, window and reply cap, whether its server lists it (and each of its
     fallbacks), and any silent truncation seen in the last day."""
-    from apps.core.llm_limits import all_model_limits, configured_models, truncation_warnings
+    from apps.core.llm.limits import all_model_limits, configured_models, truncation_warnings
     from apps.core.selectors import runtime_config
 
     try:

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
-import openai
 from django.conf import settings
 
-from apps.core.llm import llm_client
-from apps.core.llm_limits import EMBEDDING, role_endpoint
+from apps.core.llm import gateway
+from apps.core.llm.limits import EMBEDDING, role_endpoint
+from apps.core.llm.outcomes import LLMError
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
@@ -66,17 +66,16 @@ class OpenAIEmbedder:
         return f"openai:{self.model}:{self.dim}"
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        client = _openai_client(self.base_url, self.timeout)
         vectors: list[list[float]] = []
         for start in range(0, len(texts), BATCH_SIZE):
-            vectors.extend(self._embed_batch(client, texts[start : start + BATCH_SIZE]))
+            vectors.extend(self._embed_batch(texts[start : start + BATCH_SIZE]))
         return vectors
 
-    def _embed_batch(self, client: openai.OpenAI, batch: list[str]) -> list[list[float]]:
+    def _embed_batch(self, batch: list[str]) -> list[list[float]]:
         needs_dimensions = self.base_url in self._servers_needing_dimensions
-        vectors = self._request(client, batch, needs_dimensions)
+        vectors = self._request(batch, needs_dimensions)
         if vectors and len(vectors[0]) != self.dim and not needs_dimensions:
-            vectors = self._request(client, batch, True)
+            vectors = self._request(batch, True)
             if len(vectors[0]) == self.dim:
                 self._servers_needing_dimensions.add(self.base_url)
         if vectors and len(vectors[0]) != self.dim:
@@ -86,17 +85,15 @@ class OpenAIEmbedder:
             )
         return vectors
 
-    def _request(self, client: openai.OpenAI, batch: list[str], with_dimensions: bool):
+    def _request(self, batch: list[str], with_dimensions: bool):
         body = {"model": self.model, "input": [text if text.strip() else "-" for text in batch]}
         # Empty input (replaced by "-" above) makes some servers fail the whole batch.
         body["encoding_format"] = "base64"  # as the SDK asks by default; floats are read too
         if with_dimensions:
             body["dimensions"] = self.dim
         try:
-            # A plain POST: `embeddings.create` builds a typed model of every reply, which on the
-            # chat's hot path costs as much as the request itself.
-            response = client.post("/embeddings", body=body, cast_to=object)
-        except openai.OpenAIError as exc:
+            response = gateway.embed(base_url=self.base_url, body=body, timeout=self.timeout)
+        except LLMError as exc:
             raise EmbeddingError(f"embedding request failed: {exc}") from exc
         try:
             data = sorted(response["data"], key=lambda item: item["index"])
@@ -114,12 +111,6 @@ def _vector(embedding: str | list[float]) -> list[float]:
     if not isinstance(embedding, list):
         raise TypeError(f"an embedding is a {type(embedding).__name__}")
     return [float(value) for value in embedding]
-
-
-@lru_cache(maxsize=8)
-def _openai_client(base_url: str, timeout: float) -> openai.OpenAI:
-    # Building a client (and its connection pool) costs more than a small embedding request.
-    return llm_client(timeout=timeout, base_url=base_url)
 
 
 class LocalEmbedder:

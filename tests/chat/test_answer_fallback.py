@@ -9,7 +9,7 @@ from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.cognition.answer import AnswerFailed
 from apps.cognition.pipeline import answer_saved_reply
-from apps.core.llm_limits import CHAT, Endpoint, model_limits
+from apps.core.llm.limits import CHAT, Endpoint, model_limits
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
 from apps.memory import services as memory_services
@@ -110,13 +110,17 @@ async def test_when_every_model_of_the_chain_fails_the_reply_says_so_plainly(use
     ]
 
 
-async def test_a_prompt_the_server_refuses_is_not_handed_to_a_fallback(user, llm_stub):
+async def test_a_prompt_too_long_for_every_model_is_sent_to_each_once_and_never_again(
+    user, llm_stub
+):
     llm_stub.set_defaults(context=10)
 
     reply = await _answer(user, model_fallbacks={"chat": ["demo"]})
 
     assert reply.status == Message.Status.FAILED
-    assert [body["model"] for body in _chat_requests(llm_stub)] == ["qwen2.5:7b"]
+    # Each refusal states the server's window; no prompt is sent again over a known window.
+    assert [body["model"] for body in _chat_requests(llm_stub)] == ["qwen2.5:7b", "demo"]
+    assert "too long for the model" in reply.error
 
 
 async def test_the_debates_draft_falls_back_too_and_the_rewrite_asks_the_same_model(user, llm_stub):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from apps.cognition.budget import (
+from apps.core.llm.fitting import (
     NEVER,
     Piece,
-    PromptTooLong,
+    TooLong,
     fit,
     shorten_middle,
 )
-from apps.core.llm_limits import TokenCounter
+from apps.core.llm.limits import TokenCounter
 
 COUNTER = TokenCounter(chars_per_token=4.0)
 
@@ -44,7 +44,7 @@ def test_a_long_body_loses_its_middle_behind_a_marker_never_dropped():
 
 
 def test_what_cannot_fit_even_shortened_is_refused_with_the_counts():
-    with pytest.raises(PromptTooLong) as refused:
+    with pytest.raises(TooLong) as refused:
         fit([Piece("q" * 4000, keep=NEVER)], budget=100, counter=COUNTER)
 
     assert refused.value.needed == 1000 and refused.value.budget == 100

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import json
 
-import openai
 import pytest
 
-from apps.cognition import structured
-from apps.cognition.schemas import EpisodeSummary, InvalidReply
-from apps.cognition.structured import complete_as, first_json_object, json_candidates
-from apps.core.llm_limits import role_endpoint
+from apps.cognition.schemas import EpisodeSummary
+from apps.core.llm import structured
+from apps.core.llm.limits import role_endpoint
+from apps.core.llm.outcomes import InvalidReply, TooLong
+from apps.core.llm.structured import complete_as, first_json_object, json_candidates
 
 SUMMARY = {"summary": "Talked about Rome", "decisions": "", "outcome": "", "lesson": ""}
 ASK = [{"role": "user", "content": "Summarise this stretch of conversation."}]
@@ -59,8 +59,8 @@ def test_a_server_without_json_schema_is_asked_for_json_object_from_then_on(llm_
     llm_stub.set_defaults(response_formats=["json_object"])
     llm_stub.script({"json": SUMMARY}, {"json": SUMMARY})
 
-    assert complete_as(EpisodeSummary, role="episode", messages=ASK).summary == SUMMARY["summary"]
-    assert complete_as(EpisodeSummary, role="episode", messages=ASK).summary == SUMMARY["summary"]
+    assert complete_as(EpisodeSummary, role="episode", prompt=ASK).summary == SUMMARY["summary"]
+    assert complete_as(EpisodeSummary, role="episode", prompt=ASK).summary == SUMMARY["summary"]
 
     assert _formats(llm_stub) == ["json_schema", "json_object", "json_object"]
     assert structured.structured_mode(endpoint=fresh_modes) == "json_object"
@@ -75,8 +75,8 @@ def test_a_server_without_response_format_gets_the_schema_in_the_prompt_from_the
     fenced = f"Here you go:\n```json\n{json.dumps(SUMMARY)}\n```"
     llm_stub.script({"content": fenced}, {"content": fenced})
 
-    complete_as(EpisodeSummary, role="episode", messages=ASK)
-    complete_as(EpisodeSummary, role="episode", messages=ASK)
+    complete_as(EpisodeSummary, role="episode", prompt=ASK)
+    complete_as(EpisodeSummary, role="episode", prompt=ASK)
 
     assert _formats(llm_stub) == ["json_schema", "json_object", None, None]
     assert structured.structured_mode(endpoint=fresh_modes) == "prompt"
@@ -85,8 +85,8 @@ def test_a_server_without_response_format_gets_the_schema_in_the_prompt_from_the
 def test_a_server_that_takes_json_schema_stays_on_it(llm_stub, fresh_modes):
     llm_stub.script({"json": SUMMARY}, {"json": SUMMARY})
 
-    complete_as(EpisodeSummary, role="episode", messages=ASK)
-    complete_as(EpisodeSummary, role="episode", messages=ASK)
+    complete_as(EpisodeSummary, role="episode", prompt=ASK)
+    complete_as(EpisodeSummary, role="episode", prompt=ASK)
 
     assert _formats(llm_stub) == ["json_schema", "json_schema"]
 
@@ -94,8 +94,8 @@ def test_a_server_that_takes_json_schema_stays_on_it(llm_stub, fresh_modes):
 def test_a_prompt_too_long_is_not_taken_for_a_refused_format(llm_stub, fresh_modes):
     llm_stub.set_defaults(context=5, overflow="reject")
 
-    with pytest.raises(openai.BadRequestError):
-        complete_as(EpisodeSummary, role="episode", messages=ASK)
+    with pytest.raises(TooLong):
+        complete_as(EpisodeSummary, role="episode", prompt=ASK)
 
     assert _formats(llm_stub) == ["json_schema"]
     assert structured.structured_mode(endpoint=fresh_modes) == "json_schema"
@@ -105,7 +105,7 @@ def test_json_followed_by_rambling_until_max_tokens_is_used(llm_stub, fresh_mode
     llm_stub.set_defaults(eos=False)
     llm_stub.script({"json": SUMMARY})
 
-    summary = complete_as(EpisodeSummary, role="episode", messages=ASK)
+    summary = complete_as(EpisodeSummary, role="episode", prompt=ASK)
 
     assert summary.summary == SUMMARY["summary"]
     assert len(_formats(llm_stub)) == 1  # no repair call was needed
@@ -114,7 +114,7 @@ def test_json_followed_by_rambling_until_max_tokens_is_used(llm_stub, fresh_mode
 def test_prose_around_the_json_needs_no_repair(llm_stub, fresh_modes):
     llm_stub.set_defaults(json_junk="prose")
 
-    complete_as(EpisodeSummary, role="episode", messages=ASK)
+    complete_as(EpisodeSummary, role="episode", prompt=ASK)
 
     assert len(_formats(llm_stub)) == 1
 
@@ -123,7 +123,7 @@ def test_an_empty_object_is_repaired_once_then_invalid(llm_stub, fresh_modes):
     llm_stub.set_defaults(json_junk="empty")
 
     with pytest.raises(InvalidReply, match="summary"):
-        complete_as(EpisodeSummary, role="episode", messages=ASK)
+        complete_as(EpisodeSummary, role="episode", prompt=ASK)
 
     assert len(_formats(llm_stub)) == 2
     repair = llm_stub.requests[-1]["body"]["messages"][-1]["content"]
@@ -131,7 +131,7 @@ def test_an_empty_object_is_repaired_once_then_invalid(llm_stub, fresh_modes):
 
 
 def test_a_reply_is_done_only_when_its_outer_object_closes():
-    from apps.cognition.structured import json_object_closed
+    from apps.core.llm.structured import json_object_closed
 
     assert not json_object_closed('{"memories": [{"action": "add"}')
     assert not json_object_closed("Sure! {not json} and then")

@@ -15,8 +15,9 @@ import pytest
 
 from apps.chat.models import Conversation, Message
 from apps.cognition import tools as tool_module
-from apps.cognition.toolloop import gather_evidence, refuses_tools
+from apps.cognition.toolloop import gather_evidence
 from apps.cognition.tools import TOOLS, Tool, ToolContext
+from apps.core.llm.clients import ToolsRefused, outcome_of
 from apps.core.selectors import runtime_config
 from apps.memory import services as memory_services
 
@@ -317,4 +318,5 @@ def test_a_refusal_of_tool_calling_is_told_from_other_errors():
     for status, message, refused in cases:
         response = httpx.Response(status, request=request, json={"error": {"message": message}})
         error = openai.APIStatusError(message, response=response, body={"message": message})
-        assert refuses_tools(error) is refused, message
+        refuses = isinstance(outcome_of(error, base_url="", model=""), ToolsRefused)
+        assert refuses is refused, message

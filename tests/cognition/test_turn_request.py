@@ -9,7 +9,7 @@ from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.cognition.answer import MessageTooLong
 from apps.cognition.pipeline import prepare_saved_reply
-from apps.core.llm_limits import CHAT, role_endpoint, token_counter
+from apps.core.llm.limits import CHAT, role_endpoint, token_counter
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
 
@@ -64,7 +64,7 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
     assert history[0]["content"] != "answer 0" + filler
     counter = token_counter(role_endpoint(CHAT))
     assert counter.messages(turn.messages) <= 1024 - 256
-    assert turn.max_tokens == 256
+    assert turn.room.limits.reply_cap == 256
     assert turn.trace["history_dropped"] == 10 - len(history)
     assert turn.trace["limits"]["context"] == 1024
 

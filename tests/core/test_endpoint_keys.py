@@ -4,10 +4,11 @@ the admin gets the key set for it, or none."""
 from __future__ import annotations
 
 import pytest
+from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from apps.accounts.services import api_key_create
-from apps.core.llm import async_llm_client, llm_client
+from apps.core.llm.clients import async_client, sync_client
 from thalamus_site.settings import env_endpoint_keys
 
 pytestmark = pytest.mark.django_db
@@ -31,19 +32,19 @@ def _keys_sent(llm_stub) -> list[str]:
 
 
 def test_the_environments_key_goes_to_its_own_endpoint_only(llm_stub, other_endpoint):
-    _ask(llm_client())
-    _ask(llm_client(base_url=other_endpoint))
+    _ask(sync_client(django_settings.THALAMUS_LLM_BASE_URL, timeout=10))
+    _ask(sync_client(other_endpoint, timeout=10))
     assert _keys_sent(llm_stub) == [f"Bearer {SECRET}", "Bearer none"]
 
 
 def test_an_endpoint_gets_the_key_the_operator_set_for_it(llm_stub, other_endpoint, settings):
     settings.THALAMUS_LLM_ENDPOINT_KEYS = {other_endpoint: "sk-for-that-one"}
-    _ask(llm_client(base_url=other_endpoint + "/"))
+    _ask(sync_client(other_endpoint + "/", timeout=10))
     assert _keys_sent(llm_stub) == ["Bearer sk-for-that-one"]
 
 
 async def test_the_async_client_keeps_the_key_to_its_endpoint_too(llm_stub, other_endpoint):
-    await async_llm_client(base_url=other_endpoint).chat.completions.create(
+    await async_client(other_endpoint, timeout=10).chat.completions.create(
         model="qwen2.5:7b", messages=[{"role": "user", "content": "hi"}]
     )
     assert _keys_sent(llm_stub) == ["Bearer none"]

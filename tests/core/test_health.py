@@ -78,7 +78,7 @@ def test_healthz_shows_each_models_window_and_cap(admin_client, llm_stub, config
 
 @pytest.mark.django_db
 def test_healthz_reports_a_server_that_silently_truncates(admin_client, llm_stub):
-    from apps.core.llm_limits import CHAT, role_endpoint, truncation_warn
+    from apps.core.llm.limits import CHAT, role_endpoint, truncation_warn
 
     truncation_warn(endpoint=role_endpoint(CHAT), role=CHAT, sent_estimate=3900, reported=2048)
 

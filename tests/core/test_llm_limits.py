@@ -8,8 +8,8 @@ import time
 import openai
 import pytest
 
-from apps.core.llm import background_completion, chat_active_clear, chat_active_mark
-from apps.core.llm_limits import (
+from apps.core.llm.gateway import complete
+from apps.core.llm.limits import (
     CHAT,
     CRITIC,
     EMBEDDING,
@@ -25,6 +25,8 @@ from apps.core.llm_limits import (
     truncation_warnings,
     usage_check,
 )
+from apps.core.llm.outcomes import TimedOut
+from apps.core.llm.priority import chat_active_clear, chat_active_mark
 from apps.core.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -139,8 +141,8 @@ def test_a_background_call_sends_max_tokens_and_ollamas_num_ctx(llm_stub, config
     config(background_max_tokens=300)
     llm_stub.set_defaults(server="ollama", context=4096)
 
-    completion = background_completion(
-        role=REFLECTION, messages=[{"role": "user", "content": "hello"}], max_tokens=5000
+    completion = complete(
+        role=REFLECTION, prompt=[{"role": "user", "content": "hello"}], max_tokens=5000
     )
 
     assert completion.finish_reason == "stop"
@@ -152,13 +154,11 @@ def test_a_background_call_sends_max_tokens_and_ollamas_num_ctx(llm_stub, config
 def test_a_background_call_waits_while_an_answer_streams_from_its_endpoint(llm_stub, config):
     config(background_wait_seconds=10)
     base_url = role_endpoint(CHAT).base_url
-    chat_active_mark(base_url=base_url, reply_id=1)
-    threading.Timer(0.6, lambda: chat_active_clear(base_url=base_url, reply_id=1)).start()
+    chat_active_mark(base_url=base_url, call_id="1")
+    threading.Timer(0.6, lambda: chat_active_clear(base_url=base_url, call_id="1")).start()
 
     started = time.monotonic()
-    completion = background_completion(
-        role=REFLECTION, messages=[{"role": "user", "content": "hello"}]
-    )
+    completion = complete(role=REFLECTION, prompt=[{"role": "user", "content": "hello"}])
 
     assert time.monotonic() - started >= 0.5
     assert completion.waited_seconds >= 0.5
@@ -167,13 +167,11 @@ def test_a_background_call_waits_while_an_answer_streams_from_its_endpoint(llm_s
 def test_the_wait_is_bounded(llm_stub, config):
     config(background_wait_seconds=1)
     base_url = role_endpoint(CHAT).base_url
-    chat_active_mark(base_url=base_url, reply_id=2)
+    chat_active_mark(base_url=base_url, call_id="2")
     try:
-        completion = background_completion(
-            role=REFLECTION, messages=[{"role": "user", "content": "hello"}]
-        )
+        completion = complete(role=REFLECTION, prompt=[{"role": "user", "content": "hello"}])
     finally:
-        chat_active_clear(base_url=base_url, reply_id=2)
+        chat_active_clear(base_url=base_url, call_id="2")
 
     assert 0.9 <= completion.waited_seconds < 3
     assert completion.content
@@ -183,11 +181,11 @@ def test_a_generating_background_call_gives_way_to_an_answer_that_starts(llm_stu
     config(background_wait_seconds=30)
     llm_stub.set_defaults(slots=1, tps=40, eos=False)
     base_url = role_endpoint(CHAT).base_url
-    threading.Timer(0.5, lambda: chat_active_mark(base_url=base_url, reply_id=3)).start()
-    threading.Timer(1.5, lambda: chat_active_clear(base_url=base_url, reply_id=3)).start()
+    threading.Timer(0.5, lambda: chat_active_mark(base_url=base_url, call_id="3")).start()
+    threading.Timer(1.5, lambda: chat_active_clear(base_url=base_url, call_id="3")).start()
 
-    completion = background_completion(
-        role=REFLECTION, messages=[{"role": "user", "content": "hello"}], max_tokens=80
+    completion = complete(
+        role=REFLECTION, prompt=[{"role": "user", "content": "hello"}], max_tokens=80
     )
 
     assert completion.gave_way == 1
@@ -206,19 +204,17 @@ def test_a_background_call_gives_way_even_while_the_server_reads_its_prompt(llm_
 
     def answer() -> None:
         time.sleep(0.5)  # the reflection is half-way through reading its prompt
-        chat_active_mark(base_url=base_url, reply_id=4)
+        chat_active_mark(base_url=base_url, call_id="4")
         client = openai.OpenAI(base_url=base_url, api_key="x")
         client.chat.completions.create(
             model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=5
         )
-        chat_active_clear(base_url=base_url, reply_id=4)
+        chat_active_clear(base_url=base_url, call_id="4")
         answered.append(True)
 
     chat = threading.Thread(target=answer)
     chat.start()
-    completion = background_completion(
-        role=REFLECTION, messages=[{"role": "user", "content": "hello"}]
-    )
+    completion = complete(role=REFLECTION, prompt=[{"role": "user", "content": "hello"}])
     chat.join()
 
     assert answered and completion.gave_way == 1 and completion.content
@@ -232,25 +228,20 @@ def test_a_background_call_past_its_time_limit_times_out(llm_stub, config):
     config(background_timeout_seconds=5)
     llm_stub.set_defaults(tps=4, eos=False)
 
-    with pytest.raises(openai.APITimeoutError):
-        background_completion(
-            role=REFLECTION, messages=[{"role": "user", "content": "hello"}], max_tokens=500
-        )
+    with pytest.raises(TimedOut):
+        complete(role=REFLECTION, prompt=[{"role": "user", "content": "hello"}], max_tokens=500)
 
 
 def test_a_server_that_drops_the_start_of_a_prompt_is_caught_and_reported(llm_stub, config):
-    # Ollama with its default num_ctx: no refusal, the oldest words silently go.
+    # A server that does not say its window, and silently drops the oldest words past it (as
+    # Ollama's /v1 does with its default num_ctx): the runtime setting is believed.
     config(context_tokens=8192, background_max_tokens=64)
-    llm_stub.set_defaults(server="ollama", context=512, overflow="truncate")
+    llm_stub.set_defaults(context=512, overflow="truncate")
     long = "The user said many things. " * 300
 
-    completion = background_completion(
-        role=REFLECTION, messages=[{"role": "user", "content": long}]
-    )
+    completion = complete(role=REFLECTION, prompt=[{"role": "user", "content": long}])
 
     assert completion.prompt_tokens < 512
-    # Ollama is sent the window it is budgeted for, but its /v1 ignores it, as this stub does.
-    assert llm_stub.requests[-1]["body"]["options"] == {"num_ctx": 512}
     (warning,) = truncation_warnings()
     assert warning["role"] == REFLECTION and warning["reported_prompt_tokens"] < 512
     assert Event.objects.filter(kind=Event.Kind.WARNING).count() == 1
@@ -261,9 +252,9 @@ def test_a_reply_that_is_done_is_not_read_to_its_cap(llm_stub, config):
     llm_stub.script({"content": '{"ok": true}'})
 
     started = time.monotonic()
-    completion = background_completion(
+    completion = complete(
         role=REFLECTION,
-        messages=[{"role": "user", "content": "json please"}],
+        prompt=[{"role": "user", "content": "json please"}],
         max_tokens=500,
         done=lambda text: text.rstrip().endswith("}"),
     )

@@ -12,8 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.accounts.services import api_key_create
 from apps.chat.models import Conversation, Message
-from apps.core.llm import background_completion
-from apps.core.llm_limits import TITLE, role_endpoint
+from apps.core.llm.gateway import complete
+from apps.core.llm.limits import TITLE, role_endpoint
+from apps.core.llm.outcomes import Unreachable
 from apps.core.metrics import histogram_quantile, record_llm_call
 
 TOKEN = "scrape-me-" + "x" * 24
@@ -132,7 +133,7 @@ def test_a_failed_answer_is_counted_as_an_error_of_its_kind(api_client, user, ll
     labels = {"role": "chat", "model": model}
     for name, extra in [
         ("thalamus_llm_requests_total", {"outcome": "error"}),
-        ("thalamus_llm_errors_total", {"kind": "InternalServerError"}),
+        ("thalamus_llm_errors_total", {"kind": "http_500"}),
         ("thalamus_llm_latency_seconds_count", {}),
     ]:
         assert _value(after, name, **labels, **extra) - _value(before, name, **labels, **extra) == 1
@@ -148,13 +149,13 @@ def test_a_failed_background_call_is_counted_as_an_error_of_its_role(llm_stub, s
     before = scrape()
     llm_stub.script({"fault": "http_500"})
 
-    with pytest.raises(openai.InternalServerError):
-        background_completion(role=TITLE, messages=[{"role": "user", "content": "a title?"}])
+    with pytest.raises(Unreachable):
+        complete(role=TITLE, prompt=[{"role": "user", "content": "a title?"}])
 
     after = scrape()
     for name, extra in [
         ("thalamus_llm_requests_total", {"outcome": "error"}),
-        ("thalamus_llm_errors_total", {"kind": "InternalServerError"}),
+        ("thalamus_llm_errors_total", {"kind": "http_500"}),
     ]:
         assert _value(after, name, **labels, **extra) - _value(before, name, **labels, **extra) == 1
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import time
 
-import openai
 import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from apps.core.llm import background_completion
-from apps.core.llm_limits import (
+from apps.core.llm.gateway import complete
+from apps.core.llm.limits import (
     CHAT,
     EMBEDDING,
     REFLECTION,
@@ -21,6 +20,7 @@ from apps.core.llm_limits import (
     endpoint_models,
     role_endpoints,
 )
+from apps.core.llm.outcomes import Refused, TooLong
 from apps.core.models import FALLBACK_ROLES, RuntimeConfig
 from apps.core.ports import free_port
 
@@ -145,7 +145,7 @@ def test_a_background_call_falls_back_when_its_model_is_not_found(config, llm_st
     llm_stub.set_defaults(missing_models=["gone"])
     llm_stub.script({"content": "Trip to Rome"})
 
-    completion = background_completion(role=TITLE, messages=ASK)
+    completion = complete(role=TITLE, prompt=ASK)
 
     assert completion.content == "Trip to Rome"
     assert (completion.model, completion.base_url) == ("demo", llm_stub.url)
@@ -163,7 +163,7 @@ def test_a_background_call_falls_back_on_a_server_error(config, llm_stub):
     config(model_fallbacks={"reflection": ["demo"]})
     llm_stub.script({"fault": "http_500"}, {"content": "Fine."})
 
-    completion = background_completion(role=REFLECTION, messages=ASK)
+    completion = complete(role=REFLECTION, prompt=ASK)
 
     assert (completion.content, completion.model) == ("Fine.", "demo")
     assert completion.fallback_from[0]["error"].startswith("HTTP 500")
@@ -177,7 +177,7 @@ def test_a_background_call_falls_back_from_a_server_that_is_not_there(config, ll
         model_fallbacks={"reflection": ["bigger", f"{llm_stub.url} demo"]},
     )
 
-    completion = background_completion(role=REFLECTION, messages=ASK)
+    completion = complete(role=REFLECTION, prompt=ASK)
 
     assert (completion.model, completion.base_url) == ("demo", llm_stub.url)
     assert [(f["model"], f["error"]) for f in completion.fallback_from] == [
@@ -191,28 +191,32 @@ def test_a_call_that_times_out_falls_back(config, llm_stub):
     llm_stub.script({"fault": "hang", "ttft": 3}, {"content": "answer directly"})
 
     started = time.monotonic()
-    completion = background_completion(role=ROUTER, messages=ASK)
+    completion = complete(role=ROUTER, prompt=ASK)
 
     assert completion.model == "demo" and completion.content == "answer directly"
     assert completion.fallback_from[0]["error"] == "timed out"
     assert time.monotonic() - started < 3
 
 
-def test_a_prompt_too_long_is_not_handed_to_a_fallback(config, llm_stub):
+def test_a_prompt_too_long_for_every_model_of_the_chain_is_never_resent_over_a_known_window(
+    config, llm_stub
+):
     config(model_fallbacks={"reflection": ["demo"]})
     llm_stub.set_defaults(context=20)
 
-    with pytest.raises(openai.BadRequestError):
-        background_completion(role=REFLECTION, messages=[{"role": "user", "content": "w " * 50}])
+    with pytest.raises(TooLong):
+        complete(role=REFLECTION, prompt=[{"role": "user", "content": "w " * 50}])
 
-    assert [r["body"]["model"] for r in llm_stub.requests] == ["qwen2.5:7b"]
+    # Each model is asked once, learns its window from the refusal, and is not asked again
+    # with a prompt its window cannot hold.
+    assert [r["body"]["model"] for r in llm_stub.requests] == ["qwen2.5:7b", "demo"]
 
 
 def test_when_the_whole_chain_fails_the_last_error_is_raised(config, llm_stub):
     config(model_fallbacks={"title": ["demo"]})
     llm_stub.set_defaults(missing_models=["qwen2.5:7b", "demo"])
 
-    with pytest.raises(openai.NotFoundError, match="demo"):
-        background_completion(role=TITLE, messages=ASK)
+    with pytest.raises(Refused, match="demo"):
+        complete(role=TITLE, prompt=ASK)
 
     assert [r["body"]["model"] for r in llm_stub.requests] == ["qwen2.5:7b", "demo"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.core.llm_limits import EMBEDDING, role_endpoint
+from apps.core.llm.limits import EMBEDDING, role_endpoint
 from apps.memory.embedding import get_embedder
 from apps.memory.services import memory_node_create
 from llm_stub.server import StubServer

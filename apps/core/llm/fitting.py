@@ -11,9 +11,11 @@ would refuse (llama.cpp) or silently cut (Ollama).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
-from apps.core.llm_limits import TOKENS_PER_MESSAGE, TokenCounter
+from apps.core.llm.limits import TOKENS_PER_MESSAGE, ModelLimits, TokenCounter
+from apps.core.llm.outcomes import TooLong
 
 NEVER = math.inf
 # A shortened body keeps at least this much, split between its start and its end.
@@ -34,13 +36,37 @@ def message_piece(text: str, keep: float = NEVER, shorten: bool = False) -> Piec
     return Piece(text, keep, shorten, TOKENS_PER_MESSAGE)
 
 
-class PromptTooLong(Exception):
-    """Even with everything droppable dropped and every long body shortened, it does not fit."""
+@dataclass(frozen=True)
+class Room:
+    """What one model leaves a prompt: its limits and token counter, minus what the gateway adds
+    to the prompt itself (a schema written into it, tool definitions, a repair's exchange)."""
 
-    def __init__(self, *, needed: int, budget: int):
-        super().__init__(f"the prompt needs about {needed} tokens; {budget} are available")
-        self.needed = needed
-        self.budget = budget
+    limits: ModelLimits
+    counter: TokenCounter
+    reserved: int = 0
+
+    @property
+    def budget(self) -> int:
+        return max(self.limits.prompt_budget - self.reserved, 0)
+
+    def less(self, tokens: int) -> Room:
+        return replace(self, reserved=self.reserved + tokens)
+
+
+# A prompt is its messages, fixed, or a function that fits them to a model's room: the gateway
+# calls it once for each model it asks (the role's own, then each fallback in turn).
+PromptBuilder = Callable[[Room], list[dict]]
+Prompt = list[dict] | PromptBuilder
+
+
+def messages_for(prompt: Prompt, room: Room) -> list[dict]:
+    """The prompt's messages for `room`; TooLong rather than a prompt the server would refuse
+    (llama.cpp) or silently cut (Ollama)."""
+    messages = prompt(room) if callable(prompt) else prompt
+    needed = room.counter.messages(messages)
+    if needed > room.budget:
+        raise TooLong(needed=needed, budget=room.budget, model=room.limits.model)
+    return messages
 
 
 def shorten_middle(text: str, keep_chars: int) -> str:
@@ -84,31 +110,36 @@ def fit(pieces: list[Piece], *, budget: int, counter: TokenCounter) -> list[str 
         total -= costs[i] - cost
         texts[i] = shortened
     if total > budget:
-        raise PromptTooLong(needed=total, budget=budget)
+        raise TooLong(needed=total, budget=budget)
     return texts
 
 
-def fill_to_fit(name: str, *, role: str, slots: dict[str, list[Piece]], empty: str = "") -> str:
-    """Prompt template `name` with each slot's pieces (one a line), fitted to `role`'s model.
+def template_prompt(name: str, *, slots: dict[str, list[Piece]], empty: str = "") -> PromptBuilder:
+    """Prompt template `name` with each slot's pieces (one a line), as one user message fitted
+    to whichever model is asked.
 
     Used for the background prompts (reflection, critic, episode): a long message in them is
     shortened in its middle, known memories beyond the budget are left out, least relevant
     first.
     """
-    from apps.core.llm_limits import prompt_and_limits
     from apps.core.prompts import fill_prompt
+    from apps.core.selectors import prompt_text
 
-    template, limits, counter = prompt_and_limits(name, role)
+    template = prompt_text(name)
     frame = fill_prompt(name, template, **{slot: "" for slot in slots})
     pieces = [message_piece(frame)]
     for slot_pieces in slots.values():
         pieces += slot_pieces
-    texts = iter(fit(pieces, budget=limits.prompt_budget, counter=counter)[1:])
-    values = {}
-    for slot, slot_pieces in slots.items():
-        kept = [text for text in (next(texts) for _ in slot_pieces) if text is not None]
-        values[slot] = "\n".join(kept) or empty
-    return fill_prompt(name, template, **values)
+
+    def build(room: Room) -> list[dict]:
+        texts = iter(fit(pieces, budget=room.budget, counter=room.counter)[1:])
+        values = {}
+        for slot, slot_pieces in slots.items():
+            kept = [text for text in (next(texts) for _ in slot_pieces) if text is not None]
+            values[slot] = "\n".join(kept) or empty
+        return [{"role": "user", "content": fill_prompt(name, template, **values)}]
+
+    return build
 
 
 def ranked_lines(lines: list[str]) -> list[Piece]:

@@ -8,8 +8,9 @@ the prompt.
 
 Small models also wrap their JSON in prose or a ```json fence, or keep rambling after it until
 max_tokens: the reply is read as a whole, then as a fenced block, then as the first balanced
-JSON object in it. A reply that still does not validate gets one repair call, then
-`InvalidReply`. Nothing else is raised but the openai SDK's errors.
+JSON object in it. A reply that still does not validate gets one repair call, fitted like the
+first (the schema, the bad reply and the request counted in the budget), then `InvalidReply`.
+Nothing else is raised but the gateway's outcomes.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ import json
 import re
 from typing import TypeVar
 
-import openai
 from django.core.cache import cache
 from pydantic import BaseModel, ValidationError
 
-from apps.cognition.schemas import InvalidReply
-from apps.core.llm import background_completion
-from apps.core.llm_limits import Endpoint, role_endpoint
+from apps.core.llm import gateway
+from apps.core.llm.fitting import Prompt, Room, messages_for, shorten_middle
+from apps.core.llm.outcomes import InvalidReply, TooLong
+from apps.core.llm.servers import Endpoint
 
 Shape = TypeVar("Shape", bound=BaseModel)
 
@@ -46,8 +47,6 @@ _FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
 # backslash followed by "u0000"): PostgreSQL refuses it in text, so a memory with one would fail
 # the task that writes it.
 _NUL_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
-# A 400 about the request's size names the context, not the format: that one is re-raised.
-_CONTEXT_ERROR = re.compile(r"context (size|length|window)|too long|too many tokens", re.I)
 
 
 def _mode_key(endpoint: Endpoint) -> str:
@@ -65,49 +64,48 @@ def structured_mode_forget(*, endpoint: Endpoint) -> None:
     cache.delete(_mode_key(endpoint))
 
 
-def refuses_format(exc: openai.BadRequestError) -> bool:
-    """Does this 400 refuse the response_format (and not, say, a prompt too long)?"""
-    text = str(exc)
-    if _CONTEXT_ERROR.search(text):
-        return False
-    return bool(re.search(r"response_format|json_schema|json_object|grammar", text, re.I))
-
-
-def _request(schema: type[BaseModel], mode: str, messages: list[dict]) -> dict:
-    if mode == JSON_SCHEMA:
-        return {
-            "messages": messages,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
-            },
-        }
-    instruction = SCHEMA_REQUEST.format(schema=json.dumps(schema.model_json_schema()))
-    *earlier, last = messages
-    asked = [*earlier, {**last, "content": f"{last['content']}\n\n{instruction}"}]
-    if mode == JSON_OBJECT:
-        return {"messages": asked, "response_format": {"type": "json_object"}}
-    return {"messages": asked}
-
-
-def _ask(schema: type[BaseModel], *, role: str, messages: list[dict]) -> str:
-    endpoint = role_endpoint(role)
+def structured_mode_step_down(*, endpoint: Endpoint) -> bool:
+    """The endpoint refused its mode's response_format: one step down the ladder; False when
+    there is none left."""
     mode = structured_mode(endpoint=endpoint)
-    while True:
-        try:
-            completion = background_completion(
-                role=role,
-                # A model without end of sequence rambles on after its JSON until max_tokens.
-                done=json_object_closed,
-                **_request(schema, mode, messages),
-            )
-        except openai.BadRequestError as exc:
-            if mode == PROMPT or not refuses_format(exc):
-                raise
-            mode = MODES[MODES.index(mode) + 1]
-            cache.set(_mode_key(endpoint), mode, MODE_SECONDS)
-            continue
-        return completion.content or ""
+    if mode == PROMPT:
+        return False
+    cache.set(_mode_key(endpoint), MODES[MODES.index(mode) + 1], MODE_SECONDS)
+    return True
+
+
+def _ladder(schema: type[BaseModel]) -> gateway.Ladder:
+    """The request's extra fields and instruction for the endpoint's step of the ladder."""
+    instruction = SCHEMA_REQUEST.format(schema=json.dumps(schema.model_json_schema()))
+
+    def shape(endpoint: Endpoint) -> tuple[dict, str]:
+        mode = structured_mode(endpoint=endpoint)
+        if mode == JSON_SCHEMA:
+            return {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+                }
+            }, ""
+        if mode == JSON_OBJECT:
+            return {"response_format": {"type": "json_object"}}, instruction
+        return {}, instruction
+
+    return gateway.Ladder(
+        request=shape, step_down=lambda endpoint: structured_mode_step_down(endpoint=endpoint)
+    )
+
+
+def _ask(schema: type[BaseModel], *, role: str, prompt: Prompt, max_tokens: int | None) -> str:
+    reply = gateway.complete(
+        role=role,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        # A model without end of sequence rambles on after its JSON until max_tokens.
+        done=json_object_closed,
+        ladder=_ladder(schema),
+    )
+    return reply.content or ""
 
 
 def json_candidates(text: str) -> list[str]:
@@ -195,23 +193,42 @@ def _is_json_error(exc: ValidationError) -> bool:
     return any(error["type"] == "json_invalid" for error in exc.errors())
 
 
-def complete_as(schema: type[Shape], *, role: str, messages: list[dict]) -> Shape:
-    """Ask `role`'s endpoint for a reply of `schema`'s shape; one repair, then InvalidReply."""
-    reply = _ask(schema, role=role, messages=messages)
+def complete_as(
+    schema: type[Shape], *, role: str, prompt: Prompt, max_tokens: int | None = None
+) -> Shape:
+    """Ask `role` for a reply of `schema`'s shape; one repair, then InvalidReply."""
+    reply = _ask(schema, role=role, prompt=prompt, max_tokens=max_tokens)
     try:
         return parse_reply(schema, reply)
     except ValidationError as exc:
         errors = _error_sentence(exc)
-    repair = [
-        *messages,
-        {"role": "assistant", "content": reply},
-        {"role": "user", "content": REPAIR_REQUEST.format(errors=errors)},
-    ]
-    reply = _ask(schema, role=role, messages=repair)
+    try:
+        reply = _ask(
+            schema, role=role, prompt=_with_repair(prompt, reply, errors), max_tokens=max_tokens
+        )
+    except TooLong as exc:
+        raise InvalidReply(f"{errors} (no room left to ask for a repair)") from exc
     try:
         return parse_reply(schema, reply)
     except ValidationError as exc:
         raise InvalidReply(_error_sentence(exc)) from exc
+
+
+# The share of a repair's room the bad reply may take; its middle goes beyond it.
+REPAIR_REPLY_SHARE = 3
+
+
+def _with_repair(prompt: Prompt, reply: str, errors: str):
+    """The prompt, then the bad reply and the request to correct it, fitted as one."""
+    request = {"role": "user", "content": REPAIR_REQUEST.format(errors=errors)}
+
+    def build(room: Room) -> list[dict]:
+        keep_chars = int(room.budget // REPAIR_REPLY_SHARE * room.counter.chars_per_token)
+        answer = {"role": "assistant", "content": shorten_middle(reply, keep_chars)}
+        tail = [answer, request]
+        return [*messages_for(prompt, room.less(room.counter.messages(tail))), *tail]
+
+    return build
 
 
 def _error_sentence(exc: ValidationError) -> str:

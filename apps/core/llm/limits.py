@@ -12,19 +12,25 @@ the server returns (and from llama.cpp's own count when it refuses a prompt).
 
 from __future__ import annotations
 
-import hashlib
+import json
 import logging
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
-import httpx
 from django.conf import settings
 from django.core.cache import cache
 
 from apps.core.cache import redis_client
-
+from apps.core.llm.reasoning import REASONING_ALLOWANCE, seen_key
+from apps.core.llm.servers import (
+    LIMITS_SECONDS,
+    Endpoint,
+    endpoint_models,
+    model_listed,
+    server_facts,
+)
 from apps.core.models import FALLBACK_ROLES, RuntimeConfig, fallback_entry
 from apps.core.selectors import cached_value, override_cache_key, prompt_text, runtime_config
 
@@ -47,12 +53,6 @@ FOREGROUND_ROLES = (ROUTER,)
 TITLE_MAX_TOKENS = 32
 # The router's decision or the world modifier's operations: a short JSON object.
 ROUTER_MAX_TOKENS = 256
-PROBE_SECONDS = 2.0
-LIMITS_SECONDS = 600
-# How long the models a server lists are believed; a server that could not be asked is asked
-# again sooner.
-MODELS_SECONDS = 180
-MODELS_UNKNOWN_SECONDS = 15
 # Before the server has told us anything: fewer characters per token than most text has, so
 # the first prompts are estimated long rather than short.
 DEFAULT_CHARS_PER_TOKEN = 3.2
@@ -64,16 +64,6 @@ TOKENS_PER_MESSAGE = 6
 SAFETY_TOKENS = 64
 # A prompt the server reports as less than this share of what was sent lost its start.
 TRUNCATED_BELOW = 0.6
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    base_url: str
-    model: str
-
-    @property
-    def key(self) -> str:
-        return hashlib.sha1(f"{self.base_url}|{self.model}".encode()).hexdigest()[:16]
 
 
 def role_endpoint(role: str, config: RuntimeConfig | None = None) -> Endpoint:
@@ -123,15 +113,6 @@ def role_endpoints(role: str, config: RuntimeConfig | None = None) -> list[Endpo
 
 
 @dataclass(frozen=True)
-class ServerFacts:
-    """What a server said about a model; `context` None when it said nothing."""
-
-    server: str  # "llama.cpp", "ollama", "vllm" or "unknown"
-    context: int | None
-    source: str
-
-
-@dataclass(frozen=True)
 class ModelLimits:
     role: str
     base_url: str
@@ -177,6 +158,9 @@ def model_limits(
         cap = 0
     else:
         cap = config.background_max_tokens
+    if cap and cached_value(seen_key(endpoint.key), cached):
+        # A model seen thinking writes its thinking inside the same cap as its reply.
+        cap += REASONING_ALLOWANCE
     # A cap that leaves no room for a prompt is no cap: at most half the window.
     cap = min(cap, context // 2)
     return ModelLimits(
@@ -190,27 +174,18 @@ def model_limits(
     )
 
 
-def _facts_key(endpoint: Endpoint) -> str:
-    return f"llm:facts:{endpoint.key}"
-
-
 def _learnt_context_key(endpoint: Endpoint) -> str:
     return f"llm:learnt-context:{endpoint.key}"
 
 
-def server_facts(endpoint: Endpoint, *, cached: Mapping | None = None) -> ServerFacts:
-    """The server's own word on the model's window, asked once every ten minutes."""
-    known = cached_value(_facts_key(endpoint), cached)
-    if known is not None:
-        return ServerFacts(**known)
-    facts = _probe(endpoint)
-    cache.set(_facts_key(endpoint), asdict(facts), LIMITS_SECONDS)
-    return facts
-
-
 def endpoint_cache_keys(endpoint: Endpoint) -> list[str]:
     """The cache keys of what is known of an endpoint's model: its window and token ratio."""
-    return [_facts_key(endpoint), _learnt_context_key(endpoint), _ratio_key(endpoint)]
+    return [
+        f"llm:facts:{endpoint.key}",
+        seen_key(endpoint.key),
+        _learnt_context_key(endpoint),
+        _ratio_key(endpoint),
+    ]
 
 
 def forget_model_limits(endpoint: Endpoint | None = None) -> None:
@@ -226,169 +201,6 @@ def forget_model_limits(endpoint: Endpoint | None = None) -> None:
 
 
 # What an endpoint without a key of its own is sent (the openai SDK insists on some key, and
-# would take OPENAI_API_KEY from the environment for an empty one).
-NO_API_KEY = "none"
-
-
-def endpoint_api_key(base_url: str) -> str:
-    """The key sent to `base_url`: the environment's THALAMUS_LLM_API_KEY only to the base URLs
-    the environment names (THALAMUS_LLM_BASE_URL, THALAMUS_EMBED_BASE_URL); to an endpoint chosen
-    in the admin, the key the operator set for it in THALAMUS_LLM_ENDPOINT_KEYS, else
-    NO_API_KEY."""
-    url = base_url.rstrip("/")
-    from_env = {
-        settings.THALAMUS_LLM_BASE_URL.rstrip("/"),
-        settings.THALAMUS_EMBED_BASE_URL.rstrip("/"),
-    }
-    if url in from_env - {""}:
-        return settings.THALAMUS_LLM_API_KEY
-    return settings.THALAMUS_LLM_ENDPOINT_KEYS.get(url, NO_API_KEY)
-
-
-def _auth_headers(base_url: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {endpoint_api_key(base_url)}"}
-
-
-def server_root(base_url: str) -> str:
-    """http://host:port/v1 -> http://host:port: llama.cpp and Ollama's own routes sit there."""
-    root = base_url.rstrip("/")
-    return root[: -len("/v1")] if root.endswith("/v1") else root
-
-
-def _probe(endpoint: Endpoint) -> ServerFacts:
-    root = server_root(endpoint.base_url)
-    headers = _auth_headers(endpoint.base_url)
-    try:
-        with httpx.Client(timeout=PROBE_SECONDS, headers=headers) as client:
-            return (
-                _llama_cpp_facts(client, root)
-                or _ollama_facts(client, root, endpoint.model)
-                or _listed_facts(client, endpoint)
-                or ServerFacts("unknown", None, "runtime setting")
-            )
-    except (httpx.HTTPError, ValueError) as exc:
-        logger.info("could not ask %s about its limits: %s", endpoint.base_url, exc)
-        return ServerFacts("unknown", None, "runtime setting")
-
-
-def _json_or_none(response: httpx.Response):
-    if response.status_code != 200:
-        return None
-    try:
-        return response.json()
-    except ValueError:
-        return None
-
-
-def _positive_int(value) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float) and value > 0:
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip()) or None
-    return None
-
-
-def _llama_cpp_facts(client: httpx.Client, root: str) -> ServerFacts | None:
-    body = _json_or_none(client.get(f"{root}/props"))
-    if not isinstance(body, dict):
-        return None
-    settings_ = body.get("default_generation_settings")
-    n_ctx = _positive_int(settings_.get("n_ctx")) if isinstance(settings_, dict) else None
-    if n_ctx is None:
-        return None
-    return ServerFacts("llama.cpp", n_ctx, "llama.cpp /props")
-
-
-_NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
-
-
-def _ollama_facts(client: httpx.Client, root: str, model: str) -> ServerFacts | None:
-    body = _json_or_none(client.post(f"{root}/api/show", json={"model": model}))
-    if not isinstance(body, dict) or not ({"model_info", "parameters", "details"} & set(body)):
-        return None
-    parameters = body.get("parameters")
-    match = _NUM_CTX.search(parameters) if isinstance(parameters, str) else None
-    if match:
-        return ServerFacts("ollama", int(match.group(1)), "Ollama /api/show num_ctx")
-    info = body.get("model_info")
-    trained = None
-    if isinstance(info, dict):
-        trained = next(
-            (
-                _positive_int(value)
-                for key, value in info.items()
-                if key.endswith(".context_length")
-            ),
-            None,
-        )
-    # Without num_ctx, Ollama runs the model with its own default window (OLLAMA_CONTEXT_LENGTH),
-    # which it does not report: the runtime setting stands, within what the model was trained on.
-    if trained is None:
-        return ServerFacts("ollama", None, "runtime setting (Ollama reports no num_ctx)")
-    context = min(trained, runtime_config().context_tokens)
-    return ServerFacts("ollama", context, "runtime setting, within Ollama's context_length")
-
-
-def _listed_facts(client: httpx.Client, endpoint: Endpoint) -> ServerFacts | None:
-    body = _json_or_none(client.get(f"{endpoint.base_url.rstrip('/')}/models"))
-    data = body.get("data") if isinstance(body, dict) else None
-    if not isinstance(data, list):
-        return None
-    for entry in data:
-        if isinstance(entry, dict) and entry.get("id") == endpoint.model:
-            length = _positive_int(entry.get("max_model_len"))
-            if length:
-                return ServerFacts("vllm", length, "/v1/models max_model_len")
-    return None
-
-
-# ----------------------------------------------------------------------------- listed models
-
-
-def _models_key(base_url: str) -> str:
-    return f"llm:models:{hashlib.sha1(base_url.encode()).hexdigest()[:16]}"
-
-
-def endpoint_models(base_url: str) -> list[str] | None:
-    """The models the server at `base_url` lists (GET /models); None when it cannot be asked."""
-    key = _models_key(base_url)
-    cached = cache.get(key)
-    if cached is not None:
-        return cached["models"]
-    models = _list_models(base_url)
-    cache.set(
-        key, {"models": models}, MODELS_SECONDS if models is not None else MODELS_UNKNOWN_SECONDS
-    )
-    return models
-
-
-def _list_models(base_url: str) -> list[str] | None:
-    headers = _auth_headers(base_url)
-    try:
-        response = httpx.get(
-            f"{base_url.rstrip('/')}/models", headers=headers, timeout=PROBE_SECONDS
-        )
-    except httpx.HTTPError as exc:
-        logger.info("could not ask %s for its models: %s", base_url, exc)
-        return None
-    body = _json_or_none(response)
-    data = body.get("data") if isinstance(body, dict) else None
-    if not isinstance(data, list):
-        return None
-    return [
-        entry["id"]
-        for entry in data
-        if isinstance(entry, dict) and isinstance(entry.get("id"), str)
-    ]
-
-
-def model_listed(model: str, models: list[str]) -> bool:
-    # Ollama runs "qwen2.5" as "qwen2.5:latest", and lists it so.
-    return model in models or (":" not in model and f"{model}:latest" in models)
-
-
 @dataclass(frozen=True)
 class ConfiguredModel:
     role: str
@@ -461,7 +273,11 @@ def token_counter(endpoint: Endpoint, *, cached: Mapping | None = None) -> Token
 
 def _content(message: dict) -> str:
     content = message.get("content")
-    return content if isinstance(content, str) else ""
+    content = content if isinstance(content, str) else ""
+    if message.get("tool_calls"):
+        # The calls a model made are in its prompt next round, as the template renders them.
+        content += json.dumps(message["tool_calls"])
+    return content
 
 
 def _chars(messages: list[dict]) -> int:
