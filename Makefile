@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run demo test lint format vendor bench clean-venv system-deps
+.PHONY: run demo test lint format vendor bench clean-venv system-deps real-llm
 
 run: $(STAMP)
 	$(PY) manage.py up --host $(HOST) --port $(PORT)
@@ -15,8 +15,13 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(PY) manage.py up --host $(HOST) --port $(PORT) --demo
 
-test: $(STAMP) system-deps lint
+test: $(STAMP) system-deps real-llm lint
 	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+
+# The real llama.cpp server and SmolLM2-135M-Instruct the real-server tests run against, built
+# once into ~/.cache/thalamus/real-llm (THALAMUS_REAL_LLM_DIR), outside the checkout.
+real-llm: $(STAMP)
+	PYTHON=$(PY) bash scripts/real_llm.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -119,21 +119,14 @@ async def test_the_chat_answer_saves_its_thinking_in_the_trace_not_the_reply(
     assert reply.trace["reasoning"].strip() == THOUGHT
 
 
-# Whitespace after "</think>" is dropped only when it arrives in the same chunk as the tag; a
-# streamed reply whose "\n\n" comes on its own starts with it.
-_TAG_THEN_WHITESPACE = pytest.mark.xfail(
-    strict=True, reason="ThinkSplitter keeps whitespace that follows </think> in a later chunk"
-)
-
-
 @pytest.mark.parametrize(
     ("text", "reasoning", "reply"),
     [
-        pytest.param(
+        # The blank line after the thinking arrives as tokens of its own.
+        (
             "<think>\nThe user says hi.\n</think>\n\nHello there!",
             "\nThe user says hi.\n",
             "Hello there!",
-            marks=_TAG_THEN_WHITESPACE,
         ),
         ("  <think>Short.</think>Hello there!", "Short.", "Hello there!"),
         ("Hello there! No <think> here.", "", "Hello there! No <think> here."),

@@ -38,7 +38,7 @@ class ThinkSplitter:
 
     def __init__(self) -> None:
         self._held = ""
-        self._state = "start"  # start → thinking → replying, or start → replying
+        self._state = "start"  # start → thinking → closed → replying, or start → replying
 
     def feed(self, text: str) -> tuple[str, str]:
         self._held += text
@@ -61,8 +61,13 @@ class ThinkSplitter:
                     self._held = self._held[len(self._held) - keep :]
                     return reasoning, reply
                 reasoning += self._held[:end]
-                self._held = self._held[end + len(CLOSE) :].lstrip()
-                self._state = "replying"
+                self._held = self._held[end + len(CLOSE) :]
+                self._state = "closed"
+            elif self._state == "closed":
+                # The blank line after the thinking may come as tokens of its own.
+                self._held = self._held.lstrip()
+                if self._held:
+                    self._state = "replying"
             else:
                 reply += self._held
                 self._held = ""
