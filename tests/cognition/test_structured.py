@@ -165,3 +165,41 @@ def test_a_memory_with_a_nul_in_the_models_reply_is_saved_without_it(user, llm_s
     node = memory_node_create(owner=user, description=parsed.summary)
     node.refresh_from_db()
     assert node.description == "Alice keeps bees"
+
+
+def test_a_long_exchange_in_json_object_mode_is_fitted_with_its_schema_and_repair(
+    llm_stub, fresh_modes, config
+):
+    # A 4,096-token llama.cpp without json_schema: the schema goes into the prompt, and the
+    # repair re-sends prompt, reply and request; each must fit, or the server answers 400.
+    from apps.cognition.schemas import Reflection
+    from apps.core.llm.fitting import bodies, template_prompt
+
+    config(context_tokens=4096, background_max_tokens=512)
+    llm_stub.set_defaults(
+        server="llamacpp", context=4096, overflow="reject", response_formats=["json_object"]
+    )
+    llm_stub.script(
+        {"content": "not json " * 400},
+        {"json": {"memories": [], "triples": [], "next_retrieval_plan": []}},
+    )
+    exchange = "user: " + "I told you a long story about my life " * 1500
+    prompt = template_prompt(
+        "reflect",
+        slots={"date": bodies(["2026-11-26"]), "memories": [], "exchange": bodies([exchange])},
+    )
+
+    reflection = complete_as(Reflection, role="reflection", prompt=prompt)
+
+    assert reflection.memories == []
+    requests = [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
+    # json_schema refused once (the ladder steps down), then the ask and its repair, both
+    # answered: a refusal of their length would have raised TooLong.
+    assert len(requests) == 3 and "response_format" in requests[0]["body"]
+    first, repair = (r["body"] for r in requests[1:])
+    assert first["response_format"] == {"type": "json_object"}
+    assert "JSON schema" in first["messages"][-1]["content"]
+    assert [m["role"] for m in repair["messages"]][-2:] == ["assistant", "user"]
+    for body in (first, repair):
+        # The stub counts a token a word and refuses a prompt of the window or more.
+        assert sum(len(m["content"].split()) for m in body["messages"]) < 4096

@@ -320,3 +320,42 @@ def test_a_refusal_of_tool_calling_is_told_from_other_errors():
         error = openai.APIStatusError(message, response=response, body={"message": message})
         refuses = isinstance(outcome_of(error, base_url="", model=""), ToolsRefused)
         assert refuses is refused, message
+
+
+def test_every_round_fits_the_window_with_huge_messages(user, conversation, llm_stub, config):
+    # A 4,096-token server that refuses a longer prompt, as llama.cpp does; messages of 32,000
+    # characters, the most the chat box takes, and five rounds of observations.
+    config(tool_rounds=5, context_tokens=4096)
+    llm_stub.set_defaults(server="llamacpp", context=4096, overflow="reject")
+    for index in range(5):
+        memory_services.memory_node_create(
+            owner=user, description=f"Fact {index}: " + "memory words " * 300, embed=False
+        )
+    llm_stub.script(*[calls(("memory_query", {"query": "fact"}))] * 5)
+    huge = "w " * 16_000
+    history = [
+        {"role": "user" if index % 2 == 0 else "assistant", "content": huge} for index in range(10)
+    ]
+    config_now = runtime_config()
+    context = ToolContext(
+        user_id=user.pk,
+        conversation_id=conversation.pk,
+        before_message_id=None,
+        time_zone="Europe/Rome",
+        config=config_now,
+    )
+
+    result = gather_evidence(
+        context=context, question=huge, history=history, allowed=ALL, config=config_now
+    )
+
+    assert (result.rounds, result.stopped) == (5, "round cap")
+    requests = chat_requests(llm_stub)
+    assert len(requests) == 5
+    for body in requests:
+        # The stub counts a token a word, as its window does; every round was taken.
+        words = sum(len(str(m.get("content") or "").split()) for m in body["messages"])
+        assert words < 4096 - body["max_tokens"]
+        assert body["messages"][0]["role"] == "system"
+    # Later rounds still carry the calls and their observations.
+    assert sum(m["role"] == "tool" for m in requests[-1]["messages"]) == 4
