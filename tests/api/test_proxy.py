@@ -111,7 +111,7 @@ def test_the_clients_sampling_and_model_go_upstream(client_for, user, llm_stub, 
         seed=7,
     )
     other = client_for(user).chat.completions.create(
-        model="thalamus/other-model",
+        model="thalamus/demo",
         messages=[
             {"role": "system", "content": SYSTEM},
             {"role": "user", "content": "Again."},
@@ -119,15 +119,15 @@ def test_the_clients_sampling_and_model_go_upstream(client_for, user, llm_stub, 
         stream=stream,
     )
     if stream:
-        assert [c.model for c in other][0] == "thalamus/other-model"
+        assert [c.model for c in other][0] == "thalamus/demo"
     else:
-        assert other.model == "thalamus/other-model"
+        assert other.model == "thalamus/demo"
 
     asked, other = _answers(llm_stub)
     assert (asked["temperature"], asked["top_p"], asked["max_tokens"]) == (0.3, 0.8, 50)
     assert (asked["stop"], asked["seed"]) == (["\n\n"], 7)
-    assert other["model"] == "other-model"
-    assert asked["model"] != "other-model"
+    assert other["model"] == "demo"
+    assert asked["model"] != "demo"
     assert "top_p" not in other and "seed" not in other
 
 
@@ -208,3 +208,12 @@ def test_an_edited_history_is_the_prompt_and_starts_a_new_conversation(client_fo
     prompt = _answers(llm_stub)[-1]["messages"]
     assert [m["content"] for m in prompt[1:]] == ["Hello instead", "Something else", "Go on"]
     assert Conversation.objects.filter(owner=user).count() == 2
+
+
+def test_a_model_the_server_does_not_list_is_not_found(client_for, user, llm_stub):
+    # Any name would otherwise be budgeted as the chat model and become a metrics label.
+    with pytest.raises(openai.NotFoundError, match="lists"):
+        client_for(user).chat.completions.create(
+            model="thalamus/no-such-model", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert not [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
