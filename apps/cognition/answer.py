@@ -85,6 +85,8 @@ class PreparedTurn:
     max_tokens: int | None = None
     # An API client's choice of model on the chat's server (None: the chat's chain).
     endpoint: Endpoint | None = None
+    # The runtime configuration the turn was prepared with (the chat's chain is read from it).
+    config: RuntimeConfig | None = None
     trace: dict = field(default_factory=dict)
     # The internal debate's rules and preferences (their lines); None: no debate this turn.
     debate_rules: list[str] | None = None
@@ -437,6 +439,7 @@ def build_turn(
         ),
         trace=trace,
         debate_rules=debate_rules,
+        config=config,
     )
 
 
@@ -533,6 +536,7 @@ def _stream(turn: PreparedTurn, answering: Answering, *, prompt=None, endpoint=N
         sampling=turn.sampling(),
         max_tokens=turn.max_tokens,
         endpoint=endpoint or turn.endpoint,
+        config=turn.config,
     )
 
 
@@ -599,6 +603,7 @@ async def answer_reply(
     error = ""
     llm_started = time.perf_counter()
     answering = Answering()
+    noted = False
     try:
         if on_request is not None:
             on_request()
@@ -610,8 +615,8 @@ async def answer_reply(
             parts = _stream(turn, answering)
         async with aclosing(parts):
             async for part in parts:
-                if answering.endpoint is not None and not answering.noted:
-                    answering.noted = True
+                if not noted:
+                    noted = True
                     await _note_endpoint(turn, answering, streaming)
                 usage = part.usage or usage
                 thinking += part.reasoning
@@ -646,7 +651,7 @@ async def answer_reply(
         else:
             error = _failure_sentence(exc, base_url=turn.base_url, streamed=bool(written))
             turn.trace["error_detail"] = f"{type(exc).__name__}: {exc}"[:500]
-            if len(answering.fallback_from) > 1 and not answering.noted:
+            if len(answering.fallback_from) > 1 and not noted:
                 failed = answering.fallback_from
                 turn.trace["answered_by"] = {"model": None, "fallback_from": failed}
     except BaseException:
@@ -757,7 +762,6 @@ async def _debated_parts(
     try:
         started = time.perf_counter()
         draft = await gateway.collect(_stream(turn, answering))
-        answering.noted = True
         await _note_endpoint(turn, answering, streaming)
         timings["draft"] = _ms_since(started)
         debate["draft"] = draft.content

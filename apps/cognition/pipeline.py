@@ -261,6 +261,7 @@ def assemble(*, turn: Turn, continue_from: str = "") -> PreparedTurn:
     if options.model:
         # The client's choice on the chat's server: the gateway fits the prompt to its window.
         prepared.endpoint = Endpoint(prepared.base_url, options.model)
+        prepared.model = options.model
     if options.temperature is not None:
         prepared.temperature = options.temperature
     if options.max_tokens is not None:

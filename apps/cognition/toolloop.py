@@ -143,7 +143,7 @@ def gather_evidence(
         try:
             reply = gateway.complete(
                 role=CHAT,
-                prompt=_fitted(messages),
+                prompt=_fitted(messages, question_at=len(conversation)),
                 max_tokens=LOOP_MAX_TOKENS,
                 temperature=0.2,
                 tools=tools,
@@ -175,16 +175,10 @@ def gather_evidence(
     return result
 
 
-def _fitted(messages: list[dict]) -> PromptBuilder:
-    """The loop's messages fitted to the model's room: the system prompt and the question stay
-    (a long question loses its middle), older history goes first, each observation may lose
-    its middle; the calls themselves stay, as their results must answer them."""
-    question_at = next(
-        index
-        for index in range(len(messages) - 1, -1, -1)
-        if messages[index]["role"] == "user"
-        and not messages[index]["content"].startswith("Observation: ")
-    )
+def _fitted(messages: list[dict], *, question_at: int) -> PromptBuilder:
+    """The loop's messages fitted to the model's room: the system prompt and the question (at
+    `question_at`) stay, a long question losing its middle; older history goes first; each
+    observation may lose its middle; the calls themselves stay, as their results answer them."""
 
     def build(room: Room) -> list[dict]:
         pieces = []

@@ -21,6 +21,7 @@ a Pydantic model's shape), `stream` (the chat's answer, async), `embed` and `mod
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -39,6 +40,7 @@ from apps.core.llm.limits import (
     FOREGROUND_ROLES,
     ROLES,
     ModelLimits,
+    endpoint_cache_keys,
     learn_from_refusal,
     model_limits,
     role_endpoints,
@@ -46,8 +48,13 @@ from apps.core.llm.limits import (
     usage_check,
 )
 from apps.core.llm.outcomes import InvalidReply, LLMError, TimedOut, TooLong
-from apps.core.llm.reasoning import REASONING_FIELDS, ThinkSplitter, reasoning_seen
-from apps.core.llm.servers import Endpoint, model_listed
+from apps.core.llm.reasoning import (
+    REASONING_FIELDS,
+    ThinkSplitter,
+    reasoning_seen,
+    split_reasoning,
+)
+from apps.core.llm.servers import Endpoint, model_listed, models_key
 from apps.core.metrics import record_llm_call
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
@@ -102,8 +109,6 @@ class Answering:
     messages: list[dict] = field(default_factory=list)
     # The endpoints that failed, in order (every one, when the answer failed).
     fallback_from: list[dict] = field(default_factory=list)
-    # Set by the caller once it has taken note of the endpoint.
-    noted: bool = False
 
 
 # ----------------------------------------------------------------------------- chunks
@@ -154,10 +159,15 @@ class _Splitting:
         part.text = text
         part.reasoning = part.reasoning + reasoning
         if part.finish_reason:
-            more_reasoning, more_text = self._splitter.flush()
-            part.reasoning += more_reasoning
-            part.text += more_text
+            part = self.flush(part)
         self.thought = self.thought or bool(part.reasoning)
+        return part
+
+    def flush(self, part: Part) -> Part:
+        """`part` with what was held back to tell a tag (the reply's end)."""
+        more_reasoning, more_text = self._splitter.flush()
+        part.reasoning += more_reasoning
+        part.text += more_text
         return part
 
 
@@ -193,8 +203,6 @@ def metric_model(model: str, base_url: str, config: RuntimeConfig | None = None)
     configured = {endpoint.model for role in ROLES for endpoint in role_endpoints(role, config)}
     if model in configured:
         return model
-    from apps.core.llm.servers import models_key
-
     listed = cache.get(models_key(base_url))
     if listed and listed.get("models") and model_listed(model, listed["models"]):
         return model
@@ -204,6 +212,21 @@ def metric_model(model: str, base_url: str, config: RuntimeConfig | None = None)
 def _record(role: str, endpoint: Endpoint, config: RuntimeConfig, **figures) -> None:
     record_llm_call(
         role=role, model=metric_model(endpoint.model, endpoint.base_url, config), **figures
+    )
+
+
+def _record_reply(
+    role: str, endpoint: Endpoint, config: RuntimeConfig, reply: Reply, *, ttft, started: float
+) -> None:
+    _record(
+        role,
+        endpoint,
+        config,
+        prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+        ttft_s=ttft,
+        latency_s=time.monotonic() - started,
+        error=None,
     )
 
 
@@ -314,7 +337,8 @@ class _Call:
             if self.tools:
                 extra = {**extra, "tools": self.tools, "tool_choice": "auto"}
             room = Room(limits, counter).less(
-                counter.text(instruction) + (counter.text(_json(self.tools)) if self.tools else 0)
+                counter.text(instruction)
+                + (counter.text(json.dumps(self.tools)) if self.tools else 0)
             )
             messages = messages_for(self.prompt, room)
             if instruction:
@@ -402,7 +426,7 @@ class _Call:
             raise
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         part = read_chunk({"choices": [{"delta": message, "finish_reason": finish}]})
-        reasoning, text = ThinkSplitter().feed(part.text) if part.text else ("", "")
+        reasoning, text = split_reasoning(part.text)
         reply = Reply(
             content=text,
             reasoning=part.reasoning + reasoning,
@@ -411,16 +435,7 @@ class _Call:
             completion_tokens=_count(usage.get("completion_tokens")),
             tool_calls=[call for call in message.get("tool_calls") or [] if isinstance(call, dict)],
         )
-        _record(
-            self.role,
-            endpoint,
-            self.config,
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens,
-            ttft_s=None,
-            latency_s=time.monotonic() - started,
-            error=None,
-        )
+        _record_reply(self.role, endpoint, self.config, reply, ttft=None, started=started)
         return reply
 
     def _streamed(self, endpoint: Endpoint, body: dict, *, give_way: bool) -> Reply:
@@ -497,6 +512,10 @@ class _Call:
             closed.set()
         if gave_way.is_set() and finish_reason is None:
             raise _GaveWay
+        # A reply ended early (`done`) may still hold the start of what looked like a tag.
+        held = splitting.flush(Part())
+        texts.append(held.text)
+        thoughts.append(held.reasoning)
         if splitting.thought:
             reasoning_seen(endpoint.key)
         reply = Reply(
@@ -506,23 +525,8 @@ class _Call:
             prompt_tokens=usage.prompt_tokens if usage else None,
             completion_tokens=usage.completion_tokens if usage else None,
         )
-        _record(
-            self.role,
-            endpoint,
-            self.config,
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens,
-            ttft_s=ttft,
-            latency_s=time.monotonic() - started,
-            error=None,
-        )
+        _record_reply(self.role, endpoint, self.config, reply, ttft=ttft, started=started)
         return reply
-
-
-def _json(value) -> str:
-    import json
-
-    return json.dumps(value)
 
 
 # ----------------------------------------------------------------------------- the answer
@@ -537,6 +541,7 @@ async def stream(
     max_tokens: int | None = None,
     endpoint: Endpoint | None = None,
     role: str = CHAT,
+    config: RuntimeConfig | None = None,
 ) -> AsyncIterator[Part]:
     """The chat's answer, streamed; raises outcomes.
 
@@ -546,17 +551,22 @@ async def stream(
     streams, its server is marked busy, so background calls wait or give way. `endpoint`: that
     endpoint only (an API client's choice of model, the model that drafted), no chain.
     """
-    config = await _off_loop(runtime_config)()
-    chain = [endpoint] if endpoint else await _off_loop(role_endpoints)(role, config)
+    # The configuration the turn was prepared with: the chain is read from it on the loop,
+    # with no round trip before the request.
+    config = config or await _off_loop(runtime_config)()
+    chain = [endpoint] if endpoint else role_endpoints(role, config)
     failed = answering.fallback_from
     first_too_long: TooLong | None = None
     for index, endpoint in enumerate(chain):
         last = index == len(chain) - 1
         call_id = uuid.uuid4().hex
+        # The server is marked busy beside the request, not before it.
+        marking = asyncio.ensure_future(
+            _off_loop(priority.chat_active_mark)(base_url=endpoint.base_url, call_id=call_id)
+        )
         try:
             parts, first = await _open_answer(
                 endpoint,
-                call_id=call_id,
                 role=role,
                 config=config,
                 prompt=prompt,
@@ -566,6 +576,7 @@ async def stream(
                 max_tokens=max_tokens,
             )
         except LLMError as exc:
+            await marking
             await _off_loop(priority.chat_active_clear)(base_url=endpoint.base_url, call_id=call_id)
             if isinstance(exc, TooLong):
                 first_too_long = first_too_long or exc
@@ -575,7 +586,7 @@ async def stream(
             if last:
                 raise (first_too_long or exc) from None
             continue
-        async for part in _rest(parts, first, endpoint, call_id, role, config, answering):
+        async for part in _rest(parts, first, endpoint, marking, call_id, role, config, answering):
             yield part
         return
 
@@ -584,10 +595,18 @@ def _off_loop(function):
     return sync_to_async(function, thread_sensitive=False)
 
 
+def _fitted(role: str, config: RuntimeConfig, endpoint: Endpoint, prompt: Prompt):
+    """The endpoint's room, read in one cache round trip, and the prompt fitted to it."""
+    cached = cache.get_many(endpoint_cache_keys(endpoint))
+    room = Room(
+        model_limits(role, config, endpoint, cached=cached), token_counter(endpoint, cached=cached)
+    )
+    return room, messages_for(prompt, room)
+
+
 async def _open_answer(
     endpoint: Endpoint,
     *,
-    call_id,
     role,
     config,
     prompt,
@@ -599,18 +618,15 @@ async def _open_answer(
     """Fit, send, and read the first part; a refusal as too long is learnt from and the prompt
     fitted again once."""
     for refitted in (False, True):
-        limits, counter = await _off_loop(_limits_and_counter)(role, config, endpoint)
-        messages = await _off_loop(messages_for)(prompt, Room(limits, counter))
+        room, messages = await _off_loop(_fitted)(role, config, endpoint, prompt)
         body = request_body(
-            limits=limits,
+            limits=room.limits,
             messages=messages,
             max_tokens=max_tokens,
             temperature=temperature,
             extra={**sampling, "stream_options": {"include_usage": True}},
         )
-        answering.endpoint, answering.messages = endpoint, messages
-        answering.room = Room(limits, counter)
-        await _off_loop(priority.chat_active_mark)(base_url=endpoint.base_url, call_id=call_id)
+        answering.endpoint, answering.room, answering.messages = endpoint, room, messages
         started = time.monotonic()
         try:
             stream = await clients.aopen_stream(
@@ -642,10 +658,6 @@ async def _open_answer(
     raise AssertionError("unreachable")
 
 
-def _limits_and_counter(role, config, endpoint):
-    return model_limits(role, config, endpoint), token_counter(endpoint)
-
-
 async def _parts_of(stream, endpoint: Endpoint) -> AsyncIterator[Part]:
     splitting = _Splitting()
     try:
@@ -658,7 +670,7 @@ async def _parts_of(stream, endpoint: Endpoint) -> AsyncIterator[Part]:
             await _off_loop(reasoning_seen)(endpoint.key)
 
 
-async def _rest(parts, first, endpoint, call_id, role, config, answering):
+async def _rest(parts, first, endpoint, marking, call_id, role, config, answering):
     """The answer's parts from the first on; the busy mark renewed, the call counted."""
     first_part, started = first
     ttft = None
@@ -683,6 +695,8 @@ async def _rest(parts, first, endpoint, call_id, role, config, answering):
     finally:
         renewing.cancel()
         await parts.aclose()
+        # The mark must be set before it is cleared.
+        await asyncio.shield(marking)
         await asyncio.shield(
             _off_loop(_answer_done)(
                 role=role,

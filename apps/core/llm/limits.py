@@ -28,6 +28,7 @@ from apps.core.llm.servers import (
     LIMITS_SECONDS,
     Endpoint,
     endpoint_models,
+    facts_key,
     model_listed,
     server_facts,
 )
@@ -181,7 +182,7 @@ def _learnt_context_key(endpoint: Endpoint) -> str:
 def endpoint_cache_keys(endpoint: Endpoint) -> list[str]:
     """The cache keys of what is known of an endpoint's model: its window and token ratio."""
     return [
-        f"llm:facts:{endpoint.key}",
+        facts_key(endpoint),
         seen_key(endpoint.key),
         _learnt_context_key(endpoint),
         _ratio_key(endpoint),

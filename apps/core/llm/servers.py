@@ -51,17 +51,17 @@ class ServerFacts:
     source: str
 
 
-def _facts_key(endpoint: Endpoint) -> str:
+def facts_key(endpoint: Endpoint) -> str:
     return f"llm:facts:{endpoint.key}"
 
 
 def server_facts(endpoint: Endpoint, *, cached: Mapping | None = None) -> ServerFacts:
     """The server's own word on the model's window, asked once every ten minutes."""
-    known = cached_value(_facts_key(endpoint), cached)
+    known = cached_value(facts_key(endpoint), cached)
     if known is not None:
         return ServerFacts(**known)
     facts = _probe(endpoint)
-    cache.set(_facts_key(endpoint), asdict(facts), LIMITS_SECONDS)
+    cache.set(facts_key(endpoint), asdict(facts), LIMITS_SECONDS)
     return facts
 
 
