@@ -35,11 +35,12 @@ format: $(STAMP)
 vendor:
 	bash scripts/vendor_assets.sh
 
-bench: $(STAMP)
+bench: $(STAMP) real-llm
 	$(PY) -m bench.startup
 	$(PY) -m bench.turn_overhead
 	$(PY) -m bench.pipeline
 	$(PY) -m bench.load
+	$(PY) -m bench.real_llm_turn
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)

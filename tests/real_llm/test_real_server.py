@@ -16,7 +16,7 @@ from apps.core.llm.fitting import bodies, template_prompt
 from apps.core.llm.limits import CHAT, REFLECTION, TITLE, model_limits
 from apps.core.llm.outcomes import TooLong
 from apps.core.llm.structured import complete_as
-from tests.real_llm.conftest import MODEL_NAME
+from bench._llama import MODEL_NAME
 
 pytestmark = [pytest.mark.real_llm, pytest.mark.django_db(transaction=True)]
 
