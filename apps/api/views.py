@@ -28,15 +28,11 @@ from apps.api.schemas import ChatCompletionRequest
 from apps.api.selectors import conversation_sharing_history
 from apps.api.services import ConversationBusy, api_turn_start
 from apps.chat import stops
+from apps.chat.admission import stream_slot_release, turn_admit
+from apps.chat.errors import ChatError, ChatRateLimited
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user
-from apps.chat.services import (
-    ChatError,
-    ChatRateLimited,
-    SentTurn,
-    stream_slot_release,
-    turn_admit,
-)
+from apps.chat.services import SentTurn
 from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
 from apps.cognition.context import RecallBusy, start_turn_embedding
 from apps.cognition.pipeline import CallOptions, start_turn

@@ -15,7 +15,7 @@ from django.conf import settings
 
 from apps.accounts.selectors import memory_enabled_for
 from apps.accounts.sockets import SIGNED_OUT_CLOSE_CODE, user_sockets_group
-from apps.chat import broadcasts, services, stops
+from apps.chat import admission, broadcasts, services, stops
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, message_of, open_reply
 from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
@@ -130,7 +130,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         user_id = self.scope["user"].pk
         try:
             # A message over the turn limit, or beyond the user's streams, starts nothing.
-            slot = services.turn_admit(user_id=user_id, config=self.config)
+            slot = admission.turn_admit(user_id=user_id, config=self.config)
         except services.ChatError as exc:
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
@@ -143,7 +143,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 conversation=self.conversation, content=content
             )
         except services.ChatError as exc:
-            services.stream_slot_release(user_id=user_id, slot=slot)
+            admission.stream_slot_release(user_id=user_id, slot=slot)
             if run is not None:
                 run.cancel()
             await self.send(text_data=broadcasts.render_error(str(exc)))
@@ -170,7 +170,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             sender=self,
             opening=opening,
             run=run,
-            release=partial(services.stream_slot_release, user_id=user_id, slot=slot),
+            release=partial(admission.stream_slot_release, user_id=user_id, slot=slot),
         )
 
     def _start(self, text: str, embedded: Future | None = None) -> TurnRun:
@@ -190,14 +190,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         user_id = self.scope["user"].pk
         try:
             # Not a new turn, but an answer being written: it takes one of the user's slots.
-            slot = services.turn_admit(user_id=user_id, config=self.config, new_turn=False)
+            slot = admission.turn_admit(user_id=user_id, config=self.config, new_turn=False)
         except services.ChatError as exc:
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
         try:
             message = await on_pool_thread(reopen)(message=message)
         except services.ChatError as exc:
-            services.stream_slot_release(user_id=user_id, slot=slot)
+            admission.stream_slot_release(user_id=user_id, slot=slot)
             await self.send(text_data=broadcasts.render_error(str(exc)))
             return
         await broadcasts.push(
@@ -212,7 +212,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             max_chars=self.max_chars,
             sender=self,
             text=message.content,
-            release=partial(services.stream_slot_release, user_id=user_id, slot=slot),
+            release=partial(admission.stream_slot_release, user_id=user_id, slot=slot),
         )
 
     async def _fail_if_orphaned(self, message_id: int | None) -> None:

@@ -1,44 +1,25 @@
 from __future__ import annotations
 
-import logging
-import math
-import uuid
 from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
-from typing import NamedTuple, NoReturn
+from typing import NamedTuple
 
-from django.conf import settings
 from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.utils import timezone
-from redis.exceptions import RedisError
 
 from apps.accounts.selectors import memory_enabled_for
+from apps.chat.admission import TURN_RATE_WINDOW, too_fast, turn_record
+from apps.chat.errors import ChatError
 from apps.chat.models import OPEN_STATUSES, TEMPORARY_LIFETIME, Conversation, Message
 from apps.chat.selectors import open_reply
-from apps.core.cache import redis_client
 from apps.core.db import fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.core.services import task_send_on_commit
 
-logger = logging.getLogger(__name__)
-
 TITLE_FALLBACK_CHARS = 60
-TURN_RATE_WINDOW = timedelta(minutes=1)
-
-
-class ChatError(ValueError):
-    """A request the chat refuses, with a sentence for the user."""
-
-
-class ChatRateLimited(ChatError):
-    """Too many turns in the last minute; another is allowed in `retry_after` seconds."""
-
-    def __init__(self, message: str, *, retry_after: int):
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 def conversation_create(*, user, title: str = "", temporary: bool = False) -> Conversation:
@@ -174,7 +155,7 @@ def message_send(
         if busy:
             raise ChatError(_BUSY)
     if reply_id is None:
-        _refuse_as_too_fast(limiting=limiting, limit=config.turns_per_minute, now=now)
+        raise too_fast(limiting=limiting, limit=config.turns_per_minute, now=now)
     question = _saved(
         id=question_id,
         conversation=conversation,
@@ -202,7 +183,7 @@ def message_send(
         for pk, role, text, status, created in json_value(earlier)
     ]
     reply_lease_renew(reply_id=reply.pk)
-    _turn_recorded(user_id=conversation.owner_id, reply_id=reply.pk, now=now)
+    turn_record(user_id=conversation.owner_id, reply_id=reply.pk, now=now)
     return SentTurn(question, reply, previous + [question] if history else [])
 
 
@@ -271,119 +252,6 @@ def message_fail_if_orphaned(*, reply_id: int, created_at: datetime) -> bool:
     if timezone.now() - created_at < ORPHAN_GRACE or cache.get(_lease_key(reply_id)):
         return False
     return _close_if_open(reply_id, status=Message.Status.FAILED, error=INTERRUPTED)
-
-
-def _refuse_as_too_fast(*, limiting: datetime, limit: int, now: datetime) -> NoReturn:
-    retry_after = max(1, math.ceil((limiting + TURN_RATE_WINDOW - now).total_seconds()))
-    raise ChatRateLimited(
-        f"You are sending messages too fast: at most {limit} per minute. "
-        f"Try again in {retry_after} second{'' if retry_after == 1 else 's'}.",
-        retry_after=retry_after,
-    )
-
-
-# ------------------------------------------------------------------ admission, before a turn starts
-#
-# A refused message must start nothing: no embedding, no search, no LLM call. The send statement
-# above is the authority on the turn limit, but the socket starts the turn's recall before it
-# saves; so the socket first asks Redis, in one round trip, whether the user is over the limit
-# (a mirror of their recent turns, which message_send records) and for one of their stream slots.
-
-STREAM_SLOT_SECONDS = 900
-STREAMS_BUSY = (
-    "You already have {cap} answer{s} being written. Wait for one to finish, or stop one."
-)
-_ADMIT = """
-local now = tonumber(ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
-local limit = tonumber(ARGV[3])
-if limit > 0 then
-  local recent = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-  local count = #recent / 2
-  if count >= limit then
-    return {'rate', recent[(count - limit) * 2 + 2]}
-  end
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then
-  return {'streams', ''}
-end
-redis.call('ZADD', KEYS[2], now + tonumber(ARGV[5]), ARGV[6])
-redis.call('EXPIRE', KEYS[2], ARGV[5])
-return {'ok', ''}
-"""
-
-
-def _turns_key(user_id: int) -> str:
-    return cache.make_key(f"chat:turns:{user_id}")
-
-
-def _streams_key(user_id: int) -> str:
-    return cache.make_key(f"chat:streams:{user_id}")
-
-
-def _redis():
-    return redis_client()
-
-
-@contextmanager
-def _redis_outage_logged(doing: str):
-    # Admission is a fast path in front of the send statement, which still holds the turn
-    # limit: while Redis is away, turns go on without a stream slot.
-    try:
-        yield
-    except (RedisError, OSError) as exc:
-        logger.warning("%s failed, Redis is unreachable: %s", doing, exc)
-
-
-def _turn_recorded(*, user_id: int, reply_id: int, now: datetime) -> None:
-    key = _turns_key(user_id)
-    window = int(TURN_RATE_WINDOW.total_seconds())
-    with _redis_outage_logged("recording a turn"):
-        pipeline = _redis().pipeline().zadd(key, {str(reply_id): now.timestamp()})
-        pipeline.expire(key, window).execute()
-
-
-def turn_admit(*, user_id: int, config: RuntimeConfig, new_turn: bool = True) -> str:
-    """Admit a turn of the user's before anything of it starts, and hold one of their stream
-    slots (THALAMUS_STREAMS_PER_USER) for it; returns the slot, for `stream_slot_release`.
-
-    Raises ChatRateLimited when their recent turns already reach `turns_per_minute` (unless it
-    is not a `new_turn`: a Retry or a Continue), ChatError when all their slots are taken. A
-    slot left by a process that died frees itself after STREAM_SLOT_SECONDS. Without Redis the
-    turn is admitted with no slot (""); the send statement still holds the turn limit.
-    """
-    slot = uuid.uuid4().hex
-    now = timezone.now()
-    try:
-        outcome, limiting = _redis().eval(
-            _ADMIT,
-            2,
-            _turns_key(user_id),
-            _streams_key(user_id),
-            now.timestamp(),
-            TURN_RATE_WINDOW.total_seconds(),
-            config.turns_per_minute if new_turn else 0,
-            settings.THALAMUS_STREAMS_PER_USER,
-            STREAM_SLOT_SECONDS,
-            slot,
-        )
-    except (RedisError, OSError) as exc:
-        logger.warning("admitting a turn without a stream slot, Redis is unreachable: %s", exc)
-        return ""
-    if outcome == b"rate":
-        limiting = datetime.fromtimestamp(float(limiting), tz=now.tzinfo)
-        _refuse_as_too_fast(limiting=limiting, limit=config.turns_per_minute, now=now)
-    if outcome == b"streams":
-        cap = settings.THALAMUS_STREAMS_PER_USER
-        raise ChatError(STREAMS_BUSY.format(cap=cap, s="" if cap == 1 else "s"))
-    return slot
-
-
-def stream_slot_release(*, user_id: int, slot: str) -> None:
-    if slot:
-        with _redis_outage_logged("releasing a stream slot"):
-            _redis().zrem(_streams_key(user_id), slot)
 
 
 @transaction.atomic

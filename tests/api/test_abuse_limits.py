@@ -82,7 +82,7 @@ def test_a_form_body_over_the_cap_is_refused_by_the_site(client, user):
 def test_an_answer_beyond_the_users_streams_gets_429_and_starts_no_turn(
     client, user, settings, llm_stub
 ):
-    from apps.chat.services import stream_slot_release, turn_admit
+    from apps.chat.admission import stream_slot_release, turn_admit
     from apps.core.selectors import runtime_config
 
     settings.THALAMUS_STREAMS_PER_USER = 1

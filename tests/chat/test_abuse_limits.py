@@ -16,7 +16,7 @@ from django.test import Client
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from apps.chat import services
+from apps.chat import admission, services
 from apps.chat.models import Conversation, Message
 from apps.chat.stops import RUNNING
 from apps.cognition import context
@@ -216,7 +216,7 @@ async def test_a_retry_beyond_the_users_streams_is_refused_and_leaves_the_reply_
 ):
     settings.THALAMUS_STREAMS_PER_USER = 1
     failed = await _failed_reply(user)
-    held = await sync_to_async(services.turn_admit)(
+    held = await sync_to_async(admission.turn_admit)(
         user_id=user.pk, config=RuntimeConfig(), new_turn=False
     )
     communicator = await connect_socket(user, failed.conversation_id)
@@ -227,7 +227,7 @@ async def test_a_retry_beyond_the_users_streams_is_refused_and_leaves_the_reply_
     assert "You already have 1 answer being written." in frame
     await failed.arefresh_from_db()
     assert failed.status == Message.Status.FAILED
-    await sync_to_async(services.stream_slot_release)(user_id=user.pk, slot=held)
+    await sync_to_async(admission.stream_slot_release)(user_id=user.pk, slot=held)
     await communicator.disconnect()
 
 
@@ -253,6 +253,6 @@ def test_without_redis_a_turn_is_admitted_with_no_slot_and_nothing_raises(user, 
             "LOCATION": f"unix://{tmp_path}/nothing.sock",
         }
     }
-    slot = services.turn_admit(user_id=user.pk, config=RuntimeConfig())
+    slot = admission.turn_admit(user_id=user.pk, config=RuntimeConfig())
     assert slot == ""
-    services.stream_slot_release(user_id=user.pk, slot=slot)
+    admission.stream_slot_release(user_id=user.pk, slot=slot)

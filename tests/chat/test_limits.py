@@ -11,6 +11,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.chat import services
+from apps.chat.errors import ChatRateLimited
 from apps.chat.models import Conversation, Message
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
@@ -42,7 +43,7 @@ def test_a_message_over_the_default_limit_is_refused_with_its_length_and_nothing
     with pytest.raises(services.ChatError) as caught:
         services.message_send(conversation=conversation, content="x" * 40_123)
     assert str(caught.value) == "Your message is 40,123 characters long; the limit is 32,000."
-    assert not isinstance(caught.value, services.ChatRateLimited)
+    assert not isinstance(caught.value, ChatRateLimited)
     assert not Message.objects.exists()
 
     user_message = services.message_send(conversation=conversation, content="x" * 32_000).question
@@ -67,7 +68,7 @@ def test_too_many_turns_a_minute_are_refused_with_when_to_retry(user, other_user
         Message.objects.filter(pk=turn.pk).update(created_at=now - timedelta(seconds=age))
 
     conversation = Conversation.objects.create(owner=user)
-    with pytest.raises(services.ChatRateLimited) as caught:
+    with pytest.raises(ChatRateLimited) as caught:
         services.message_send(conversation=conversation, content="one more")
     assert caught.value.retry_after == 12
     assert str(caught.value) == (
@@ -92,7 +93,7 @@ def test_retrying_a_failed_answer_is_not_a_new_turn(user):
 
     retried = services.message_retry(message=reply)
     assert retried.status == Message.Status.PENDING
-    with pytest.raises(services.ChatRateLimited, match="at most 1 per minute"):
+    with pytest.raises(ChatRateLimited, match="at most 1 per minute"):
         _send_in_a_new_conversation(user)
     assert Message.objects.filter(role="user").count() == 1
 

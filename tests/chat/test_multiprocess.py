@@ -24,7 +24,7 @@ from django.conf import settings
 from django.core.cache import cache
 from websockets.sync.client import ClientConnection, connect
 
-from apps.chat import services
+from apps.chat import admission, services
 from apps.chat.models import Conversation, Message
 from apps.core.management.commands.up import web_command
 from apps.core.ports import free_port
@@ -412,7 +412,7 @@ def test_two_web_processes_hold_a_bounded_number_of_connections_while_turns_run_
 
 def _until_streams_end(*users) -> None:
     deadline = time.monotonic() + 10
-    while any(services._redis().zcard(services._streams_key(u.pk)) for u in users):
+    while any(admission._redis().zcard(admission._streams_key(u.pk)) for u in users):
         assert time.monotonic() < deadline, "a stream slot was never given back"
         time.sleep(0.05)
 
