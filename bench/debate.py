@@ -41,7 +41,7 @@ def setup_django(llm_url: str) -> None:
         database=BENCH_DATABASE,
         instance=INSTANCE,
         llm_url=llm_url,
-        quiet=("apps.cognition.answer",),
+        quiet=("apps.cognition.answer", "apps.cognition.turn_request"),
     )
 
 

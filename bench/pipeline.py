@@ -50,7 +50,7 @@ def setup_django(llm_url: str) -> None:
         database=BENCH_DATABASE,
         instance=INSTANCE,
         llm_url=llm_url,
-        quiet=("apps.cognition.answer",),
+        quiet=("apps.cognition.answer", "apps.cognition.turn_request"),
     )
 
 
@@ -95,8 +95,9 @@ async def _turn(stub, user, case: str) -> float:
     from asgiref.sync import sync_to_async
     from channels.db import database_sync_to_async
 
-    from apps.cognition.answer import answer_reply, build_turn, memory_for_turn
+    from apps.cognition.answer import answer_reply
     from apps.cognition.pipeline import start_turn
+    from apps.cognition.turn_request import build_turn, memory_for_turn
 
     conversation, reply, history = await sync_to_async(_ask)(user, TEXTS[case])
     _script(stub, case)

@@ -18,10 +18,11 @@ from apps.accounts.sockets import SIGNED_OUT_CLOSE_CODE, user_sockets_group
 from apps.chat import admission, broadcasts, services, stops
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, message_of, open_reply
-from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
+from apps.cognition.answer import AnswerFailed, answer_reply
 from apps.cognition.context import start_turn_embedding
 from apps.cognition.debate import REVIEWING
 from apps.cognition.pipeline import TurnRun, answer_saved_reply, start_turn
+from apps.cognition.turn_request import PreparedTurn
 from apps.core.db import on_pool_thread
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config

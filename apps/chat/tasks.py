@@ -4,7 +4,7 @@ from celery import shared_task
 
 from apps.chat import broadcasts, services
 from apps.chat.models import Conversation, Message
-from apps.cognition.answer import generate_title
+from apps.cognition.titles import generate_title
 from apps.core.llm.outcomes import LLMError
 
 

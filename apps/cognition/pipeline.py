@@ -10,7 +10,7 @@
               chat history, time, calculator) whose results become evidence in the prompt.
 4. world    — only when routed to change it: validated operations on the user's world state,
               committed once, in one transaction.
-5. assemble — the request for the LLM, fitted to the model's window (answer.build_turn).
+5. assemble — the request for the LLM, fitted to the model's window (turn_request.build_turn).
 6. answer   — streamed (answer.answer_reply), which saves the reply however it ends.
 7. reflect  — queued once the reply is saved; the worker learns from the exchange.
 
@@ -33,14 +33,7 @@ from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from apps.chat.models import Message
-from apps.cognition.answer import (
-    MemoryForTurn,
-    PreparedTurn,
-    answer_reply,
-    build_turn,
-    memory_for_turn,
-    turn_history,
-)
+from apps.cognition.answer import answer_reply
 from apps.cognition.route import (
     ANSWER,
     GATHER,
@@ -49,6 +42,13 @@ from apps.cognition.route import (
     RouteDecision,
     route_by_model,
     route_by_rule,
+)
+from apps.cognition.turn_request import (
+    MemoryForTurn,
+    PreparedTurn,
+    build_turn,
+    memory_for_turn,
+    turn_history,
 )
 from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig

@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from apps.chat import services
 from apps.chat.models import Conversation, Message
-from apps.cognition.answer import MessageTooLong
 from apps.cognition.pipeline import prepare_saved_reply
+from apps.cognition.turn_request import MessageTooLong
 from apps.core.llm.limits import CHAT, role_endpoint, token_counter
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
@@ -76,7 +76,7 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
 
 
 def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_first(user, llm_stub):
-    from apps.cognition.answer import build_turn, memory_for_turn, turn_history
+    from apps.cognition.turn_request import build_turn, memory_for_turn, turn_history
     from apps.memory import services as memory_services
     from apps.memory.models import Triple
 

@@ -13,8 +13,8 @@ from django.utils import timezone
 from apps.accounts import services as account_services
 from apps.chat import services
 from apps.chat.models import Conversation, Message
-from apps.cognition.answer import NOTHING_REMEMBERED, turn_history
 from apps.cognition.pipeline import prepare_saved_reply, start_turn
+from apps.cognition.turn_request import NOTHING_REMEMBERED, turn_history
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
 from apps.memory import services as memory_services

@@ -1,0 +1,453 @@
+"""The answer's request: what memory knows for a turn, fitted with the history into the model's
+window (`build_turn`), and fitted again for any other model the gateway asks (`turn_prompt`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from zoneinfo import ZoneInfo
+
+from django.utils import timezone
+
+from apps.accounts.selectors import custom_instructions, time_zone_of, user_settings_for
+from apps.chat.models import Message
+from apps.chat.selectors import history_before
+from apps.cognition.context import MemoryContext
+from apps.cognition.debate import (
+    rule_lines,
+)
+from apps.core.llm.fitting import (
+    Piece,
+    PromptBuilder,
+    Room,
+    fit,
+    message_piece,
+)
+from apps.core.llm.limits import (
+    CHAT,
+    ModelLimits,
+    TokenCounter,
+    prompt_and_limits,
+)
+from apps.core.llm.outcomes import TooLong
+from apps.core.llm.servers import Endpoint
+from apps.core.models import RuntimeConfig
+from apps.core.prompts import fill_prompt
+from apps.core.selectors import runtime_config
+from apps.memory.renderer import episode_line, knowledge_line, memory_line, render_memory_block
+
+logger = logging.getLogger(__name__)
+
+NOTHING_REMEMBERED = "(nothing yet)"
+
+
+@dataclass
+class PreparedTurn:
+    reply: Message
+    model: str
+    temperature: float
+    base_url: str
+    messages: list[dict]
+    # What the messages were fitted to; `rebuild` fits them to another model's room (a
+    # fallback's, or the model an API client chose).
+    room: Room
+    rebuild: Callable[[Room], PreparedTurn] | None = None
+    # The client's cap on the reply (None: the model's own cap).
+    max_tokens: int | None = None
+    # An API client's choice of model on the chat's server (None: the chat's chain).
+    endpoint: Endpoint | None = None
+    # The runtime configuration the turn was prepared with (the chat's chain is read from it).
+    config: RuntimeConfig | None = None
+    trace: dict = field(default_factory=dict)
+    # The internal debate's rules and preferences (their lines); None: no debate this turn.
+    debate_rules: list[str] | None = None
+    # The turn's steps as the pipeline ran them (pipeline.Spans); the answer adds its own.
+    spans: object | None = None
+    # Set by an API client for its call; None: the server's default.
+    top_p: float | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    # False: the reply is not reflected on (memory off for an API call).
+    remember: bool = True
+
+    def sampling(self) -> dict:
+        """The request's sampling fields besides the temperature, as the client set them."""
+        fields = {"top_p": self.top_p, "stop": self.stop, "seed": self.seed}
+        return {name: value for name, value in fields.items() if value is not None}
+
+
+@dataclass
+class MemoryForTurn:
+    """What a turn needs besides its history: what memory holds, the model's limits, the
+    system prompt's template."""
+
+    context: MemoryContext
+    ms: float
+    template: str
+    user_name: str
+    limits: ModelLimits
+    counter: TokenCounter
+    config: RuntimeConfig
+    # The lines of the rules and preferences the internal debate holds the draft to; None when
+    # the debate is off.
+    rules: list[str] | None = None
+    # The user's world state (topics, project, goals, how to answer), rendered; "" when empty.
+    world: str = ""
+    # The user's settings: their custom instructions (never dropped), their time zone, and
+    # whether memory was read at all (off, or a temporary chat: nothing read, nothing learnt).
+    instructions: str = ""
+    time_zone: str = ""
+    remember: bool = True
+
+
+def memory_for_turn(
+    *,
+    user,
+    conversation,
+    text: str,
+    config: RuntimeConfig | None = None,
+    embedded: Future | None = None,
+    recall: bool = True,
+) -> MemoryForTurn:
+    """What the memory knows for this turn; callers may run it while the message is saved.
+
+    `embedded`: the embedding of `text` already under way (`start_turn_embedding`). Without
+    `recall` (memory off for an API call) the memory, the rules and the world state stay empty.
+    """
+    from apps.cognition.context import memory_context_for_turn
+    from apps.memory.renderer import render_world
+    from apps.memory.selectors import rules_and_preferences_for, world_state_for
+
+    started = time.perf_counter()
+    config = config or runtime_config()
+    # Read before the recall, which spends most of its time waiting on the embedding, rather
+    # than after it, when the answer waits on this.
+    template, limits, counter = prompt_and_limits("answer", CHAT, config)
+    prefs = user_settings_for(user=user)
+    language = prefs.knowledge_language or config.renderer_language
+    own = {
+        "instructions": custom_instructions(prefs),
+        "time_zone": time_zone_of(prefs),
+        "remember": prefs.memory_enabled and not getattr(conversation, "temporary", False),
+    }
+    if not recall or not own["remember"]:
+        return MemoryForTurn(
+            context=MemoryContext(
+                trace={"memories": [], "episodes": [], "triples": [], "off": True},
+                language=language,
+                user=user,
+            ),
+            **{**own, "remember": False},
+            ms=(time.perf_counter() - started) * 1000,
+            template=template,
+            user_name=user.get_full_name() or user.get_username(),
+            limits=limits,
+            counter=counter,
+            config=config,
+        )
+    context = memory_context_for_turn(
+        user=user, conversation=conversation, text=text, config=config, embedded=embedded
+    )
+    context.language = language
+    rules = None
+    if config.debate_enabled:
+        descriptions = rules_and_preferences_for(user_id=user.pk).values_list(
+            "description", flat=True
+        )
+        rules = rule_lines(list(descriptions))
+    world = render_world(world_state_for(user_id=user.pk), language=language)
+    return MemoryForTurn(
+        context=context,
+        ms=(time.perf_counter() - started) * 1000,
+        template=template,
+        user_name=user.get_full_name() or user.get_username(),
+        limits=limits,
+        counter=counter,
+        config=config,
+        rules=rules,
+        world=world,
+        **own,
+    )
+
+
+# Asked, not saved, after an answer cut short (Continue).
+CONTINUE = (
+    "Your answer above was cut off. Continue it exactly where it stopped, without repeating "
+    "anything you already wrote and without any preamble."
+)
+
+
+class MessageTooLong(TooLong):
+    """The user's message does not fit the model's window even on its own."""
+
+
+# How long each part of the answer's prompt is kept when the window is too small (higher stays
+# longer): older history, then knowledge by relevance, then memories and episodes by score, then
+# who the user is (identity), then the last exchange; the system prompt and the message never go.
+KEEP_KNOWLEDGE = 100
+KEEP_MEMORY = 1000
+KEEP_IDENTITY = 5000
+KEEP_LAST_EXCHANGE = 10_000
+# What the tools looked up for this very message outlasts what recall found.
+KEEP_EVIDENCE = 3000
+# A placeholder that always goes first (no world state to show).
+NEVER_KEPT = -1
+
+
+def _knowledge_keep(triples: list, text: str) -> list[float]:
+    """How long each triple stays: identity longest, the others by words shared with the turn."""
+    words = {word.casefold() for word in text.split() if len(word) > 2}
+    keep = []
+    for triple in triples:
+        if triple.category == "identity":
+            keep.append(KEEP_IDENTITY)
+            continue
+        said = f"{triple.subject} {triple.predicate.name} {triple.object}".replace("_", " ")
+        keep.append(KEEP_KNOWLEDGE + sum(1 for word in said.split() if word.casefold() in words))
+    return keep
+
+
+def evidence_line(item) -> str:
+    """One piece of evidence the tools found, for the system prompt."""
+    when = f" ({item.at:%Y-%m-%d})" if getattr(item, "at", None) else ""
+    return f"- [{item.tool}] {item.text}{when}"
+
+
+EVIDENCE_HEADING = "Looked up for this message:"
+
+
+def build_turn(
+    *,
+    reply: Message,
+    history: list[Message],
+    memory: MemoryForTurn,
+    continue_from: str = "",
+    evidence: list | tuple = (),
+    client_system: str = "",
+    room: Room | None = None,
+) -> PreparedTurn:
+    """The request for the LLM from parts already read; no database access.
+
+    With `continue_from` (an answer cut short, its text so far), the request ends with that
+    answer and the instruction to write on from where it stops.
+
+    Everything is fitted to the model's window minus the answer's cap, by the one budgeting
+    function: first the oldest history goes (the last exchange is kept longest), then the least
+    relevant knowledge, then the lowest-scored memories and episodes. The user's message itself
+    is never cut; one that cannot fit on its own raises MessageTooLong. `client_system` (an API
+    client's own system prompt) leads the system prompt, ahead of the memory block, and is never
+    dropped either. The world state is kept
+    as long as identity; what the tools found (`evidence`, best first) outlasts memories.
+    `room`: another model's room than the chat's (`memory.limits`).
+    """
+    started = time.perf_counter()
+    config = memory.config
+    context = memory.context
+    room = room or Room(memory.limits, memory.counter)
+    limits = room.limits
+    question, earlier = (history[-1], history[:-1]) if history else (None, [])
+    system_frame = fill_prompt(
+        "answer",
+        memory.template,
+        date=_today(memory),
+        user_name=memory.user_name,
+        memory=NOTHING_REMEMBERED,
+    )
+    if memory.instructions:
+        system_frame = f"{system_frame}\n\n{memory.instructions}"
+    knowledge_keep = _knowledge_keep(context.knowledge, question.content if question else "")
+    if client_system:
+        system_frame = f"{client_system}\n\n{system_frame}"
+    pieces = [message_piece(system_frame)]
+    pieces += [
+        Piece(
+            knowledge_line(triple=triple, language=context.language, user=context.user),
+            keep,
+        )
+        for triple, keep in zip(context.knowledge, knowledge_keep, strict=True)
+    ]
+    pieces += [
+        Piece(memory_line(hit.description), KEEP_MEMORY + hit.score) for hit in context.memories
+    ]
+    pieces += [
+        Piece(
+            episode_line(
+                summary=hit.summary,
+                ended_at=hit.ended_at,
+                lesson=hit.lesson,
+                language=context.language,
+            ),
+            KEEP_MEMORY + hit.score,
+        )
+        for hit in context.episodes
+    ]
+    pieces.append(Piece(memory.world, KEEP_IDENTITY) if memory.world else Piece("", NEVER_KEPT))
+    pieces += [
+        Piece(evidence_line(item), KEEP_EVIDENCE - index) for index, item in enumerate(evidence)
+    ]
+    last_exchange = len(earlier) - 2
+    pieces += [
+        message_piece(
+            message.content, index + (KEEP_LAST_EXCHANGE if index >= last_exchange else 0)
+        )
+        for index, message in enumerate(earlier)
+    ]
+    if question is not None:
+        pieces.append(message_piece(question.content))
+    if continue_from:
+        # Its end is where to write on from; its middle may go.
+        pieces += [message_piece(continue_from, shorten=True), message_piece(CONTINUE)]
+    try:
+        texts = fit(pieces, budget=room.budget, counter=room.counter)
+    except TooLong as exc:
+        raise MessageTooLong(
+            f"Your message is too long for the model: it needs about {exc.needed:,} tokens "
+            f"and {limits.model} has room for {exc.budget:,} (a {limits.context:,}-token window "
+            f"with {limits.reply_cap:,} kept for the answer). Shorten it, or give the model a "
+            "larger context window.",
+            needed=exc.needed,
+            budget=exc.budget,
+        ) from exc
+    offset = 1
+    kept_triples = [
+        t for t, text in zip(context.knowledge, texts[offset:], strict=False) if text is not None
+    ]
+    offset += len(context.knowledge)
+    kept_memories = [
+        hit for hit, text in zip(context.memories, texts[offset:], strict=False) if text
+    ]
+    offset += len(context.memories)
+    kept_episodes = [
+        hit for hit, text in zip(context.episodes, texts[offset:], strict=False) if text
+    ]
+    offset += len(context.episodes)
+    world = texts[offset] or ""
+    offset += 1
+    kept_evidence = [text for text in texts[offset : offset + len(evidence)] if text]
+    offset += len(evidence)
+    kept_history = [message for message, text in zip(earlier, texts[offset:], strict=False) if text]
+    if question is not None:
+        kept_history.append(question)
+    block = render_memory_block(
+        knowledge=kept_triples,
+        memories=kept_memories,
+        episodes=kept_episodes,
+        language=context.language,
+        user=context.user,
+    )
+    if kept_evidence:
+        block = "\n".join([block, "", EVIDENCE_HEADING, *kept_evidence]).strip()
+    if world:
+        block = f"{world}\n\n{block}".strip()
+    system = fill_prompt(
+        "answer",
+        memory.template,
+        date=_today(memory),
+        user_name=memory.user_name,
+        memory=block or NOTHING_REMEMBERED,
+    )
+    if memory.instructions:
+        # The user's own words, after the memory block; counted in the frame, never dropped.
+        system = f"{system}\n\n{memory.instructions}"
+    if client_system:
+        system = f"{client_system}\n\n{system}"
+    messages = [{"role": "system", "content": system}] + [
+        {"role": m.role, "content": m.content} for m in kept_history
+    ]
+    if continue_from:
+        messages += [
+            {"role": "assistant", "content": texts[-2]},
+            {"role": "user", "content": CONTINUE},
+        ]
+    memory_trace = dict(context.trace)
+    kept_ids = {hit.id for hit in kept_memories}
+    kept_episode_ids = {hit.id for hit in kept_episodes}
+    kept_triple_ids = {triple.id for triple in kept_triples}
+    memory_trace["memories"] = [m for m in memory_trace["memories"] if m["id"] in kept_ids]
+    memory_trace["episodes"] = [e for e in memory_trace["episodes"] if e["id"] in kept_episode_ids]
+    memory_trace["triples"] = [t for t in memory_trace["triples"] if t["id"] in kept_triple_ids]
+    memory_trace["dropped_for_budget"] = {
+        "memories": len(context.memories) - len(kept_memories),
+        "episodes": len(context.episodes) - len(kept_episodes),
+        "triples": len(context.knowledge) - len(kept_triples),
+    }
+    trace = {
+        "memory": memory_trace,
+        "history_messages": len(kept_history),
+        "history_dropped": len(history) - len(kept_history),
+        "prompt_tokens_estimate": room.counter.messages(messages),
+        "limits": {
+            "context": limits.context,
+            "max_tokens": limits.reply_cap,
+            "prompt_budget": limits.prompt_budget,
+            "source": limits.source,
+        },
+        "timings_ms": {
+            "memory": round(memory.ms, 2),
+            "context": round((time.perf_counter() - started) * 1000, 2),
+        },
+    }
+    # A continuation is not debated: its draft would be half an answer, already half shown.
+    debate_rules = memory.rules if not continue_from else None
+    if debate_rules == []:
+        trace["debate"] = {"skipped": "no rules or preferences to hold the draft to"}
+        debate_rules = None
+    return PreparedTurn(
+        reply=reply,
+        model=limits.model,
+        temperature=config.temperature,
+        base_url=limits.base_url,
+        messages=messages,
+        room=room,
+        rebuild=lambda other: build_turn(
+            reply=reply,
+            history=history,
+            memory=memory,
+            continue_from=continue_from,
+            evidence=evidence,
+            client_system=client_system,
+            room=other,
+        ),
+        trace=trace,
+        debate_rules=debate_rules,
+        config=config,
+    )
+
+
+# What a fit to another model's room changes in the turn's trace.
+FITTED_TRACE_KEYS = (
+    "memory",
+    "history_messages",
+    "history_dropped",
+    "prompt_tokens_estimate",
+    "limits",
+)
+
+
+def turn_prompt(turn: PreparedTurn) -> PromptBuilder:
+    """The turn's messages for the gateway: as prepared for the chat's model, fitted again for
+    any other (its trace then says what that model's window kept)."""
+
+    def build(room: Room) -> list[dict]:
+        if room == turn.room or turn.rebuild is None:
+            return turn.messages
+        again = turn.rebuild(room)
+        turn.messages, turn.room = again.messages, room
+        turn.trace.update({key: again.trace[key] for key in FITTED_TRACE_KEYS})
+        return again.messages
+
+    return build
+
+
+def _today(memory: MemoryForTurn) -> str:
+    """Today's date where the user is (their time zone), the server's when unknown."""
+    if memory.time_zone:
+        return timezone.localdate(timezone=ZoneInfo(memory.time_zone)).isoformat()
+    return timezone.localdate().isoformat()
+
+
+def turn_history(*, reply: Message, config: RuntimeConfig | None = None) -> list[Message]:
+    return history_before(message=reply, limit=(config or runtime_config()).short_term_window)
