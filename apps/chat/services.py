@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
@@ -399,6 +400,35 @@ def conversation_set_title_if_empty(*, conversation_id: int, title: str) -> bool
     if not title:
         return False
     return bool(Conversation.objects.filter(pk=conversation_id, title="").update(title=title))
+
+
+# ------------------------------------------------------------------ work on a reply, in its trace
+#
+# Work done on a reply after it is saved (reflection) claims the reply and records its outcome
+# under a key of the reply's trace. Each is one statement, so it commits with the caller's
+# transaction: a task that dies before the commit leaves no claim behind.
+
+_TRACE_CLAIM_SQL = """
+UPDATE chat_message SET trace = trace || jsonb_build_object(%s::text, %s::jsonb)
+ WHERE id = %s AND NOT jsonb_exists(trace, %s)
+"""
+_TRACE_PUT_SQL = (
+    "UPDATE chat_message SET trace = trace || jsonb_build_object(%s::text, %s::jsonb) WHERE id = %s"
+)
+
+
+def message_trace_claim(*, message_id: int, key: str, value: dict) -> bool:
+    """Set `key` of the message's trace to `value` unless the trace has it; False when another
+    run already claimed it, so work claimed this way is done once per message."""
+    with connection.cursor() as cursor:
+        cursor.execute(_TRACE_CLAIM_SQL, [key, json.dumps(value), message_id, key])
+        return cursor.rowcount == 1
+
+
+def message_trace_put(*, message_id: int, key: str, value: dict) -> None:
+    """Set `key` of the message's trace to `value`, keeping its other keys."""
+    with connection.cursor() as cursor:
+        cursor.execute(_TRACE_PUT_SQL, [key, json.dumps(value), message_id])
 
 
 # ------------------------------------------------------------------ what memory forgets

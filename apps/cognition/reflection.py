@@ -12,12 +12,13 @@ import logging
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.selectors import memory_enabled_for, user_settings_for, user_time_zone
 from apps.chat import broadcasts
+from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.cognition import grounding
 from apps.cognition.quarantine import looks_like_instruction
@@ -97,33 +98,6 @@ def error_record(*, owner, step: str, message_id: int | None, error: str) -> Eve
     )
 
 
-def _claim(message_id: int, outcome: dict) -> bool:
-    """Mark the reply reflected on; False when another run already did (or is doing) it."""
-    import json
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            UPDATE chat_message
-               SET trace = trace || jsonb_build_object(%s::text, %s::jsonb)
-             WHERE id = %s AND NOT jsonb_exists(trace, %s)
-            """,
-            [TRACE_KEY, json.dumps(outcome), message_id, TRACE_KEY],
-        )
-        return cursor.rowcount == 1
-
-
-def _set_outcome(message_id: int, outcome: dict) -> None:
-    import json
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE chat_message SET trace = trace || jsonb_build_object(%s::text, %s::jsonb)"
-            " WHERE id = %s",
-            [TRACE_KEY, json.dumps(outcome), message_id],
-        )
-
-
 def reflection_fail(*, reply: Message, error: str, attempts: int) -> bool:
     """Mark the reply's reflection failed for good, once, and say so in an error event."""
     outcome = {
@@ -133,7 +107,7 @@ def reflection_fail(*, reply: Message, error: str, attempts: int) -> bool:
         "at": timezone.now().isoformat(),
     }
     with transaction.atomic():
-        if not _claim(reply.pk, outcome):
+        if not chat_services.message_trace_claim(message_id=reply.pk, key=TRACE_KEY, value=outcome):
             return False
         error_record(
             owner=reply.conversation.owner, step="reflection", message_id=reply.pk, error=error
@@ -270,7 +244,8 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
     texts = [_memory_text(item) for item, _ in kept]
     vectors = _embed(texts) if texts else []
     with transaction.atomic():
-        if not _claim(reply.pk, {"at": timezone.now().isoformat()}):
+        claim = {"at": timezone.now().isoformat()}
+        if not chat_services.message_trace_claim(message_id=reply.pk, key=TRACE_KEY, value=claim):
             return None
         for index, (item, judged) in enumerate(kept):
             vector = vectors[index] if vectors else None
@@ -308,7 +283,9 @@ def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNod
         outcome["plan_steps"] = len(plan.steps)
         if reflection.topics:
             outcome["topics"] = _keep_topics_current(owner_id=owner.pk, topics=reflection.topics)
-        _set_outcome(reply.pk, {**outcome, "at": timezone.now().isoformat()})
+        chat_services.message_trace_put(
+            message_id=reply.pk, key=TRACE_KEY, value={**outcome, "at": timezone.now().isoformat()}
+        )
         event_record(
             kind=Event.Kind.PERCEPTION,
             summary=(

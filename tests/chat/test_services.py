@@ -215,3 +215,27 @@ def test_a_continue_waits_while_another_answer_of_the_conversation_streams(user)
         services.message_continue(message=reply)
     reply.refresh_from_db()
     assert (reply.status, reply.finish_reason) == ("complete", "length")
+
+
+def test_a_trace_key_is_claimed_once_per_message(user):
+    conversation = Conversation.objects.create(owner=user)
+    reply = services.message_send(conversation=conversation, content="hello").reply
+
+    first = services.message_trace_claim(message_id=reply.pk, key="work", value={"by": "one"})
+    second = services.message_trace_claim(message_id=reply.pk, key="work", value={"by": "two"})
+
+    assert (first, second) == (True, False)
+    reply.refresh_from_db()
+    assert reply.trace == {"work": {"by": "one"}}
+
+
+def test_a_trace_put_sets_its_key_and_keeps_the_others(user):
+    conversation = Conversation.objects.create(owner=user)
+    reply = services.message_send(conversation=conversation, content="hello").reply
+    services.message_start_streaming(message=reply, model="m", trace={"memory": {"used": 2}})
+    services.message_trace_claim(message_id=reply.pk, key="work", value={"at": "noon"})
+
+    services.message_trace_put(message_id=reply.pk, key="work", value={"done": True})
+
+    reply.refresh_from_db()
+    assert reply.trace == {"memory": {"used": 2}, "work": {"done": True}}
