@@ -33,10 +33,9 @@ from apps.chat.errors import ChatError, ChatRateLimited
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user
 from apps.chat.services import SentTurn
-from apps.cognition.answer import AnswerFailed, answer_reply
+from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
 from apps.cognition.context import RecallBusy, start_turn_embedding
 from apps.cognition.pipeline import CallOptions, start_turn
-from apps.cognition.turn_request import PreparedTurn
 from apps.core.db import on_pool_thread
 from apps.core.llm.limits import CHAT, role_endpoint, token_counter
 from apps.core.llm.servers import endpoint_models, model_listed
@@ -367,32 +366,32 @@ async def chat_completions(request):
         release_slot()
         return exc.response()
     answering = answer_reply(reply_id=reply.pk, turn=prepared)
-    completion = Completion(f"chatcmpl-{reply.pk}", int(reply.created_at.timestamp()), body.model)
+    head = CompletionHead(f"chatcmpl-{reply.pk}", int(reply.created_at.timestamp()), body.model)
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         response = StreamingHttpResponse(
-            _stream(reply, answering, completion, include_usage, release_slot),
+            _stream(reply, answering, head, include_usage, release_slot),
             content_type="text/event-stream",
         )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
     else:
         try:
-            response = await _complete(reply, answering, completion)
+            response = await _answer_whole(reply, answering, head)
         finally:
             release_slot()
     response[CONVERSATION_HEADER] = str(reply.conversation_id)
     return response
 
 
-class Completion(NamedTuple):
-    """What every response of one completion says of it."""
+class CompletionHead(NamedTuple):
+    """The id, creation time and model that every response of one completion carries."""
 
     id: str
     created: int
     model: str | None
 
-    def head(self, object: str) -> dict:
+    def fields(self, object: str) -> dict:
         return {
             "id": self.id,
             "object": object,
@@ -401,8 +400,8 @@ class Completion(NamedTuple):
         }
 
 
-async def _complete(
-    reply: Message, answering: AsyncIterator[str], completion: Completion
+async def _answer_whole(
+    reply: Message, answering: AsyncIterator[str], head: CompletionHead
 ) -> HttpResponse:
     try:
         async for _ in _stoppable(reply, answering):
@@ -412,7 +411,7 @@ async def _complete(
     await reply.arefresh_from_db()
     return JsonResponse(
         {
-            **completion.head("chat.completion"),
+            **head.fields("chat.completion"),
             "choices": [
                 {
                     "index": 0,
@@ -469,22 +468,22 @@ def _event(payload: dict | str) -> str:
 async def _stream(
     reply: Message,
     answering: AsyncIterator[str],
-    completion: Completion,
+    head: CompletionHead,
     include_usage: bool,
     release_slot: Callable[[], None],
 ) -> AsyncIterator[str]:
     try:
-        async for event in _stream_events(reply, answering, completion, include_usage):
+        async for event in _stream_events(reply, answering, head, include_usage):
             yield event
     finally:
         release_slot()
 
 
 async def _stream_events(
-    reply: Message, answering: AsyncIterator[str], completion: Completion, include_usage: bool
+    reply: Message, answering: AsyncIterator[str], head: CompletionHead, include_usage: bool
 ) -> AsyncIterator[str]:
     def chunk(choices: list[dict], **extra) -> str:
-        return _event({**completion.head("chat.completion.chunk"), "choices": choices, **extra})
+        return _event({**head.fields("chat.completion.chunk"), "choices": choices, **extra})
 
     def delta(fields: dict, finish_reason: str | None = None) -> str:
         return chunk([{"index": 0, "delta": fields, "finish_reason": finish_reason}])
