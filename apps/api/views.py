@@ -33,9 +33,10 @@ from apps.chat.errors import ChatError, ChatRateLimited
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user
 from apps.chat.services import SentTurn
-from apps.cognition.answer import AnswerFailed, PreparedTurn, answer_reply
+from apps.cognition.answer import AnswerFailed, answer_reply
 from apps.cognition.context import RecallBusy, start_turn_embedding
 from apps.cognition.pipeline import CallOptions, start_turn
+from apps.cognition.turn_request import PreparedTurn
 from apps.core.db import on_pool_thread
 from apps.core.llm.limits import CHAT, role_endpoint, token_counter
 from apps.core.llm.servers import endpoint_models, model_listed
