@@ -54,6 +54,21 @@ def render_status(message_id: int, text: str) -> str:
     )
 
 
+def render_thinking(message_id: int, text: str, *, first: bool) -> str:
+    """A reasoning model's thinking while it streams: the first push shows the fold ("Thinking…",
+    closed), the later ones only its text, so a fold the user opened stays open."""
+    if first:
+        return (
+            f'<details class="reasoning" id="msg-{message_id}-thinking"><summary>Thinking…'
+            f'</summary><div class="reasoning-body" id="msg-{message_id}-thinking-body">'
+            f"{escape(text)}</div></details>"
+        )
+    return (
+        f'<div class="reasoning-body" id="msg-{message_id}-thinking-body" '
+        f'hx-swap-oob="innerHTML">{escape(text)}</div>'
+    )
+
+
 def render_turn_status(message_id: int, states: dict[str, tuple[str, str]]) -> str:
     """The turn's status line while it runs (pipeline.TurnRun.states)."""
     from apps.chat.turn_status import live_parts

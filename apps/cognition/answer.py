@@ -112,6 +112,7 @@ async def answer_reply(
     on_request: Callable[[], object] | None = None,
     on_saved: Callable[[Message], Awaitable[object]] | None = None,
     on_review: Callable[[], Awaitable[object]] | None = None,
+    on_thinking: Callable[[str], Awaitable[object]] | None = None,
 ) -> AsyncIterator[str]:
     """Stream the answer for a saved, pending reply, yielding text deltas.
 
@@ -125,7 +126,8 @@ async def answer_reply(
 
     The request goes through the gateway, which walks the chat's fallback chain and fits the
     prompt to each model's window; a reasoning model's thinking is kept in the trace
-    (`reasoning`), never in the reply.
+    (`reasoning`), never in the reply, and `on_thinking` is awaited with the thinking so far as
+    it grows (to show it while the model thinks).
 
     With the internal debate on (RuntimeConfig.debate_enabled) and rules or preferences to hold
     the answer to, the answer is drafted without streaming, reviewed, and rewritten if the
@@ -184,7 +186,10 @@ async def answer_reply(
                     noted = True
                     await _note_endpoint(turn, answering, streaming)
                 usage = part.usage or usage
-                thinking += part.reasoning
+                if part.reasoning:
+                    thinking += part.reasoning
+                    if on_thinking is not None:
+                        await on_thinking(thinking)
                 # PostgreSQL refuses a NUL in text: one in the reply would fail the whole answer.
                 delta = part.text.replace("\x00", "") if part.text else ""
                 if delta:

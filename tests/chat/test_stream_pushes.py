@@ -61,3 +61,23 @@ async def test_a_second_page_of_the_conversation_gets_the_streamed_text_and_the_
     await receive_until(asking, "msg-assistant complete")
     await watching.disconnect()
     await asking.disconnect()
+
+
+async def test_a_reasoning_models_thinking_shows_folded_while_it_streams(
+    user, conversation, llm_stub
+):
+    llm_stub.script(
+        {"reasoning": "She asks for a count, so I count.", "content": "one two three", "tps": 40}
+    )
+    communicator = await connect_socket(user, conversation.pk)
+    await send_action(communicator, content="count for me")
+    frames = await receive_until(communicator, "msg-assistant complete")
+    thinking = [
+        f for f in frames if f.startswith(('<details class="reasoning"', '<div class="reas'))
+    ]
+    assert "<summary>Thinking…</summary>" in thinking[0]
+    assert "She asks for a count, so I count." in thinking[-1]
+    # The reply's text never carries the thinking; the saved reply shows it folded as "Thought".
+    assert not [f for f in frames if f.startswith(FRAGMENT) and "She asks" in f]
+    assert any("<summary>Thought</summary>" in f for f in frames)
+    await communicator.disconnect()
