@@ -212,3 +212,26 @@ def test_an_answer_stopped_at_its_cap_is_continued_in_the_same_bubble(
     assert bubble.locator("button", has_text="Continue").count() == 0
     reply.refresh_from_db()
     assert reply.content == "Rome was not built in a day: it took centuries of *patient* work."
+
+
+def test_a_reasoning_models_thinking_is_folded_while_it_streams_and_after(
+    page, asgi_server, log_in, user, llm_stub
+):
+    thought = "The user wants a count. " * 12
+    llm_stub.script({"reasoning": thought, "content": "one two three", "tps": 30})
+    log_in("alice")
+    _open_new_conversation(page, asgi_server)
+    page.fill("#composer textarea", "count for me")
+    page.keyboard.press("Enter")
+    folded = page.locator(".msg-assistant details.reasoning summary", has_text="Thinking…")
+    folded.wait_for()
+    # Closed until clicked; opened, it stays open while the thinking grows.
+    assert not page.locator(".msg-assistant details.reasoning").evaluate("d => d.open")
+    folded.click()
+    page.locator(".msg-assistant .reasoning-body", has_text="wants a count").wait_for()
+    assert page.locator(".msg-assistant details.reasoning").evaluate("d => d.open")
+    page.wait_for_selector(".msg-assistant.complete")
+    answer = page.locator(".msg-assistant.complete")
+    assert answer.locator("details.reasoning summary").inner_text() == "Thought"
+    assert answer.locator(".md-out").inner_text().strip() == "one two three"
+    assert "count" not in answer.locator(".md-out").inner_text()
