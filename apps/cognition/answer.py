@@ -102,6 +102,7 @@ def _stream(turn: PreparedTurn, answering: Answering, *, prompt=None, endpoint=N
         max_tokens=turn.max_tokens,
         endpoint=endpoint or turn.endpoint,
         config=turn.config,
+        fitted_to=turn.room,
     )
 
 

@@ -66,6 +66,7 @@ async def stream(
     endpoint: Endpoint | None = None,
     role: str = CHAT,
     config: RuntimeConfig | None = None,
+    fitted_to: Room | None = None,
 ) -> AsyncIterator[Part]:
     """The chat's answer, streamed; raises outcomes.
 
@@ -74,6 +75,8 @@ async def stream(
     that answered, the messages it was sent and what failed before it. While the answer
     streams, its server is marked busy, so background calls wait or give way. `endpoint`: that
     endpoint only (an API client's choice of model, the model that drafted), no chain.
+    `fitted_to`: the room the prompt was already fitted to while the turn was prepared (the
+    chat's own model's, read then); the model it belongs to is asked without reading it again.
     """
     # The configuration the turn was prepared with: the chain is read from it on the loop,
     # with no round trip before the request.
@@ -91,6 +94,7 @@ async def stream(
         try:
             parts, first = await _open_answer(
                 endpoint,
+                fitted_to=fitted_to,
                 role=role,
                 config=config,
                 prompt=prompt,
@@ -119,6 +123,10 @@ def _off_loop(function):
     return sync_to_async(function, thread_sensitive=False)
 
 
+def _belongs(room: Room, endpoint: Endpoint) -> bool:
+    return (room.limits.base_url, room.limits.model) == (endpoint.base_url, endpoint.model)
+
+
 def _fitted(role: str, config: RuntimeConfig, endpoint: Endpoint, prompt: Prompt):
     """The endpoint's room, read in one cache round trip, and the prompt fitted to it."""
     cached = cache.get_many(endpoint_cache_keys(endpoint))
@@ -131,6 +139,7 @@ def _fitted(role: str, config: RuntimeConfig, endpoint: Endpoint, prompt: Prompt
 async def _open_answer(
     endpoint: Endpoint,
     *,
+    fitted_to: Room | None,
     role,
     config,
     prompt,
@@ -142,7 +151,11 @@ async def _open_answer(
     """Fit, send, and read the first part; a refusal as too long is learnt from and the prompt
     fitted again once."""
     for refitted in (False, True):
-        room, messages = await _off_loop(_fitted)(role, config, endpoint, prompt)
+        if not refitted and fitted_to is not None and _belongs(fitted_to, endpoint):
+            # Fitted moments ago: no thread hop nor round trip before the request.
+            room, messages = fitted_to, messages_for(prompt, fitted_to)
+        else:
+            room, messages = await _off_loop(_fitted)(role, config, endpoint, prompt)
         body = request_body(
             limits=room.limits,
             messages=messages,
