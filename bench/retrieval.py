@@ -434,7 +434,8 @@ def measure_graph(owner_ids: list[int], args: argparse.Namespace) -> str:
 
 
 def measure_episodes(owner_ids: list[int], args: argparse.Namespace) -> str:
-    from apps.memory.search_selectors import EPISODES_PER_TURN, episode_search
+    from apps.memory.episode_selectors import episode_search
+    from apps.memory.search_selectors import EPISODES_PER_TURN
 
     latencies, counts = [], []
     for owner, vector, words in _queries(owner_ids, args, 3):

@@ -19,16 +19,15 @@ from apps.chat.services import ChatError
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.memory.embedding import Embedder, EmbeddingError, get_embedder
+from apps.memory.episode_selectors import EpisodeHit, episode_search
 from apps.memory.models import Triple
 from apps.memory.router import Route, route_turn, triple_match
 from apps.memory.schemas import PlanStep
 from apps.memory.search_selectors import (
     EMBED_TIMEOUT_SECONDS,
     EPISODES_PER_TURN,
-    EpisodeHit,
     MemoryHit,
     Weights,
-    episode_search,
     memory_search,
 )
 from apps.memory.selectors import default_plan_steps, plan_and_knowledge, turn_plan_steps

@@ -22,13 +22,9 @@ from pydantic import BaseModel, Field
 from apps.chat.models import Message
 from apps.core.models import RuntimeConfig
 from apps.memory.embedding import EmbeddingError, get_embedder
+from apps.memory.episode_selectors import episode_search
 from apps.memory.query_text import STOPWORDS
-from apps.memory.search_selectors import (
-    EMBED_TIMEOUT_SECONDS,
-    Weights,
-    episode_search,
-    memory_search,
-)
+from apps.memory.search_selectors import EMBED_TIMEOUT_SECONDS, Weights, memory_search
 from apps.memory.selectors import knowledge_triples_for
 
 # What one piece of evidence may say, so that a few rounds of results fit a small window.

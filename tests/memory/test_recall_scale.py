@@ -13,7 +13,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from apps.memory import search_selectors, services
+from apps.memory import episode_selectors, search_selectors, services
 from apps.memory.embedding import vector_literal
 from apps.memory.models import SHORT_TEXT_MAX_BYTES, MemoryNode
 from apps.memory.query_text import query_terms
@@ -268,7 +268,7 @@ def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(u
                 [" | ".join(forms), user.pk, " | ".join(forms)],
             )
             expected = {episode_id: rank for episode_id, rank in cursor.fetchall()}
-        hits = search_selectors.episode_search(user_id=user.pk, text=text, vector=None, limit=10)
+        hits = episode_selectors.episode_search(user_id=user.pk, text=text, vector=None, limit=10)
         assert expected, text  # each query's words are in some episode
         assert {hit.id: hit.components["text"] for hit in hits if hit.components["text"]} == (
             pytest.approx(expected)
