@@ -120,10 +120,10 @@ def complete(
         ),
         wait_until=time.monotonic() + (0 if foreground else config.background_wait_seconds),
     )
-    *fallen_through, last = role_endpoints(role, config)
+    chain = role_endpoints(role, config)
     failed: list[dict] = []
     first_too_long: TooLong | None = None
-    for endpoint in [*fallen_through, last]:
+    for endpoint in chain:
         try:
             reply = call.at(endpoint)
         except LLMError as exc:
@@ -131,7 +131,7 @@ def complete(
                 first_too_long = first_too_long or exc
             elif not falls_back(exc):
                 raise
-            if endpoint == last:
+            if endpoint == chain[-1]:
                 raise (first_too_long or exc) from None
             failed.append(failed_entry(endpoint, exc))
             logger.warning("%s: %s at %s failed (%s)", role, endpoint.model, endpoint.base_url, exc)
