@@ -37,6 +37,7 @@ from apps.cognition.answer import answer_reply
 from apps.cognition.route import (
     ANSWER,
     GATHER,
+    PERSONAL_DIRECT,
     RULE,
     WORLD,
     RouteDecision,
@@ -195,11 +196,14 @@ class Turn:
 # ----------------------------------------------------------------------------------- steps
 
 
-def route(*, text: str, history: list[Message]) -> RouteDecision:
-    """Step 1: the rule, else the router's model (which never raises)."""
+def route(*, text: str, history: list[Message], config: RuntimeConfig) -> RouteDecision:
+    """Step 1: the rule, else the router's model if it is on (it never raises), else the
+    answer."""
     decided = route_by_rule(text, has_history=len(history) > 1)
     if decided is not None:
         return decided
+    if not config.router_model_enabled:
+        return PERSONAL_DIRECT
     return route_by_model(text, history=_plain(history[:-1]))
 
 
@@ -326,6 +330,12 @@ class TurnRun:
             if asyncio.iscoroutine(result):
                 asyncio.ensure_future(result)
 
+    async def _router_model_on(self) -> bool:
+        config = self.turn.input.config
+        if config is None:
+            config = await database_sync_to_async(runtime_config, thread_sensitive=False)()
+        return config.router_model_enabled
+
     async def prepare(self, *, reply: Message, history: list[Message]) -> PreparedTurn:
         turn = self.turn
         turn.reply, turn.history = reply, history
@@ -334,6 +344,8 @@ class TurnRun:
             decided = route_by_rule(turn.input.text, has_history=len(history) > 1)
             if not turn.input.options.remember:
                 decided = RouteDecision(ANSWER, "memory is off for this call", RULE)
+            elif decided is None and not await self._router_model_on():
+                decided = PERSONAL_DIRECT
             elif decided is None:
                 self._notify("router", "running", "choosing")
                 decided = await database_sync_to_async(route_by_model, thread_sensitive=False)(
@@ -419,7 +431,7 @@ def prepare_saved_reply(*, reply_id: int) -> PreparedTurn:
     )
     spans = turn.spans
     with spans.span("route") as span:
-        turn.route = route(text=text, history=history)
+        turn.route = route(text=text, history=history, config=config)
         span.detail = f"{turn.route.route} ({turn.route.by})"
     with spans.span("recall"):
         turn.memory = recall(inp=turn.input)

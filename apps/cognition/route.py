@@ -2,9 +2,10 @@
 
 A rule decides first, with no LLM call: greetings and short follow-ups are answered directly,
 a sum or the time needs tools, a question about what was said before needs the memory's tools,
-a message that changes what the user works on changes the world state. Only a personal message
-the rule cannot place costs one short structured call to the router's model; if that call
-fails, the turn is answered directly and the trace says why.
+a message that changes what the user works on changes the world state. A personal message no
+rule places is answered directly, with what memory holds: a call to the router's model before
+the answer costs seconds on a CPU. With `router_model_enabled` it costs one short structured
+call instead; if that call fails, the turn is answered directly and the trace says why.
 """
 
 from __future__ import annotations
@@ -103,6 +104,12 @@ def route_by_rule(text: str, *, has_history: bool) -> RouteDecision | None:
     if not _FIRST_PERSON.search(text):
         return RouteDecision(ANSWER, "not about the user: what memory holds is enough", RULE)
     return None
+
+
+# A personal message no rule places, with the router's model off (its default).
+PERSONAL_DIRECT = RouteDecision(
+    ANSWER, "a personal message: answered directly with what memory holds", RULE
+)
 
 
 def route_by_model(text: str, *, history: list[dict]) -> RouteDecision:

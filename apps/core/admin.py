@@ -79,10 +79,11 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
         (
             "Controller",
             {
-                "description": "Before an answer the router may ask a small model whether the "
-                "turn needs tools or a change of the user's world state first; tools run in "
-                "bounded rounds.",
+                "description": "Before an answer, rules decide whether the turn needs tools or "
+                "a change of the user's world state first; with the router's model on, a small "
+                "model is asked where no rule decides. Tools run in bounded rounds.",
                 "fields": [
+                    "router_model_enabled",
                     ("router_base_url", "router_model"),
                     "router_timeout_seconds",
                     ("tool_rounds", "tool_timeout_seconds"),

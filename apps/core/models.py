@@ -79,6 +79,12 @@ class RuntimeConfig(models.Model):
     title_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
     # The router and the world modifier: short structured calls on the turn's path, before the
     # answer; a small fast model is enough.
+    router_model_enabled = models.BooleanField(
+        default=False,
+        help_text="Ask the router's model about a personal message no rule places. Each such "
+        "turn then waits for one LLM call before its answer (seconds on a CPU). Off: it is "
+        "answered directly, with what memory holds.",
+    )
     router_base_url = models.URLField(blank=True, help_text="Blank: the chat's endpoint.")
     router_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
     router_timeout_seconds = models.PositiveIntegerField(

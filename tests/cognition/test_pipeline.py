@@ -78,7 +78,22 @@ def test_a_greeting_takes_the_fast_track_with_no_llm_call_before_the_answer(user
     assert all(span["ms"] >= 0 and span["start_ms"] >= 0 for span in spans.values())
 
 
-def test_the_router_model_chooses_gathering_and_the_tool_loop_runs(user, llm_stub):
+def test_a_personal_message_no_rule_places_asks_no_model_before_the_answer(user, llm_stub):
+    # The shipped default: the router's model is off.
+    reply = _reply(user, "I wonder whether my sister would like the blue one")
+
+    turn = prepare_saved_reply(reply_id=reply.pk)
+
+    assert turn.trace["route"] == {
+        "route": "answer",
+        "reason": "a personal message: answered directly with what memory holds",
+        "by": "rule",
+    }
+    assert not [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
+
+
+def test_the_router_model_chooses_gathering_and_the_tool_loop_runs(user, llm_stub, config):
+    config(router_model_enabled=True)
     llm_stub.script(
         {"schema": "RouteChoice", "json": {"route": "gather", "reason": "asks about the past"}},
         {"tool_calls": [{"name": "calculator", "arguments": {"expression": "17 * 23"}}]},
@@ -96,7 +111,8 @@ def test_the_router_model_chooses_gathering_and_the_tool_loop_runs(user, llm_stu
     assert asked[0] == "RouteChoice" and len(asked) == 3
 
 
-def test_a_router_model_that_fails_answers_directly_and_the_trace_says_why(user, llm_stub):
+def test_a_router_model_that_fails_answers_directly_and_the_trace_says_why(user, llm_stub, config):
+    config(router_model_enabled=True)
     llm_stub.script({"schema": "RouteChoice", "fault": "http_500"})
     reply = _reply(user, "I wonder whether my sister would like the blue one")
 
@@ -108,7 +124,8 @@ def test_a_router_model_that_fails_answers_directly_and_the_trace_says_why(user,
     assert "tools" not in turn.trace
 
 
-def test_the_model_choosing_the_world_route_reads_as_world(user, llm_stub):
+def test_the_model_choosing_the_world_route_reads_as_world(user, llm_stub, config):
+    config(router_model_enabled=True)
     llm_stub.script(
         {"schema": "RouteChoice", "json": {"route": "world", "reason": "a new project"}},
     )

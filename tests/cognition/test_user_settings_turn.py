@@ -82,7 +82,8 @@ def test_a_temporary_chat_reads_no_memory_even_with_memory_on(user, llm_stub):
     assert "espresso" not in _system(turn)
 
 
-def test_with_memory_off_a_turn_routed_to_gather_looks_nothing_up(user, llm_stub):
+def test_with_memory_off_a_turn_routed_to_gather_looks_nothing_up(user, llm_stub, config):
+    config(router_model_enabled=True)
     account_services.user_settings_update(user=user, memory_enabled=False)
     llm_stub.script(
         {"schema": "RouteChoice", "json": {"route": "gather", "reason": "asks about the past"}},
@@ -199,7 +200,8 @@ def test_the_date_in_the_prompt_is_today_in_the_users_time_zone(user, llm_stub):
     assert kiritimati - pago_pago in (timedelta(days=1), timedelta(days=2))
 
 
-def test_the_current_time_tool_tells_the_time_in_the_users_time_zone(user, llm_stub):
+def test_the_current_time_tool_tells_the_time_in_the_users_time_zone(user, llm_stub, config):
+    config(router_model_enabled=True)
     account_services.user_settings_update(user=user, time_zone="Asia/Tokyo")
     llm_stub.script(
         {"schema": "RouteChoice", "json": {"route": "gather", "reason": "asks the time"}},

@@ -142,3 +142,17 @@ async def test_a_fallback_with_a_smaller_window_gets_a_prompt_fitted_to_it(
     # The server's own count: the prompt fits the fallback's window, not the primary's budget.
     assert saved.prompt_tokens <= 1024 - 32
     assert saved.trace["history_dropped"] > 0
+
+
+async def test_a_statement_about_the_user_is_answered_with_no_llm_call_before_it(
+    user, on_real_llm, real_llm
+):
+    await sync_to_async(on_real_llm)(answer_max_tokens=24, reflection_enabled=False)
+    before = real_llm.metric("prompt_tokens_total")
+
+    reply = await _answer(user, "My daughter Sofia is allergic to peanuts, so I cook without them.")
+
+    assert reply.status == Message.Status.COMPLETE, reply.error
+    assert reply.trace["route"]["by"] == "rule" and "tools" not in reply.trace
+    # The server read one prompt: the answer's.
+    assert real_llm.metric("prompt_tokens_total") - before <= reply.prompt_tokens
