@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('core', '0014_embed_base_url'),
+        ("core", "0014_embed_base_url"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='runtimeconfig',
-            name='router_model_enabled',
-            field=models.BooleanField(default=False, help_text="Ask the router's model about a personal message no rule places. Each such turn then waits for one LLM call before its answer (seconds on a CPU). Off: it is answered directly, with what memory holds."),
+            model_name="runtimeconfig",
+            name="router_model_enabled",
+            field=models.BooleanField(
+                default=False,
+                help_text="Ask the router's model about a personal message no rule places. Each such turn then waits for one LLM call before its answer (seconds on a CPU). Off: it is answered directly, with what memory holds.",
+            ),
         ),
     ]
