@@ -6,7 +6,8 @@ llama-server (--jinja -c 4096) serves SmolLM2-135M-Instruct on this machine's CP
 (`make real-llm` builds it); the embeddings come from the stub, which answers at once. For each
 turn: time to first token at the client both ways, the server's prompt tokens both ways, and
 the LLM calls Thalamus made before the answer's (router, tool rounds, world modifier, read from
-the reply's trace). Background reflection runs as it would, on the same server.
+the reply's trace), and the time from the message's arrival to the answer's request (its span).
+Background reflection runs as it would, on the same server.
 
 Run: .venv/bin/python -m bench.real_llm_turn [--rounds 2]
 """
@@ -81,8 +82,17 @@ def _replies(username: str) -> list[dict]:
         before = int(trace.get("route", {}).get("by") == "model")
         before += (trace.get("tools") or {}).get("rounds", 0)
         before += int("world" in trace)
+        # The answer's span starts as its request goes out, in ms from the message's arrival.
+        sent = next(
+            (span["start_ms"] for span in trace.get("spans", []) if span["name"] == "answer"), None
+        )
         found.append(
-            {"calls_before": before, "prompt_tokens": reply.prompt_tokens, "status": reply.status}
+            {
+                "calls_before": before,
+                "prompt_tokens": reply.prompt_tokens,
+                "status": reply.status,
+                "request_ms": sent,
+            }
         )
     return found
 
@@ -113,6 +123,8 @@ async def _run(port: int, secret: str, server: _llama.RealServer, rounds: int) -
     print(f"TTFT through Thalamus /v1: {summary(through)}")
     print(f"TTFT straight to llama-server: {summary(straight)}")
     print(f"ratio turn by turn (through / straight): median {statistics.median(ratios):.2f}")
+    sent = [r["request_ms"] for r in replies if r["request_ms"] is not None]
+    print(f"message to the answer's request, server side: {summary(sent)}")
     print(
         f"LLM calls before the answer: {sum(c > 0 for c in calls)} of {len(calls)} turns, "
         f"{sum(calls)} calls in all"
