@@ -75,15 +75,22 @@ def backup_manifest(*, path: Path) -> dict:
     if not path.is_file():
         raise BackupError(f"{path} does not exist.")
     not_ours = f"{path} is not a Thalamus backup (one made by `manage.py backup`)."
+    damaged = f"{path} is damaged (it cannot be read to its end)."
+    manifest, names, complete = None, set(), False
     try:
         with tarfile.open(path, "r:") as archive:
-            names = set(archive.getnames())
-            member = archive.extractfile(MANIFEST) if MANIFEST in names else None
-            manifest = json.loads(member.read()) if member else None
+            for member in archive:
+                names.add(member.name)
+                if member.name == MANIFEST:
+                    manifest = json.loads(archive.extractfile(member).read())
+            complete = True
     except (tarfile.TarError, OSError, ValueError):
-        raise BackupError(not_ours) from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or DUMP not in names:
+        pass
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BackupError(not_ours)
+    if not complete or DUMP not in names:
+        # The manifest is written first: a file that has it and not the rest was cut short.
+        raise BackupError(damaged)
     if manifest.get("version") != VERSION:
         raise BackupError(
             f"{path} is a Thalamus backup of format {manifest.get('version')}; "
@@ -121,31 +128,95 @@ def backup_restore(
             f"The database {name} already has {tables} tables; restore replaces a database "
             "only with --force (everything in it now is lost)."
         )
-    if tables:
-        # A new database rather than dropped tables: nothing of the old one can linger.
-        with _connect({**database, "dbname": MAINTENANCE_DATABASE}) as conn:
-            conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(name)))
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     with tempfile.TemporaryDirectory(prefix="thalamus-restore-") as work:
         dump = Path(work) / DUMP
-        with tarfile.open(path, "r:") as archive:
-            with archive.extractfile(DUMP) as source, open(dump, "wb") as target:
-                shutil.copyfileobj(source, target)
-            key = archive.extractfile(SECRET_KEY).read() if manifest["secret_key"] else None
-        _pg_tool(
-            "pg_restore",
-            "--no-owner",
-            "--no-privileges",
-            "--exit-on-error",
-            "--single-transaction",
-            str(dump),
-            database=database,
-        )
+        try:
+            with tarfile.open(path, "r:") as archive:
+                with archive.extractfile(DUMP) as source, open(dump, "wb") as target:
+                    shutil.copyfileobj(source, target)
+                key = archive.extractfile(SECRET_KEY).read() if manifest["secret_key"] else None
+        except (tarfile.TarError, OSError, KeyError):
+            raise BackupError(
+                f"{path} is damaged (it cannot be read to its end); the database {name} "
+                "is unchanged."
+            ) from None
+        try:
+            if tables:
+                _restore_beside(dump=dump, database=database)
+            else:
+                # One transaction into an empty database: a failure leaves it empty, as it was.
+                _restore_into(dump=dump, database=database)
+        except BackupError as exc:
+            raise BackupError(
+                f"The database in {path} could not be restored, so the database {name} is "
+                f"unchanged. {exc}"
+            ) from None
     if key is not None and secret_key_file is not None:
         secret_key_file.parent.mkdir(parents=True, exist_ok=True)
         secret_key_file.write_bytes(key)
         secret_key_file.chmod(0o600)
     return manifest
+
+
+def _restore_into(*, dump: Path, database: dict) -> None:
+    _pg_tool(
+        "pg_restore",
+        "--no-owner",
+        "--no-privileges",
+        "--exit-on-error",
+        "--single-transaction",
+        str(dump),
+        database=database,
+    )
+
+
+def _restore_beside(*, dump: Path, database: dict) -> None:
+    """Restore into a new database, and put it in the old one's place only once it is whole.
+
+    Until the swap the old database is untouched; the swap itself is two renames in one
+    transaction, so the name always belongs to a whole database, old or new.
+    """
+    name = database["dbname"]
+    fresh, replaced = _beside(name, "restoring"), _beside(name, "replaced")
+    with _connect({**database, "dbname": MAINTENANCE_DATABASE}) as conn:
+        try:
+            # What a restore killed half-way left behind.
+            _drop(conn, fresh)
+            _drop(conn, replaced)
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(fresh)))
+            try:
+                _restore_into(dump=dump, database={**database, "dbname": fresh})
+                with conn.transaction():
+                    # A session that connected since the check would hold the rename up.
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = %s AND pid <> pg_backend_pid()",
+                        [name],
+                    )
+                    conn.execute(_rename(name, replaced))
+                    conn.execute(_rename(fresh, name))
+            except (BackupError, psycopg.Error):
+                _drop(conn, fresh)
+                raise
+        except psycopg.Error as exc:
+            raise BackupError(f"PostgreSQL refused: {str(exc).strip()}") from None
+        _drop(conn, replaced)
+
+
+def _drop(conn: psycopg.Connection, name: str) -> None:
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _rename(name: str, new_name: str) -> sql.Composed:
+    return sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+        sql.Identifier(name), sql.Identifier(new_name)
+    )
+
+
+def _beside(name: str, role: str) -> str:
+    """The name of a database next to `name`, within PostgreSQL's 63 bytes."""
+    suffix = f"_{role}"
+    return name.encode()[: 63 - len(suffix)].decode(errors="ignore") + suffix
 
 
 def database_parameters(settings_dict: dict) -> dict:

@@ -6,6 +6,7 @@ scratch database on the same embedded server, then the two are compared row by r
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -138,6 +139,64 @@ def test_restore_refuses_a_database_that_has_tables_unless_forced(
 
     call_command("restore", str(backup), database_url=url, force=True)
     assert _query(name, f"SELECT count(*) FROM {table}") == [(2,)]
+    assert _databases_beside(name) == []
+
+
+def _databases_beside(name: str) -> list[str]:
+    rows = _query("postgres", f"SELECT datname FROM pg_database WHERE datname LIKE '{name}_%'")
+    return sorted(row[0] for row in rows)
+
+
+def _damaged(backup: Path, how: str, tmp_path: Path) -> Path:
+    """A copy of `backup` whose dump is cut short or garbage, or which is itself cut short."""
+    damaged = tmp_path / f"{how}.backup"
+    if how == "backup cut short":
+        data = backup.read_bytes()
+        damaged.write_bytes(data[: len(data) * 2 // 3])
+        return damaged
+    with tarfile.open(backup) as archive:
+        files = {name: archive.extractfile(name).read() for name in archive.getnames()}
+    dump = files["database.dump"]
+    files["database.dump"] = (
+        dump[: len(dump) // 2] if how == "dump cut short" else b"PGDMP" + os.urandom(len(dump))
+    )
+    with tarfile.open(damaged, "w") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return damaged
+
+
+@in_database
+@pytest.mark.parametrize("how", ["dump cut short", "dump of garbage", "backup cut short"])
+def test_a_forced_restore_of_a_damaged_backup_fails_and_leaves_the_database_as_it_was(
+    user, scratch, source_data_dir, tmp_path, how
+):
+    _a_remembered_conversation(user)
+    backup = tmp_path / "thalamus.backup"
+    call_command("backup", str(backup))
+    name, url = scratch
+    call_command("restore", str(backup), database_url=url)
+    table = MemoryNode._meta.db_table
+    with psycopg.connect(**_server(), dbname=name) as conn:
+        conn.execute(f"UPDATE {table} SET description = 'written after the backup'")
+    before = _counts(name)
+
+    with pytest.raises(CommandError) as refused:
+        call_command("restore", str(_damaged(backup, how, tmp_path)), database_url=url, force=True)
+
+    expected = (
+        "is damaged (it cannot be read to its end)"
+        if how == "backup cut short"
+        else f"could not be restored, so the database {name} is unchanged. pg_restore failed"
+    )
+    assert expected in str(refused.value)
+    assert _counts(name) == before
+    assert _query(name, f"SELECT DISTINCT description FROM {table}") == [
+        ("written after the backup",)
+    ]
+    assert _databases_beside(name) == []
 
 
 @in_database
