@@ -342,6 +342,9 @@ THALAMUS_WS_MAX_BYTES = env_int(
 )
 # Answers one user may have streaming at once, over all their conversations and the API.
 THALAMUS_STREAMS_PER_USER = env_int("THALAMUS_STREAMS_PER_USER", 3, maximum=1000)
+# Requests Ollama generates at once: set it to the server's own OLLAMA_NUM_PARALLEL, which Ollama
+# does not report. Background calls then use the spare ones instead of giving way to the chat.
+THALAMUS_OLLAMA_NUM_PARALLEL = env_int("THALAMUS_OLLAMA_NUM_PARALLEL", 1, maximum=256)
 # Seconds to wait for the LLM's next bytes before giving up on an answer.
 THALAMUS_LLM_TIMEOUT = env_int("THALAMUS_LLM_TIMEOUT", 60, minimum=1, maximum=3600)
 

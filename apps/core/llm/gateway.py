@@ -8,8 +8,9 @@ For each call the gateway
   a prompt over the window; a server that refuses a prompt as too long teaches the window and
   the prompt is fitted again once;
 - always sends max_tokens, and to Ollama the window it is budgeted for;
-- puts the chat first: a background call waits while an answer streams from the same server
-  and gives way to one that starts (`priority`);
+- puts the chat first: a background call runs in a slot the server has spare, else waits
+  while an answer streams from it and gives way (at most twice) to one that starts
+  (`priority`); a call the user waits for holds its slot as an answer does;
 - separates a reasoning model's thinking from its reply (`reasoning`);
 - counts every request in the LLM metrics, with bounded labels;
 - reports failures as the outcomes of `apps.core.llm.outcomes`, never the SDK's exceptions.
@@ -25,6 +26,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,7 +58,7 @@ from apps.core.llm.replies import (
     record_reply,
     request_body,
 )
-from apps.core.llm.servers import Endpoint
+from apps.core.llm.servers import Endpoint, server_facts
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
@@ -80,6 +82,14 @@ class _GaveWay(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class _Room:
+    """A background call's place at its server: the server's slots and the call's mark."""
+
+    slots: int
+    call_id: str
+
+
 def complete(
     *,
     role: str,
@@ -99,9 +109,10 @@ def complete(
     (see `Ladder`). `tools`: OpenAI tool definitions, counted in the budget;
     the reply is then read whole and its tool calls returned.
 
-    A background call waits while an answer streams from the same server and gives way to one
-    that starts; a foreground one (the router, the tool loop: on the turn's path) does neither
-    and has the router's time limit.
+    A background call runs in a slot the server has spare; else it waits while an answer
+    streams from the same server and gives way to one that starts, at most twice. A foreground
+    one (the router, the tool loop: on the turn's path) does neither, counts as an answer, and
+    has the router's time limit.
     """
     config = config or runtime_config()
     if foreground is None:
@@ -119,6 +130,7 @@ def complete(
             config.router_timeout_seconds if foreground else config.background_timeout_seconds
         ),
         wait_until=time.monotonic() + (0 if foreground else config.background_wait_seconds),
+        foreground=foreground,
     )
     chain = role_endpoints(role, config)
     failed: list[dict] = []
@@ -153,6 +165,7 @@ class _Call:
     tools: list[dict] | None
     timeout: float
     wait_until: float
+    foreground: bool
 
     def at(self, endpoint: Endpoint) -> Reply:
         """The call at one endpoint: fitted to its window; once more after it refused the prompt
@@ -207,23 +220,49 @@ class _Call:
             return reply
 
     def _send(self, endpoint: Endpoint, body: dict) -> Reply:
+        if self.foreground:
+            return self._for_the_user(endpoint, body)
         if self.tools:
             return self._whole(endpoint, body)
+        slots = server_facts(endpoint).slots
+        call_id = uuid.uuid4().hex
         waited = 0.0
         gave_way = 0
         while True:
-            waited += priority.wait_for_chat(endpoint.base_url, until=self.wait_until)
-            # Within its wait (background_wait_seconds) a call gives way as often as answers
-            # come; past it, it runs to its end, so a busy chat delays background work but
-            # never starves it.
-            may_give_way = time.monotonic() < self.wait_until
+            waited += priority.wait_for_room(
+                endpoint.base_url, slots=slots, call_id=call_id, until=self.wait_until
+            )
+            # Within its wait (background_wait_seconds) a call gives way to answers, at most
+            # MAX_GIVE_WAYS times; then it runs to its end, so a busy chat delays background
+            # work but never starves it.
+            may_give_way = gave_way < priority.MAX_GIVE_WAYS and time.monotonic() < self.wait_until
+            # Marked for as long as it may take (a killed worker's mark lapses by itself).
+            priority.background_mark(
+                base_url=endpoint.base_url, call_id=call_id, seconds=self.timeout + 5
+            )
             try:
-                reply = self._streamed(endpoint, body, give_way=may_give_way)
+                reply = self._streamed(
+                    endpoint, body, give_way=_Room(slots, call_id) if may_give_way else None
+                )
             except _GaveWay:
                 gave_way += 1
                 continue
+            finally:
+                priority.background_clear(base_url=endpoint.base_url, call_id=call_id)
             reply.waited_seconds, reply.gave_way = round(waited, 3), gave_way
             return reply
+
+    def _for_the_user(self, endpoint: Endpoint, body: dict) -> Reply:
+        """A call on the turn's path (the router, the tool loop) holds a slot as an answer
+        does: background calls make room for it."""
+        call_id = uuid.uuid4().hex
+        priority.chat_active_mark(base_url=endpoint.base_url, call_id=call_id)
+        try:
+            if self.tools:
+                return self._whole(endpoint, body)
+            return self._streamed(endpoint, body, give_way=None)
+        finally:
+            priority.chat_active_clear(base_url=endpoint.base_url, call_id=call_id)
 
     def _whole(self, endpoint: Endpoint, body: dict) -> Reply:
         started = time.monotonic()
@@ -267,10 +306,11 @@ class _Call:
         record_reply(self.role, endpoint, self.config, reply, ttft=None, started=started)
         return reply
 
-    def _streamed(self, endpoint: Endpoint, body: dict, *, give_way: bool) -> Reply:
-        """Stream one reply to its end; with `give_way`, yield to an answer that starts.
+    def _streamed(self, endpoint: Endpoint, body: dict, *, give_way: _Room | None) -> Reply:
+        """Stream one reply to its end; with `give_way`, yield to an answer that needs the
+        slot (`priority.room_for_background`).
 
-        A watcher thread closes the response the moment an answer starts: the server may still
+        A watcher thread closes the response the moment the room is gone: the server may still
         be reading the prompt (no chunk arrives for seconds on a CPU), and closing frees its
         slot. Counted in the metrics unless it gave way (it is asked again).
         """
@@ -287,7 +327,9 @@ class _Call:
 
         def give_way_when_the_chat_starts() -> None:
             while not closed.wait(priority.GIVE_WAY_CHECK_SECONDS):
-                if priority.chat_active(endpoint.base_url):
+                if not priority.room_for_background(
+                    endpoint.base_url, slots=give_way.slots, call_id=give_way.call_id
+                ):
                     gave_way.set()
                     clients.hang_up(stream.response)
                     return
@@ -298,7 +340,7 @@ class _Call:
                 {**body, "stream_options": {"include_usage": True}},
                 timeout=self.timeout,
             )
-            if give_way:
+            if give_way is not None:
                 threading.Thread(target=give_way_when_the_chat_starts, daemon=True).start()
             with clients.sdk_errors(endpoint.base_url, endpoint.model), stream:
                 for chunk in stream:

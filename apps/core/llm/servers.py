@@ -6,6 +6,10 @@ prompt with HTTP 400; Ollama silently drops the start of it, which is where the 
 with the user's memories sits. So the window is read from the server where it tells: llama.cpp
 `GET /props`, Ollama `POST /api/show`, vLLM's `max_model_len` in `/v1/models`; otherwise the
 runtime setting.
+
+How many requests it generates at once is read the same way: llama.cpp's `/props` says
+`total_slots`; Ollama does not say its OLLAMA_NUM_PARALLEL, so the operator's
+THALAMUS_OLLAMA_NUM_PARALLEL stands for it; any other server counts as one.
 """
 
 from __future__ import annotations
@@ -44,11 +48,13 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class ServerFacts:
-    """What a server said about a model; `context` None when it said nothing."""
+    """What a server said about a model; `context` None when it said nothing. `slots`: the
+    requests it generates at once (`priority` lets background calls use the spare ones)."""
 
     server: str  # "llama.cpp", "ollama", "vllm" or "unknown"
     context: int | None
     source: str
+    slots: int = 1
 
 
 def facts_key(endpoint: Endpoint) -> str:
@@ -137,7 +143,8 @@ def _llama_cpp_facts(client: httpx.Client, root: str) -> ServerFacts | None:
     n_ctx = _positive_int(settings_.get("n_ctx")) if isinstance(settings_, dict) else None
     if n_ctx is None:
         return None
-    return ServerFacts("llama.cpp", n_ctx, "llama.cpp /props")
+    slots = _positive_int(body.get("total_slots")) or 1
+    return ServerFacts("llama.cpp", n_ctx, "llama.cpp /props", slots)
 
 
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
@@ -147,10 +154,11 @@ def _ollama_facts(client: httpx.Client, root: str, model: str) -> ServerFacts | 
     body = _json_or_none(client.post(f"{root}/api/show", json={"model": model}))
     if not isinstance(body, dict) or not ({"model_info", "parameters", "details"} & set(body)):
         return None
+    slots = settings.THALAMUS_OLLAMA_NUM_PARALLEL
     parameters = body.get("parameters")
     match = _NUM_CTX.search(parameters) if isinstance(parameters, str) else None
     if match:
-        return ServerFacts("ollama", int(match.group(1)), "Ollama /api/show num_ctx")
+        return ServerFacts("ollama", int(match.group(1)), "Ollama /api/show num_ctx", slots)
     info = body.get("model_info")
     trained = None
     if isinstance(info, dict):
@@ -165,9 +173,9 @@ def _ollama_facts(client: httpx.Client, root: str, model: str) -> ServerFacts | 
     # Without num_ctx, Ollama runs the model with its own default window (OLLAMA_CONTEXT_LENGTH),
     # which it does not report: the runtime setting stands, within what the model was trained on.
     if trained is None:
-        return ServerFacts("ollama", None, "runtime setting (Ollama reports no num_ctx)")
+        return ServerFacts("ollama", None, "runtime setting (Ollama reports no num_ctx)", slots)
     context = min(trained, runtime_config().context_tokens)
-    return ServerFacts("ollama", context, "runtime setting, within Ollama's context_length")
+    return ServerFacts("ollama", context, "runtime setting, within Ollama's context_length", slots)
 
 
 def _listed_facts(client: httpx.Client, endpoint: Endpoint) -> ServerFacts | None:
