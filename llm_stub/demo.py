@@ -345,37 +345,17 @@ def _exchange_user_text(prompt: str) -> str:
 
 
 _NODE_LINE = re.compile(r"^\[(\d+)\] \w+, topic .*?, key .*?: (.+)$", re.MULTILINE)
+# The extraction prompt's user messages, one "message_N: …" line each (apps.cognition.reflection).
+_EXTRACT_MESSAGE = re.compile(
+    r"^(message_\d+): (.*?)(?=\nmessage_\d+: |\n\n|\Z)", re.MULTILINE | re.DOTALL
+)
 
 
-def _demo_reflection(prompt: str) -> dict[str, Any]:
-    statements = demo_statements(_exchange_user_text(prompt))
+def _demo_quotes(prompt: str) -> dict[str, Any]:
+    """The sentences of each user message that state something about the user, quoted."""
     return {
-        "memories": [
-            {
-                "action": "add",
-                "description": s.description,
-                "kind": s.kind,
-                "topic": s.topic,
-                "fact_key": s.fact_key,
-                "importance": s.importance,
-                "origin": s.quote,
-                "source": "user",
-                "quote": s.quote,
-            }
-            for s in statements
-        ],
-        "triples": [
-            {
-                "subject": "user",
-                "predicate": s.predicate,
-                "object": s.object,
-                "category": s.category,
-                "confidence": 0.8,
-            }
-            for s in statements
-        ],
-        "next_retrieval_plan": [],
-        "topics": list(dict.fromkeys(s.topic for s in statements)),
+        key: list(dict.fromkeys(s.quote for s in demo_statements(text)))[:2]
+        for key, text in _EXTRACT_MESSAGE.findall(prompt)
     }
 
 
@@ -439,7 +419,7 @@ def _demo_world(prompt: str) -> dict[str, Any]:
 
 
 _DEMO_ANSWERS: dict[str, Callable[[str], dict[str, Any]]] = {
-    "Reflection": _demo_reflection,
+    "StatedQuotes": _demo_quotes,
     "CriticVerdict": _demo_verdict,
     "EpisodeSummary": _demo_episode,
     "WorldOps": _demo_world,

@@ -1,9 +1,18 @@
-"""Reflection: after a completed reply, one LLM call decides what the turn taught.
+"""Reflection: after completed replies, one small LLM call finds what the user stated.
 
-The only place memories are formed from conversation. A reply is reflected on at most once:
-the claim (a key in the reply's trace, set by a conditional UPDATE) commits in the same
-transaction as every write, so a task killed before the commit leaves nothing behind and a
-redelivered or duplicated task finds the claim and writes nothing.
+The only place memories are formed from conversation. The model is asked one focused thing,
+bounded so that a 135M model finishes it: which words of the user's messages (never the
+assistant's) state something about the user. Each quote must be found in one of those messages;
+the sentence holding it becomes the memory, typed by rules (apps.cognition.statements), with a
+triple where a rule knows one. A quote found in none of them is rejected: the model was asked
+for nothing but quotes, so a quote nobody wrote is an invention, not an inference worth a
+memory. The retrieval plan and the world state's topics are no longer asked for here; both
+stay as they were.
+
+A reply is reflected on at most once: the claim (a key in the reply's trace, set by a
+conditional UPDATE) commits in the same transaction as that reply's writes, so a task killed
+before the commit leaves nothing behind and a redelivered or duplicated task finds the claim
+and writes nothing.
 """
 
 from __future__ import annotations
@@ -20,32 +29,31 @@ from apps.accounts.selectors import memory_enabled_for, user_settings_for, user_
 from apps.chat import broadcasts
 from apps.chat import services as chat_services
 from apps.chat.models import Message
-from apps.cognition import grounding
+from apps.cognition import statements as statement_rules
 from apps.cognition.quarantine import looks_like_instruction
-from apps.cognition.schemas import LearntMemory, LearntTriple, Reflection
-from apps.core.llm.fitting import bodies, fixed_lines, ranked_lines, template_prompt
+from apps.cognition.schemas import message_key, stated_quotes_schema
+from apps.cognition.statements import Statement
+from apps.core.llm.fitting import bodies, template_prompt
 from apps.core.llm.outcomes import InvalidReply, Refused, TooLong
 from apps.core.llm.structured import complete_as
 from apps.core.models import Event
-from apps.core.prompts import PLACEHOLDER
-from apps.core.selectors import prompt_text, runtime_config
+from apps.core.selectors import runtime_config
 from apps.core.services import event_record
-from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
-from apps.memory import world_services
 from apps.memory.embedding import EmbeddingError, get_embedder
-from apps.memory.models import WORLD_MAX_TOPICS, Category, MemoryNode, Predicate
-from apps.memory.renderer import render_knowledge
+from apps.memory.models import Category, MemoryNode, Predicate
 from apps.memory.schemas import canonical_predicate_name, same_text
 
 logger = logging.getLogger(__name__)
 
 TRACE_KEY = "reflection"
 NOTHING_YET = "(nothing yet)"
-# A memory starts at confidence 1; one claimed as the user's words that the user never wrote
-# starts lower, so the critic must vouch for it before it counts as much.
 STARTING_CONFIDENCE = 1
-UNGROUNDED_CONFIDENCE = 0
+# The extraction's reply: a few quotes per message fit well within it (about 30 tokens each).
+EXTRACTION_MAX_TOKENS = 256
+# Measured with SmolLM2-135M (tests/real_llm/test_real_reflection.py): greedy decoding copies
+# the user's words most faithfully.
+EXTRACTION_TEMPERATURE = 0.0
 
 
 def exchange_lines(reply: Message) -> list[str]:
@@ -56,21 +64,11 @@ def exchange_lines(reply: Message) -> list[str]:
     return lines
 
 
-def exchange_text(reply: Message) -> str:
-    return "\n".join(exchange_lines(reply))
-
-
 def node_line(node: MemoryNode) -> str:
     return (
         f"[{node.pk}] {node.kind}, topic {node.topic or '-'}, key {node.fact_key or '-'}: "
         f"{node.description}"
     )
-
-
-def memory_lines(nodes: list[MemoryNode]) -> str:
-    if not nodes:
-        return NOTHING_YET
-    return "\n".join(node_line(node) for node in nodes)
 
 
 def _embed(texts: list[str]) -> list[list[float]] | None:
@@ -81,11 +79,27 @@ def _embed(texts: list[str]) -> list[list[float]] | None:
         return None
 
 
+def _reflectable():
+    return Message.objects.select_related("conversation__owner", "reply_to").filter(
+        role=Message.Role.ASSISTANT, status=Message.Status.COMPLETE
+    )
+
+
 def reflectable_reply(message_id: int) -> Message | None:
-    return (
-        Message.objects.select_related("conversation__owner", "reply_to")
-        .filter(pk=message_id, role=Message.Role.ASSISTANT, status=Message.Status.COMPLETE)
-        .first()
+    return _reflectable().filter(pk=message_id).first()
+
+
+def unreflected_replies(*, conversation_id: int, limit: int) -> list[int]:
+    """The complete replies of a conversation not yet reflected on, oldest first."""
+    return list(
+        Message.objects.filter(
+            conversation_id=conversation_id,
+            role=Message.Role.ASSISTANT,
+            status=Message.Status.COMPLETE,
+        )
+        .exclude(trace__has_key=TRACE_KEY)
+        .order_by("created_at", "pk")
+        .values_list("pk", flat=True)[:limit]
     )
 
 
@@ -98,12 +112,17 @@ def error_record(*, owner, step: str, message_id: int | None, error: str) -> Eve
     )
 
 
+def user_said(reply: Message) -> str:
+    return reply.reply_to.content if reply.reply_to_id is not None else ""
+
+
 def reflection_fail(*, reply: Message, error: str, attempts: int) -> bool:
     """Mark the reply's reflection failed for good, once, and say so in an error event."""
     outcome = {
         "error": error[:500],
         "failed": True,
         "attempts": attempts,
+        "stated": statement_rules.states_something(user_said(reply)),
         "at": timezone.now().isoformat(),
     }
     with transaction.atomic():
@@ -118,171 +137,180 @@ def reflection_fail(*, reply: Message, error: str, attempts: int) -> bool:
 def reflect_on_message(
     *, message_id: int, attempts: int = 1, last_attempt: bool = True
 ) -> dict | None:
-    """Reflect on one completed reply; the outcome stored in its trace, or None if skipped.
+    """Reflect on one completed reply; the outcome stored in its trace, or None if skipped."""
+    outcomes = reflect_on_replies(
+        reply_ids=[message_id], attempts=attempts, last_attempt=last_attempt
+    )
+    return (outcomes or {}).get(message_id)
+
+
+def reflect_on_replies(
+    *, reply_ids: list[int], attempts: int = 1, last_attempt: bool = True
+) -> dict | None:
+    """Reflect in one LLM call on completed replies of one conversation (on their users'
+    messages); {reply id: its outcome, stored in its trace} for those reflected on now, or
+    None when none was (switched off, memory off, temporary chat, all claimed already).
 
     An unusable reply from the model raises InvalidReply for the task to try again, unless
-    this is the `last_attempt`: then the reply is marked failed.
+    this is the `last_attempt`: then every reply is marked failed.
     """
-    config = runtime_config()
-    if not config.reflection_enabled:
+    if not runtime_config().reflection_enabled:
         return None
-    reply = reflectable_reply(message_id)
-    if reply is None or TRACE_KEY in reply.trace:
+    replies = [
+        reply
+        for reply in _reflectable().filter(pk__in=reply_ids).order_by("created_at", "pk")
+        if TRACE_KEY not in reply.trace
+    ]
+    if not replies:
         return None
-    owner = reply.conversation.owner
+    conversation = replies[0].conversation
+    if any(reply.conversation_id != conversation.pk for reply in replies):
+        raise ValueError("reflect_on_replies takes the replies of one conversation")
+    owner = conversation.owner
     # A temporary chat, or a user who turned memory off, teaches the memory nothing.
-    if reply.conversation.temporary or not memory_enabled_for(user_id=owner.pk):
+    if conversation.temporary or not memory_enabled_for(user_id=owner.pk):
         return None
-    exchange = exchange_text(reply)
-    vectors = _embed([exchange])
-    known: list[MemoryNode] = []
-    if vectors:
-        known = [
-            node
-            for node, _ in memory_services.memory_nodes_near(
-                owner_id=owner.pk, vector=vectors[0], limit=config.max_memory_results
-            )
-        ]
-    prompt = template_prompt(
-        "reflect",
-        slots={
-            # Today where the user is: "tomorrow" in their message is their tomorrow.
-            "date": fixed_lines([timezone.localdate(timezone=user_zone(owner)).isoformat()]),
-            "memories": ranked_lines([node_line(node) for node in known]),
-            "exchange": bodies(exchange_lines(reply)),
-        },
-        empty=NOTHING_YET,
-    )
+    said = [user_said(reply) for reply in replies]
     try:
-        reflection = complete_as(Reflection, role="reflection", prompt=prompt)
-        if reflection.memories and all(
-            grounding.is_junk(item.description) for item in reflection.memories
-        ):
-            raise InvalidReply("every memory in the reply is empty or a placeholder")
+        quotes = extracted_quotes(said) if any(text.strip() for text in said) else {}
     except InvalidReply as exc:
         if not last_attempt:
             raise
-        reflection_fail(reply=reply, error=str(exc), attempts=attempts)
+        _fail_all(replies, error=str(exc), attempts=attempts)
         return None
     except (Refused, TooLong) as exc:
-        reflection_fail(reply=reply, error=str(exc), attempts=attempts)
+        _fail_all(replies, error=str(exc), attempts=attempts)
         return None
-    return _apply(reply=reply, reflection=reflection, known={node.pk: node for node in known})
+    today = timezone.localdate(timezone=user_zone(owner))
+    found, rejected = grounded_statements(quotes=quotes, said=said, today=today)
+    outcomes = {}
+    for index, reply in enumerate(replies):
+        outcome = _remember_all(
+            reply=reply,
+            found=found[index],
+            rejected=rejected[index],
+            stated=bool(found[index]) or statement_rules.states_something(said[index]),
+        )
+        if outcome is not None:
+            outcomes[reply.pk] = outcome
+    return outcomes or None
 
 
-def echo_sources(*, reply: Message, known: list[MemoryNode]) -> list[tuple[str, str]]:
-    """What the assistant said or was shown this turn, each with the reason an echo of it is
-    not a fact about the user: its reply, its system prompt, the memories and knowledge."""
-    config = runtime_config()
-    owner = reply.conversation.owner
-    recalled_ids = [
-        item["id"] for item in (reply.trace.get("memory") or {}).get("memories", []) if "id" in item
-    ]
-    recalled = MemoryNode.objects.filter(pk__in=recalled_ids).values_list("description", flat=True)
-    triples = memory_selectors.knowledge_triples_for(user_id=owner.pk)
-    return [
-        ("echoes the assistant's reply", reply.content),
-        ("echoes the system prompt", PLACEHOLDER.sub("\n", prompt_text("answer"))),
-        ("repeats a remembered memory", "\n".join([*recalled, *(n.description for n in known)])),
-        (
-            "repeats the knowledge block",
-            render_knowledge(triples=triples, language=config.renderer_language, user=owner),
-        ),
-    ]
+def _fail_all(replies: list[Message], *, error: str, attempts: int) -> None:
+    for reply in replies:
+        reflection_fail(reply=reply, error=error, attempts=attempts)
 
 
-def memory_grounding(
-    *, item: LearntMemory, said: str, sources: list[tuple[str, str]]
-) -> tuple[str, str, int] | str:
-    """(source, quote, starting confidence) of a proposed memory, or why it is not stored.
+def extracted_quotes(said: list[str]) -> dict[int, list[str]]:
+    """The model's quotes of what the user stated, by the index of the message it put them
+    under. Only the user's messages are in the prompt: nothing can come from the assistant."""
+    schema = stated_quotes_schema(len(said))
+    lines = [f"{message_key(index)}: {text}" for index, text in enumerate(said)]
+    prompt = template_prompt("extract", slots={"messages": bodies(lines)})
+    reply = complete_as(
+        schema,
+        role="reflection",
+        prompt=prompt,
+        max_tokens=EXTRACTION_MAX_TOKENS,
+        temperature=EXTRACTION_TEMPERATURE,
+    )
+    return {index: getattr(reply, message_key(index)) for index in range(len(said))}
 
-    A memory claimed as the user's words is theirs only if its quote is a span of the user's
-    message; otherwise it is stored as inferred, less trusted. One that repeats what the
-    assistant said or saw, and that the user's message does not support, is not stored.
+
+def grounded_statements(
+    *, quotes: dict[int, list[str]], said: list[str], today
+) -> tuple[list[list[Statement]], list[list[dict]]]:
+    """Per message: the statements its quoted sentences make (each once), and the quotes
+    found in no message, rejected under the message the model put them under.
+
+    A quote's own words decide whose message it is, whatever key it came under: a small model
+    often shifts them by one.
     """
-    if grounding.is_junk(item.description):
-        return "empty or placeholder text"
-    quoted = item.source == "user" and grounding.quote_found(quote=item.quote, text=said)
-    if quoted:
-        return MemoryNode.Source.USER, item.quote.strip(), STARTING_CONFIDENCE
-    for reason, source in sources:
-        if grounding.echoes(item.description, source) and not grounding.supported_by(
-            text=item.description, source=source, said=said
-        ):
-            return reason
-    if item.source == "user":
-        return MemoryNode.Source.INFERRED, "", UNGROUNDED_CONFIDENCE
-    return MemoryNode.Source.INFERRED, "", STARTING_CONFIDENCE
+    found: list[list[Statement]] = [[] for _ in said]
+    rejected: list[list[dict]] = [[] for _ in said]
+    seen: set[tuple[int, str]] = set()
+    for index, texts in quotes.items():
+        for quote in texts:
+            located = [
+                (owner_index, sentence)
+                for owner_index, text in enumerate(said)
+                for sentence in statement_rules.quoted_sentences(quote=quote, text=text)
+            ]
+            if not located:
+                if quote.strip():
+                    rejected[index].append(
+                        {"text": quote[:200], "reason": "not in the user's messages"}
+                    )
+                continue
+            for owner_index, sentence in located:
+                for statement in statement_rules.statements_of(sentence, today=today):
+                    key = (owner_index, " ".join(statement.description.casefold().split()))
+                    if key not in seen:
+                        seen.add(key)
+                        found[owner_index].append(statement)
+    return found, rejected
 
 
-def _apply(*, reply: Message, reflection: Reflection, known: dict[int, MemoryNode]) -> dict | None:
+def _remember_all(
+    *, reply: Message, found: list[Statement], rejected: list[dict], stated: bool
+) -> dict | None:
+    """Write what one reply's user message stated, with its claim, in one transaction; None
+    when another run claimed it first.
+
+    `stated`: the message stated something about the user, by the model's grounded quotes or
+    by the rules' first-person signals; the write rate counts only such turns.
+    """
     owner = reply.conversation.owner
-    said = reply.reply_to.content if reply.reply_to_id is not None else ""
-    sources = echo_sources(reply=reply, known=list(known.values()))
     outcome: dict = {
         "created": [],
         "updated": [],
         "left": [],
-        "rejected": [],
+        "rejected": rejected,
         "triples": [],
-        "plan_steps": 0,
+        "stated": stated,
     }
     allowed = set(user_settings_for(user=owner).learn_categories)
-    kept: list[tuple[LearntMemory, tuple[str, str, int] | None]] = []
-    for item in reflection.memories:
-        if item.action == "leave":
-            kept.append((item, None))
-            continue
-        if item.category is not None and item.category not in allowed:
-            _withhold(outcome, "memories", item.category)
-            continue
-        judged = memory_grounding(item=item, said=said, sources=sources)
-        if isinstance(judged, str):
-            outcome["rejected"].append({"text": item.description[:200], "reason": judged})
+    kept = []
+    for statement in found:
+        if statement.category in allowed:
+            kept.append(statement)
         else:
-            kept.append((item, judged))
-    texts = [_memory_text(item) for item, _ in kept]
-    vectors = _embed(texts) if texts else []
+            _withhold(outcome, "memories", statement.category)
+    vectors = _embed([statement.description for statement in kept]) if kept else None
     with transaction.atomic():
         claim = {"at": timezone.now().isoformat()}
         if not chat_services.message_trace_claim(message_id=reply.pk, key=TRACE_KEY, value=claim):
             return None
-        for index, (item, judged) in enumerate(kept):
-            vector = vectors[index] if vectors else None
+        for index, statement in enumerate(kept):
             _remember(
-                item=item,
-                grounded=judged,
-                vector=vector,
+                statement=statement,
+                vector=vectors[index] if vectors else None,
                 reply=reply,
-                known=known,
                 outcome=outcome,
             )
-        for triple in reflection.triples:
-            category = _triple_category(triple)
+            if statement.triple is None or looks_like_instruction(statement.quote):
+                continue
+            predicate, value = statement.triple
+            category = _predicate_category(predicate)
             if category not in allowed:
                 _withhold(outcome, "triples", category)
                 continue
             try:
                 stored = memory_services.triple_upsert(
                     owner=owner,
-                    subject=triple.subject,
-                    predicate=triple.predicate,
-                    object=triple.object,
-                    category=triple.category,
-                    confidence=triple.confidence,
+                    subject="user",
+                    predicate=predicate,
+                    object=value,
+                    confidence=0.8,
                     provenance=f"reflection on message {reply.pk}",
                     source_message=reply,
                 )
             except ValueError:
                 continue
             outcome["triples"].append(stored.pk)
-        plan = memory_services.retrieval_plan_save(
-            conversation=reply.conversation,
-            steps=[step.model_dump(mode="json") for step in reflection.next_retrieval_plan],
+        outcome["taught"] = any(
+            outcome.get(key) for key in ("created", "updated", "left", "quarantined")
         )
-        outcome["plan_steps"] = len(plan.steps)
-        if reflection.topics:
-            outcome["topics"] = _keep_topics_current(owner_id=owner.pk, topics=reflection.topics)
         chat_services.message_trace_put(
             message_id=reply.pk, key=TRACE_KEY, value={**outcome, "at": timezone.now().isoformat()}
         )
@@ -313,11 +341,9 @@ def _withhold(outcome: dict, what: str, category: str) -> None:
         withheld["categories"].append(category)
 
 
-def _triple_category(triple: LearntTriple) -> str:
-    """The category a triple would be stored under: its own, else its predicate's."""
-    if triple.category:
-        return str(triple.category)
-    name = canonical_predicate_name(triple.predicate)
+def _predicate_category(name: str) -> str:
+    """The category a triple of this predicate is stored under (the seeded predicates')."""
+    name = canonical_predicate_name(name)
     found = (
         Predicate.objects.filter(Q(name=name) | Q(aliases__contains=[name]))
         .order_by("id")
@@ -327,101 +353,77 @@ def _triple_category(triple: LearntTriple) -> str:
     return found or Category.KNOWLEDGE
 
 
-def _keep_topics_current(*, owner_id: int, topics: list[str]) -> dict:
-    """The reflection's topics become the world state's current topics (the first few)."""
-    change = world_services.world_apply(
-        user_id=owner_id,
-        ops=[{"op": "set", "path": "topics", "values": topics[:WORLD_MAX_TOPICS]}],
-        source="reflection",
-    )
-    return {
-        "topics": list(change.state.topics),
-        "version": change.version,
-        "rejected": [item["reason"] for item in change.rejected],
-    }
-
-
-def _memory_text(item: LearntMemory) -> str:
-    return f"{item.topic}: {item.description}" if item.topic else item.description
-
-
 def _remember(
-    *,
-    item: LearntMemory,
-    grounded: tuple[str, str, int] | None,
-    vector: list[float] | None,
-    reply: Message,
-    known: dict[int, MemoryNode],
-    outcome: dict,
+    *, statement: Statement, vector: list[float] | None, reply: Message, outcome: dict
 ) -> None:
     """Add, update or leave one memory — never a second copy of one already held."""
     owner = reply.conversation.owner
     target = None
-    if item.existing_id in known:
-        target = MemoryNode.objects.filter(pk=item.existing_id, valid_to=None).first()
-    if target is None and item.fact_key:
+    if statement.fact_key:
         target = MemoryNode.objects.filter(
-            owner=owner, fact_key=item.fact_key, valid_to=None
+            owner=owner, fact_key=statement.fact_key, valid_to=None
         ).first()
     restated = False
+    if target is None:
+        target = (
+            MemoryNode.objects.filter(owner=owner, valid_to=None)
+            .filter(description__iexact=statement.description)
+            .first()
+        )
     if target is None and vector is not None:
         near = memory_services.memory_nodes_near(owner_id=owner.pk, vector=vector, limit=1)
         if near and near[0][1] >= runtime_config().duplicate_similarity:
             target, restated = near[0][0], True
-    if target is not None and (
-        item.action == "leave" or restated or same_text(target.description, item.description)
-    ):
+    if target is not None and (restated or same_text(target.description, statement.description)):
         outcome["left"].append(target.pk)
         return
-    if item.action == "leave" or grounded is None:
-        return
-    source, quote, confidence = grounded
+    source = MemoryNode.Source.USER
     if "imported" in reply.trace:
         # A reply of a conversation imported from another assistant (apps.imports).
         source = MemoryNode.Source.IMPORTED
     # An instruction to the assistant is held apart, whatever it was meant to update: no fact
     # key to evolve a trusted memory, and a state that recall, promotion and the critic never
     # touch until it is approved.
-    held = looks_like_instruction(item.description)
+    held = looks_like_instruction(statement.description) or looks_like_instruction(statement.quote)
     if target is not None and not held:
         node = memory_services.memory_node_revise(
             node=target,
-            description=item.description,
-            importance=item.importance,
-            origin_context=item.origin,
+            description=statement.description,
+            importance=statement.importance,
+            origin_context=statement.quote,
             source_message=reply,
             source=source,
-            quote=quote,
+            quote=statement.quote,
         )
-        _give_end(node, item)
+        _give_end(node, statement)
         outcome["updated"].append(node.pk)
         return
     node = memory_services.memory_node_create(
         owner=owner,
-        description=item.description,
-        kind=item.kind,
-        topic=item.topic,
-        fact_key="" if held else item.fact_key,
-        importance=item.importance,
-        origin_context=item.origin,
+        description=statement.description,
+        kind=statement.kind,
+        topic=statement.topic,
+        fact_key="" if held else statement.fact_key,
+        importance=statement.importance,
+        origin_context=statement.quote,
         source_message=reply,
         source=source,
-        quote=quote,
-        confidence_score=confidence,
+        quote=statement.quote,
+        confidence_score=STARTING_CONFIDENCE,
         state=MemoryNode.State.QUARANTINED if held else MemoryNode.State.VOLATILE,
         vector=vector,
     )
     if held:
         outcome.setdefault("quarantined", []).append(node.pk)
         return
-    _give_end(node, item)
+    _give_end(node, statement)
     outcome["created"].append(node.pk)
 
 
-def _give_end(node: MemoryNode, item: LearntMemory) -> None:
+def _give_end(node: MemoryNode, statement: Statement) -> None:
     """A fact true only for a while ends with its last day; decay closes it after that."""
-    if item.valid_until is not None:
-        last_moment = datetime.combine(item.valid_until, datetime.max.time())
+    if statement.valid_until is not None:
+        last_moment = datetime.combine(statement.valid_until, datetime.max.time())
         memory_services.memory_node_set_validity(
             node=node, valid_until=timezone.make_aware(last_moment)
         )

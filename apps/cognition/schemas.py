@@ -2,66 +2,31 @@
 
 from __future__ import annotations
 
-from datetime import date
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from apps.memory.models import Category, MemoryNode
-from apps.memory.schemas import MAX_PLAN_STEPS, PlanStep
-
-
-class LearntMemory(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    action: Literal["add", "update", "leave"]
-    existing_id: int | None = Field(
-        default=None, description="Id of the known memory this updates or restates, if any."
-    )
-    description: str = Field(min_length=1, max_length=1000)
-    kind: MemoryNode.Kind
-    topic: str = Field(max_length=200)
-    fact_key: str = Field(max_length=200)
-    importance: float = Field(ge=0.0, le=1.0)
-    origin: str = Field(default="", max_length=1000)
-    source: Literal["user", "inferred"] = Field(
-        default="inferred",
-        description="user: the user said it in this exchange; inferred: concluded from it.",
-    )
-    quote: str = Field(
-        default="",
-        max_length=1000,
-        description="For source user: the exact words of the user's message it comes from.",
-    )
-    valid_until: date | None = Field(
-        default=None,
-        description="The last day it holds, for what is true only for a while (an exam "
-        "tomorrow); null otherwise.",
-    )
-    # What it is about; reflection drops one of a category the user does not let be learnt.
-    category: Category | None = None
+# One call asks only which words of the user's messages state something about the user: a
+# 135M model finishes that within a few hundred tokens, and the rules do the rest
+# (apps.cognition.statements). Bounded so that it must finish: at most this many quotes per
+# message, each at most this long.
+QUOTES_PER_MESSAGE = 2
+QUOTE_MAX_CHARS = 120
+Quote = Annotated[str, Field(max_length=QUOTE_MAX_CHARS)]
 
 
-class LearntTriple(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    subject: str = Field(min_length=1, max_length=200)
-    predicate: str = Field(min_length=1, max_length=100)
-    object: str = Field(min_length=1, max_length=1000)
-    category: Category | None = None
-    confidence: float = Field(default=0.6, ge=0.0, le=1.0)
+def message_key(index: int) -> str:
+    return f"message_{index + 1}"
 
 
-class Reflection(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-    memories: list[LearntMemory]
-    triples: list[LearntTriple]
-    next_retrieval_plan: list[PlanStep] = Field(max_length=MAX_PLAN_STEPS)
-    topics: list[str] = Field(
-        default_factory=list,
-        description="Short noun phrases naming what the conversation is about now.",
-    )
+def stated_quotes_schema(messages: int) -> type[BaseModel]:
+    """The shape of the extraction reply for `messages` user messages: one list of quotes per
+    message, in order (a small model keeps to its message better with a key for each)."""
+    fields = {
+        message_key(index): (list[Quote], Field(max_length=QUOTES_PER_MESSAGE))
+        for index in range(messages)
+    }
+    return create_model("StatedQuotes", __config__=ConfigDict(extra="ignore"), **fields)
 
 
 class CriticVerdict(BaseModel):

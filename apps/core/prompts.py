@@ -17,7 +17,7 @@ PLACEHOLDER = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
 PROMPT_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "answer": frozenset({"date", "user_name", "memory"}),
     "title": frozenset({"exchange"}),
-    "reflect": frozenset({"date", "memories", "exchange"}),
+    "extract": frozenset({"messages"}),
     "criticise": frozenset({"memory", "known", "exchange"}),
     "episode": frozenset({"transcript"}),
     "debate": frozenset({"rules", "question", "draft"}),

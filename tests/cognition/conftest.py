@@ -36,27 +36,14 @@ def turn(user):
     return make_turn
 
 
-def memory(description: str, **extra) -> dict:
-    return {
-        "action": "add",
-        "description": description,
-        "kind": "fact",
-        "topic": "",
-        "fact_key": "",
-        "importance": 0.5,
-        **extra,
-    }
+# A phrase of the extraction prompt (prompts/extract.txt) a scripted reply matches on.
+EXTRACT = "word for word"
 
 
-def reflection(memories=(), triples=(), plan=()) -> dict:
-    return {
-        "json": {
-            "memories": list(memories),
-            "triples": list(triples),
-            "next_retrieval_plan": list(plan),
-        },
-        "match": "reflective memory",
-    }
+def reflection(*quotes: str, **by_message: list[str]) -> dict:
+    """The extraction's scripted reply: `quotes` of the first user message, or lists of quotes
+    by message key (message_2=[...])."""
+    return {"json": {"message_1": list(quotes), **by_message}, "match": EXTRACT}
 
 
 def verdict(verdict: str, debate: str = "Against: thin. For: the user said so.", **extra) -> dict:

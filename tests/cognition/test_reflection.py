@@ -3,60 +3,84 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
+from apps.chat.models import Message
 from apps.cognition import tasks
-from apps.cognition.reflection import reflect_on_message
+from apps.cognition.reflection import (
+    EXTRACTION_MAX_TOKENS,
+    reflect_on_message,
+    reflect_on_replies,
+    unreflected_replies,
+)
 from apps.core.models import Event
 from apps.memory.models import MemoryNode, RetrievalPlan, Triple
-from tests.cognition.conftest import memory, reflection, wait_for
+from tests.cognition.conftest import EXTRACT, reflection, wait_for
 
 
-def test_a_completed_reply_forms_memories_triples_and_a_plan_in_the_worker(
+def _asked(llm_stub) -> list[dict]:
+    return [r["body"] for r in llm_stub.requests if EXTRACT in str(r["body"])]
+
+
+def test_a_completed_reply_forms_typed_memories_and_triples_in_the_worker(
     celery_worker, user, turn, llm_stub, config
 ):
     config(critic_enabled=False)
     from apps.chat import services as chat_services
 
     reply = turn("I moved to Rome last week, I love espresso", "")
-    llm_stub.script(
-        reflection(
-            memories=[
-                memory("The user lives in Rome", topic="home", fact_key="home_city"),
-                memory("The user loves espresso", kind="preference", topic="coffee"),
-            ],
-            triples=[{"subject": "user", "predicate": "lives in", "object": "Rome"}],
-            plan=[{"topic": "Rome", "query": "life in Rome", "types": ["fact"], "limit": 3}],
-        )
-    )
+    llm_stub.script(reflection("I moved to Rome last week", "I love espresso"))
 
     chat_services.message_finish(message=reply, status="complete", content="Welcome to Rome!")
 
     nodes = wait_for(lambda: list(MemoryNode.objects.filter(owner=user).order_by("pk")))
-    assert [n.description for n in nodes] == ["The user lives in Rome", "The user loves espresso"]
+    assert [n.description for n in nodes] == [
+        "The user moved to Rome last week",
+        "The user loves espresso",
+    ]
     assert {n.source_message_id for n in nodes} == {reply.pk}
-    assert nodes[0].fact_key == "home_city" and nodes[0].state == "volatile"
-    triple = Triple.objects.get(owner=user)
-    assert (triple.subject, triple.predicate.name, triple.object) == ("user", "lives_in", "Rome")
-    assert RetrievalPlan.objects.get(conversation=reply.conversation).steps[0]["topic"] == "Rome"
+    assert {n.source for n in nodes} == {MemoryNode.Source.USER}
+    assert (nodes[0].fact_key, nodes[0].topic, nodes[0].state) == ("home_city", "home", "volatile")
+    assert (nodes[1].kind, nodes[1].quote) == ("preference", "I love espresso")
+    stored = {(t.subject, t.predicate.name, t.object) for t in Triple.objects.filter(owner=user)}
+    assert stored == {("user", "lives_in", "Rome"), ("user", "likes", "espresso")}
+    # No retrieval plan is asked for any longer: the conversation's stays as it was.
+    assert not RetrievalPlan.objects.exists()
     perception = wait_for(lambda: Event.objects.filter(owner=user, kind="perception").first())
     assert perception.payload["created"] == [n.pk for n in nodes]
-    request = next(r for r in llm_stub.requests if "reflective memory" in str(r["body"]))
-    assert request["body"]["response_format"]["type"] == "json_schema"
+    reply.refresh_from_db()
+    assert reply.trace["reflection"]["stated"] is True
+    assert reply.trace["reflection"]["taught"] is True
+
+
+def test_the_extraction_is_one_small_bounded_call_that_never_shows_the_assistants_words(
+    user, turn, llm_stub, config, transactional_db
+):
+    config(critic_enabled=False)
+    reply = turn("I play the cello", "The assistant thinks you love opera.")
+    llm_stub.script(reflection("I play the cello"))
+
+    reflect_on_message(message_id=reply.pk)
+
+    (body,) = _asked(llm_stub)
+    assert "I play the cello" in str(body["messages"])
+    assert "opera" not in str(body["messages"])
+    assert body["max_tokens"] == EXTRACTION_MAX_TOKENS
+    schema = body["response_format"]["json_schema"]["schema"]
+    quotes = schema["properties"]["message_1"]
+    assert quotes["maxItems"] >= 1 and quotes["items"]["maxLength"] <= 120
 
 
 def test_reflection_run_twice_writes_once(celery_worker, user, turn, llm_stub, config):
     config(critic_enabled=False)
     reply = turn("My sister is called Anna", "Noted.")
-    llm_stub.script(
-        reflection(memories=[memory("The user's sister is Anna", fact_key="sister_name")]),
-        reflection(memories=[memory("The user's sister is Anna", fact_key="sister_name")]),
-    )
+    llm_stub.script(reflection("My sister is called Anna"), reflection("My sister is called Anna"))
 
     first = tasks.reflect.delay(reply.pk)
     second = tasks.reflect.delay(reply.pk)
     first.get(timeout=15)
     second.get(timeout=15)
 
-    assert MemoryNode.objects.filter(owner=user).count() == 1
+    node = MemoryNode.objects.get(owner=user)
+    assert (node.description, node.fact_key) == ("The user's sister is called Anna", "sister_name")
     assert Event.objects.filter(owner=user, kind="perception").count() == 1
 
 
@@ -64,32 +88,137 @@ def test_reflection_run_twice_writes_once(celery_worker, user, turn, llm_stub, c
 def test_a_fact_update_evolves_the_fact_instead_of_duplicating_it(user, turn, llm_stub, config):
     config(critic_enabled=False)
     first = turn("I live in Milan", "Nice.")
-    llm_stub.script(reflection(memories=[memory("The user lives in Milan", fact_key="home")]))
+    llm_stub.script(reflection("I live in Milan"))
     reflect_on_message(message_id=first.pk)
     milan = MemoryNode.objects.get(owner=user)
 
-    second = turn("Actually I moved to Turin", "Good luck with the move.")
-    llm_stub.script(
-        reflection(
-            memories=[
-                memory(
-                    "The user lives in Turin", action="update", existing_id=milan.pk, fact_key=""
-                ),
-                memory("The user lives in Turin", fact_key="home"),
-                memory("The user lives in Turin"),
-            ]
-        )
-    )
+    second = turn("I moved to Turin.", "Good luck with the move.")
+    # A small model says the same thing several times.
+    llm_stub.script(reflection("I moved to Turin", "moved to Turin"))
     outcome = reflect_on_message(message_id=second.pk)
 
     current = MemoryNode.objects.get(owner=user, valid_to=None)
-    assert current.pk == milan.pk and current.description == "The user lives in Turin"
+    assert current.pk == milan.pk and current.description == "The user moved to Turin"
     assert list(
         MemoryNode.objects.filter(owner=user, valid_to__isnull=False).values_list(
             "description", flat=True
         )
     ) == ["The user lives in Milan"]
-    assert outcome["updated"] == [milan.pk] and outcome["left"] == [milan.pk, milan.pk]
+    assert outcome["updated"] == [milan.pk] and outcome["created"] == []
+    lives_in = Triple.objects.filter(owner=user, valid_to=None, predicate__name="lives_in")
+    assert "Turin" in {triple.object for triple in lives_in}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_restated_memory_is_left_and_counts_as_taught(user, turn, llm_stub, config):
+    config(critic_enabled=False)
+    first = turn("I love espresso", "Me too.")
+    llm_stub.script(reflection("I love espresso"))
+    reflect_on_message(message_id=first.pk)
+    espresso = MemoryNode.objects.get(owner=user)
+
+    again = turn("I love espresso!", "Noted.")
+    llm_stub.script(reflection("I love espresso"))
+    outcome = reflect_on_message(message_id=again.pk)
+
+    assert outcome["left"] == [espresso.pk] and outcome["created"] == []
+    assert outcome["stated"] is True and outcome["taught"] is True
+    assert MemoryNode.objects.filter(owner=user).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_quote_the_user_never_wrote_is_rejected_and_a_short_one_points_at_its_sentence(
+    user, turn, llm_stub, config
+):
+    config(critic_enabled=False)
+    reply = turn("My name is Laura Bianchi and I live in Turin", "Ciao Laura! Turin is lovely.")
+    llm_stub.script(reflection("Laura Bianchi", "Laura Bianchi is a renowned Italian chef"))
+
+    outcome = reflect_on_message(message_id=reply.pk)
+
+    assert sorted(MemoryNode.objects.values_list("description", flat=True)) == [
+        "The user lives in Turin",
+        "The user's name is Laura Bianchi",
+    ]
+    assert outcome["rejected"] == [
+        {"text": "Laura Bianchi is a renowned Italian chef", "reason": "not in the user's messages"}
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_question_states_nothing_and_is_not_counted_as_a_turn_to_learn_from(
+    user, turn, llm_stub, config
+):
+    config(critic_enabled=False)
+    reply = turn("What should I cook for dinner tonight?", "Pasta.")
+    llm_stub.script(reflection("What should I cook for dinner tonight?"))
+
+    outcome = reflect_on_message(message_id=reply.pk)
+
+    assert not MemoryNode.objects.exists()
+    assert outcome["stated"] is False and outcome["taught"] is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_several_replies_are_reflected_on_in_one_call_each_with_its_own_outcome(
+    user, turn, llm_stub, config
+):
+    config(critic_enabled=False)
+    name = turn("My name is Laura Bianchi", "Hello Laura.")
+    work = turn("I work as a carpenter in a small workshop", "A fine craft.")
+    question = turn("Which wood is best for a table?", "Oak.")
+    claimed = turn("I prefer short answers", "Sure.")
+    Message.objects.filter(pk=claimed.pk).update(trace={"reflection": {"at": "earlier"}})
+    # The model puts the second message's quote under the first key: its words decide.
+    llm_stub.script(
+        reflection(
+            "I work as a carpenter",
+            message_2=["My name is Laura Bianchi"],
+            message_3=["I prefer short answers"],
+        )
+    )
+
+    outcomes = reflect_on_replies(reply_ids=[claimed.pk, question.pk, work.pk, name.pk])
+
+    assert set(outcomes) == {name.pk, work.pk, question.pk}
+    assert len(_asked(llm_stub)) == 1
+    (said,) = [m["content"] for m in _asked(llm_stub)[0]["messages"]]
+    assert "I prefer short answers" not in said
+    learnt = {
+        reply_id: list(
+            MemoryNode.objects.filter(pk__in=outcome["created"]).values_list("fact_key", flat=True)
+        )
+        for reply_id, outcome in outcomes.items()
+    }
+    assert learnt == {name.pk: ["name"], work.pk: ["occupation"], question.pk: []}
+    assert outcomes[question.pk]["rejected"] == [
+        {"text": "I prefer short answers", "reason": "not in the user's messages"}
+    ]
+    assert [outcomes[pk]["stated"] for pk in (name.pk, work.pk, question.pk)] == [
+        True,
+        True,
+        False,
+    ]
+    for reply in (name, work, question):
+        reply.refresh_from_db()
+        assert reply.trace["reflection"]["created"] == outcomes[reply.pk]["created"]
+    assert reflect_on_replies(reply_ids=[name.pk, work.pk]) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unreflected_replies_are_the_complete_ones_without_a_reflection_oldest_first(
+    user, turn, config
+):
+    first = turn("one", "1")
+    done = turn("two", "2")
+    Message.objects.filter(pk=done.pk).update(trace={"reflection": {"at": "earlier"}})
+    streaming = turn("three", "3")
+    Message.objects.filter(pk=streaming.pk).update(status=Message.Status.STREAMING)
+    last = turn("four", "4")
+
+    conversation_id = first.conversation_id
+    assert unreflected_replies(conversation_id=conversation_id, limit=5) == [first.pk, last.pk]
+    assert unreflected_replies(conversation_id=conversation_id, limit=1) == [first.pk]
 
 
 def test_garbage_json_is_repaired_once_per_attempt_then_the_turn_is_marked_failed(
@@ -100,7 +229,7 @@ def test_garbage_json_is_repaired_once_per_attempt_then_the_turn_is_marked_faile
     reply = turn("I have a cat named Miso", "Cute!")
     llm_stub.script(
         *[
-            {"fault": "garbage", "match": "reflective memory"},
+            {"fault": "garbage", "match": EXTRACT},
             {"fault": "garbage", "match": "does not match the required JSON schema"},
         ]
         * tasks.INVALID_REPLY_ATTEMPTS
@@ -113,8 +242,9 @@ def test_garbage_json_is_repaired_once_per_attempt_then_the_turn_is_marked_faile
     reply.refresh_from_db()
     assert reply.trace["reflection"]["failed"] is True
     assert reply.trace["reflection"]["attempts"] == tasks.INVALID_REPLY_ATTEMPTS
+    # The rules saw a statement: the failure counts against the write rate.
+    assert reply.trace["reflection"]["stated"] is True
     assert not MemoryNode.objects.exists() and not Triple.objects.exists()
-    assert not RetrievalPlan.objects.exists()
     chats = [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
     assert len(chats) == 2 * tasks.INVALID_REPLY_ATTEMPTS
 
@@ -123,16 +253,17 @@ def test_a_repaired_reply_is_used(celery_worker, user, turn, llm_stub, config):
     config(critic_enabled=False)
     reply = turn("I am vegetarian", "Got it.")
     llm_stub.script(
-        {"content": '{"memories": "nope"}', "match": "reflective memory"},
+        {"content": '{"message_1": "nope"}', "match": EXTRACT},
         {
-            "json": reflection(memories=[memory("The user is vegetarian")])["json"],
+            "json": reflection("I am vegetarian")["json"],
             "match": "does not match the required JSON schema",
         },
     )
 
     tasks.reflect.delay(reply.pk).get(timeout=15)
 
-    assert MemoryNode.objects.get(owner=user).description == "The user is vegetarian"
+    node = MemoryNode.objects.get(owner=user)
+    assert (node.description, node.topic) == ("The user is vegetarian", "health")
 
 
 def test_an_llm_500_is_retried_then_recorded(
@@ -141,13 +272,12 @@ def test_an_llm_500_is_retried_then_recorded(
     config(critic_enabled=False)
     monkeypatch.setattr(tasks.reflect, "max_retries", 2)
     reply = turn("I play the cello", "Lovely.")
-    llm_stub.script(*[{"fault": "http_500", "match": "reflective memory"}] * 3)
+    llm_stub.script(*[{"fault": "http_500", "match": EXTRACT}] * 3)
 
     tasks.reflect.delay(reply.pk)
     wait_for(lambda: Event.objects.filter(owner=user, kind="error").exists(), timeout=20)
 
-    chats = [r for r in llm_stub.requests if "reflective memory" in str(r["body"])]
-    assert len(chats) == 3
+    assert len(_asked(llm_stub)) == 3
     assert "gave up after 3 attempts" in Event.objects.get(owner=user, kind="error").summary
     assert not MemoryNode.objects.exists()
     reply.refresh_from_db()
@@ -155,32 +285,15 @@ def test_an_llm_500_is_retried_then_recorded(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_fact_true_only_for_a_while_gets_an_end_of_validity(
-    turn, llm_stub, celery_worker, config
-):
-    from datetime import date, timedelta
-
-    from apps.cognition import tasks
+def test_a_fact_true_only_for_a_while_gets_an_end_of_validity(user, turn, llm_stub, config):
+    from datetime import timedelta
 
     config(critic_enabled=False)
-    tomorrow = date.today() + timedelta(days=1)
+    tomorrow = timezone.localdate() + timedelta(days=1)
     reply = turn("I have an exam tomorrow", "Good luck!")
-    llm_stub.script(
-        reflection(
-            memories=[
-                memory(
-                    "The user has an exam",
-                    source="user",
-                    quote="I have an exam tomorrow",
-                    valid_until=tomorrow.isoformat(),
-                )
-            ]
-        )
-    )
+    llm_stub.script(reflection("I have an exam tomorrow"))
 
-    tasks.reflect.delay(reply.pk)
+    reflect_on_message(message_id=reply.pk)
 
-    node = wait_for(lambda: MemoryNode.objects.filter(description="The user has an exam").first())
+    node = MemoryNode.objects.get(description="The user has an exam tomorrow")
     assert timezone.localtime(node.valid_until).date() == tomorrow
-    prompt = next(r for r in llm_stub.requests if "reflective memory" in str(r["body"]))
-    assert f"Today is {timezone.localdate().isoformat()}." in str(prompt["body"])

@@ -96,11 +96,19 @@ def _ladder(schema: type[BaseModel]) -> gateway.Ladder:
     )
 
 
-def _ask(schema: type[BaseModel], *, role: str, prompt: Prompt, max_tokens: int | None) -> str:
+def _ask(
+    schema: type[BaseModel],
+    *,
+    role: str,
+    prompt: Prompt,
+    max_tokens: int | None,
+    temperature: float | None,
+) -> str:
     reply = gateway.complete(
         role=role,
         prompt=prompt,
         max_tokens=max_tokens,
+        temperature=temperature,
         # A model without end of sequence rambles on after its JSON until max_tokens.
         done=json_object_closed,
         ladder=_ladder(schema),
@@ -194,17 +202,26 @@ def _is_json_error(exc: ValidationError) -> bool:
 
 
 def complete_as(
-    schema: type[Shape], *, role: str, prompt: Prompt, max_tokens: int | None = None
+    schema: type[Shape],
+    *,
+    role: str,
+    prompt: Prompt,
+    max_tokens: int | None = None,
+    temperature: float | None = 0.2,
 ) -> Shape:
     """Ask `role` for a reply of `schema`'s shape; one repair, then InvalidReply."""
-    reply = _ask(schema, role=role, prompt=prompt, max_tokens=max_tokens)
+    reply = _ask(schema, role=role, prompt=prompt, max_tokens=max_tokens, temperature=temperature)
     try:
         return parse_reply(schema, reply)
     except ValidationError as exc:
         errors = _error_sentence(exc)
     try:
         reply = _ask(
-            schema, role=role, prompt=_with_repair(prompt, reply, errors), max_tokens=max_tokens
+            schema,
+            role=role,
+            prompt=_with_repair(prompt, reply, errors),
+            max_tokens=max_tokens,
+            temperature=temperature,
         )
     except TooLong as exc:
         raise InvalidReply(f"{errors} (no room left to ask for a repair)") from exc

@@ -1,0 +1,380 @@
+"""What a user's message states about the user, read by rules from the user's own words.
+
+Reflection asks the model one small thing: which words of the user's messages state something
+about the user. Everything else the old all-in-one call asked for is decided here, without the
+model: the sentence a quote points at, its clauses, each clause's kind, topic, fact key,
+category and importance, its wording as a memory ("I live in Turin" -> "The user lives in
+Turin"), its triple, and whether it holds only until tomorrow.
+
+A quote only points: the memory is always made from the sentence of the user's message that
+holds it, so a model that quotes two words of a name ("Laura Bianchi") still yields the user's
+statement, and one that invents more than it quotes yields nothing it invented.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from apps.cognition import grounding
+from apps.memory.models import Category, MemoryNode
+
+# Shorter than this, a quote points at nothing in particular ("I", "yes").
+MIN_POINTER_WORDS = 2
+# A clause shorter than this ("I see", "I agree") says nothing worth a memory.
+MIN_CLAUSE_WORDS = 3
+DEFAULT_IMPORTANCE = 0.5
+
+_SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
+# A new clause starts where the user becomes the subject again: "… and I live in Turin".
+_CLAUSE = re.compile(r"\s*;\s*|,?\s+(?:and|but|so|while)\s+(?=(?:i|i'm|i've|i'd|my)\b)|,\s+(?=i\b)")
+_FIRST_PERSON = re.compile(r"^(?:i|i'm|i've|i'd|i'll|my|mine|we|our|we're)\b")
+_TRAILING_TIME = re.compile(
+    r"\s+(?:last|this|next|since|for|ago|yesterday|today|tonight|tomorrow|with|because|now)\b.*$"
+)
+_HEALTH = re.compile(
+    r"\b(?:allerg\w*|intoleran\w*|diabet\w*|asthma\w*|coeliac|celiac|vegetarian|vegan"
+    r"|pregnan\w*|medication|illness|disease|migraines?|surgery|disabilit\w*)\b"
+)
+_RELATIVES = (
+    "daughter|son|wife|husband|partner|mother|mum|mom|father|dad|sister|brother|girlfriend"
+    "|boyfriend|child|children|kids?|grandmother|grandfather|grandma|grandpa|aunt|uncle|cousin"
+    "|niece|nephew|fiancée?|friend|boss|colleague"
+)
+_PETS = "dog|cat|puppy|kitten|parrot|rabbit|hamster|horse|pet"
+
+
+@dataclass(frozen=True)
+class Rule:
+    pattern: str
+    category: str
+    kind: str = MemoryNode.Kind.FACT
+    topic: str = ""
+    fact_key: str = ""
+    predicate: str = ""
+    importance: float = DEFAULT_IMPORTANCE
+
+
+# Matched in order against a clause, casefolded; "what" is the value, "rel" a relative.
+RULES = [
+    Rule(
+        r"^(?:my name is|my name's|i am called|i'm called|call me|i am named)\s+(?P<what>.+)",
+        Category.IDENTITY,
+        topic="name",
+        fact_key="name",
+        predicate="has_name",
+        importance=0.9,
+    ),
+    Rule(
+        r"^(?:i am|i'm)\s+(?P<what>\d{1,3})(?:\s+years?\s+old)?$",
+        Category.IDENTITY,
+        topic="age",
+        fact_key="age",
+        predicate="has_age",
+        importance=0.7,
+    ),
+    Rule(
+        r"^(?:i live|i'm living|i am living|i (?:have |just |recently )?moved|i've moved"
+        r"|i'm moving|i am moving|i'm based|i am based)\s+(?:in|to)\s+(?P<what>.+)",
+        Category.PLACES,
+        topic="home",
+        fact_key="home_city",
+        predicate="lives_in",
+        importance=0.8,
+    ),
+    Rule(
+        r"^(?:i come|i'm|i am)\s+(?:originally\s+)?from\s+(?P<what>.+)",
+        Category.PLACES,
+        topic="origin",
+        fact_key="origin",
+        predicate="comes_from",
+        importance=0.7,
+    ),
+    Rule(
+        r"^(?:i work|i'm working|i am working)\s+as\s+(?:a|an)?\s*(?P<what>.+)",
+        Category.WORK,
+        topic="work",
+        fact_key="occupation",
+        predicate="works_as",
+        importance=0.8,
+    ),
+    Rule(
+        r"^(?:i work|i'm working|i am working)\s+(?:at|for)\s+(?P<what>.+)",
+        Category.WORK,
+        topic="work",
+        fact_key="employer",
+        predicate="works_at",
+        importance=0.7,
+    ),
+    Rule(
+        r"^(?:i study|i'm studying|i am studying)\s+(?P<what>.+)",
+        Category.WORK,
+        topic="studies",
+        fact_key="studies",
+        predicate="studies",
+        importance=0.7,
+    ),
+    Rule(
+        r"^(?:i speak|i can speak)\s+(?P<what>.+)",
+        Category.SKILLS,
+        topic="languages",
+        predicate="speaks",
+    ),
+    Rule(
+        r"^(?:i prefer|i like|i love|i enjoy|i adore|i'd rather|i would rather)\s+(?P<what>.+)",
+        Category.PREFERENCES,
+        kind=MemoryNode.Kind.PREFERENCE,
+        predicate="likes",
+        importance=0.6,
+    ),
+    Rule(
+        r"^(?:i hate|i dislike|i don't like|i do not like|i can't stand|i cannot stand)"
+        r"\s+(?P<what>.+)",
+        Category.PREFERENCES,
+        kind=MemoryNode.Kind.PREFERENCE,
+        predicate="dislikes",
+        importance=0.6,
+    ),
+    Rule(
+        r"^(?:i want to|i'd like to|i would like to|i plan to|i'm planning to|i hope to"
+        r"|my goal is to|i'm trying to|i am trying to)\s+(?P<what>.+)",
+        Category.GOALS,
+        topic="goals",
+        predicate="has_goal",
+    ),
+    Rule(
+        rf"^my\s+(?P<rel>{_RELATIVES})\b(?:'s name is|\s+is called|\s+is named)?\s*(?P<what>.*)",
+        Category.RELATIONSHIPS,
+        predicate="has_relative",
+        importance=0.7,
+    ),
+    Rule(
+        rf"^(?:my\s+(?P<rel>{_PETS})\b|i have an?\s+(?P<pet>{_PETS})\b)(?:\s+(?:called|named))?"
+        r"\s*(?P<what>.*)",
+        Category.RELATIONSHIPS,
+        topic="pets",
+        predicate="has_pet",
+        importance=0.6,
+    ),
+]
+_COMPILED = [(re.compile(rule.pattern), rule) for rule in RULES]
+# Said of the user by a first-person clause no rule places; a signal, not a fact of its own.
+_STATEMENT_START = re.compile(
+    r"^(?:i am|i'm|i've|i have|i had|i was|i \w+(?:ed|s)\b|my \w+|i (?:work|live|like|love"
+    r"|prefer|hate|speak|study|cook|play|run|drive|own|use|eat|drink|need|want))\b"
+)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One fact about the user, with the words of theirs it comes from."""
+
+    description: str
+    quote: str
+    kind: str
+    topic: str
+    fact_key: str
+    category: str
+    importance: float
+    # (predicate, object) of the triple (user, predicate, object), if a rule knows it.
+    triple: tuple[str, str] | None = None
+    valid_until: date | None = None
+
+
+def sentences(text: str) -> list[str]:
+    return [part.strip() for part in _SENTENCE.split(text) if part.strip()]
+
+
+def clauses(sentence: str) -> list[str]:
+    plain = sentence.replace("’", "'").rstrip(".!…").strip()
+    return [part.strip(" ,") for part in _CLAUSE.split(plain.casefold()) if part.strip(" ,")]
+
+
+def quoted_sentences(*, quote: str, text: str) -> list[str]:
+    """The sentences of `text` that a model's quote points at: each sentence of the quote that
+    is a span of `text` (two words at least) names the sentence of `text` holding it."""
+    found = []
+    for part in sentences(quote) or [quote]:
+        if len(grounding.words(part)) < MIN_POINTER_WORDS:
+            continue
+        for sentence in sentences(text):
+            if grounding.containment(part, sentence) == 1.0 and sentence not in found:
+                found.append(sentence)
+                break
+    return found
+
+
+def is_question(sentence: str) -> bool:
+    return sentence.rstrip().endswith("?")
+
+
+def states_something(text: str) -> bool:
+    """Does the message state something about its writer: a sentence, not a question, whose
+    clause starts with the user as subject in a way the rules know ("I live…", "my son…")?"""
+    for sentence in sentences(text):
+        if is_question(sentence):
+            continue
+        for clause in clauses(sentence):
+            if _rule_for(clause) is not None or _STATEMENT_START.match(clause):
+                return True
+    return False
+
+
+def statements_of(sentence: str, *, today: date) -> list[Statement]:
+    """The facts a sentence of the user's states: one per clause, typed by the rules."""
+    if is_question(sentence):
+        return []
+    parts = clauses(sentence)
+    originals = _original_spans(sentence, parts)
+    found = []
+    for clause, original in zip(parts, originals, strict=True):
+        if len(grounding.words(clause)) < MIN_CLAUSE_WORDS:
+            continue
+        found.append(_statement(clause, original, today=today))
+    return found
+
+
+def _original_spans(sentence: str, parts: list[str]) -> list[str]:
+    """Each casefolded clause in the sentence's own spelling (names keep their capitals)."""
+    plain = sentence.replace("’", "'")
+    folded = plain.casefold()
+    spans, start = [], 0
+    for part in parts:
+        at = folded.find(part, start)
+        if at == -1 or len(folded) != len(plain):
+            spans.append(part)
+            continue
+        spans.append(plain[at : at + len(part)])
+        start = at + len(part)
+    return spans
+
+
+def _rule_for(clause: str) -> tuple[Rule, re.Match] | None:
+    for regex, rule in _COMPILED:
+        match = regex.match(clause)
+        if match is not None:
+            return rule, match
+    return None
+
+
+def _statement(clause: str, original: str, *, today: date) -> Statement:
+    description = third_person(original)
+    valid_until = _valid_until(clause, today=today)
+    category = Category.HEALTH if _HEALTH.search(clause) else None
+    found = _rule_for(clause)
+    if found is None:
+        return Statement(
+            description=description,
+            quote=original,
+            kind=MemoryNode.Kind.FACT,
+            topic="health" if category else "",
+            fact_key="",
+            # What no rule places is general knowledge: a user who lets nothing but some
+            # categories be learnt keeps it out too.
+            category=category or Category.KNOWLEDGE,
+            importance=DEFAULT_IMPORTANCE,
+            valid_until=valid_until,
+        )
+    rule, match = found
+    value = _value(original, match)
+    relative = match.groupdict().get("rel") or match.groupdict().get("pet") or ""
+    topic = rule.topic or relative or " ".join(value.casefold().split()[:3])
+    fact_key = rule.fact_key
+    obj = value
+    if rule.predicate == "has_relative":
+        name = _leading_name(value)
+        # "My daughter is called Sofia" names her; "my daughter Sofia is 7" is another fact.
+        fact_key = f"{relative}_name" if name and name == value else ""
+        obj = f"{name} ({relative})" if name else relative
+    elif rule.predicate == "has_pet":
+        obj = relative or match.group("pet")
+    return Statement(
+        description=description,
+        quote=original,
+        kind=rule.kind,
+        topic=topic[:200],
+        fact_key=fact_key,
+        category=category or rule.category,
+        importance=rule.importance,
+        triple=(rule.predicate, obj[:1000]) if obj and rule.predicate else None,
+        valid_until=valid_until,
+    )
+
+
+def _value(original: str, match: re.Match) -> str:
+    """The rule's value in the user's spelling, without a trailing time ("Rome last week")."""
+    start, end = match.span("what")
+    value = original[start:end] if len(original) == len(match.string) else match.group("what")
+    value = value.strip(" .,!\"'")
+    return _TRAILING_TIME.sub("", value) or value
+
+
+def _leading_name(value: str) -> str:
+    """The capitalised name right after a relative ("Sofia is allergic…" -> "Sofia")."""
+    names = []
+    for word in value.split():
+        if not word[:1].isupper():
+            break
+        names.append(word.strip(",."))
+    return " ".join(names)
+
+
+_PRONOUNS = [
+    (r"^i am\b", "The user is"),
+    (r"^i'm\b", "The user is"),
+    (r"^i've\b", "The user has"),
+    (r"^i'd\b", "The user would"),
+    (r"^i'll\b", "The user will"),
+    (r"^i was\b", "The user was"),
+    (r"^i have\b", "The user has"),
+    (r"^i do\b", "The user does"),
+    (r"^i can\b", "The user can"),
+    (r"^i (?:don't|do not)\b", "The user does not"),
+    (r"^my\b", "The user's"),
+]
+
+
+def third_person(clause: str) -> str:
+    """A clause of the user's in the third person: "I live in Turin" -> "The user lives in
+    Turin". Only its start changes; a clause not about the user is kept as written."""
+    text = clause.strip().rstrip(".!…")
+    for pattern, replacement in _PRONOUNS:
+        found = re.match(pattern, text, flags=re.IGNORECASE)
+        if found:
+            rest = text[found.end() :]
+            return _sentence_case(replacement + _pronouns_after(rest))
+    found = re.match(r"^i\s+(\w+)", text, flags=re.IGNORECASE)
+    if found:
+        verb = _third_person_verb(found.group(1))
+        return _sentence_case(f"The user {verb}{_pronouns_after(text[found.end() :])}")
+    return _sentence_case(text)
+
+
+def _pronouns_after(rest: str) -> str:
+    rest = re.sub(r"\bmy\b", "their", rest, flags=re.IGNORECASE)
+    return re.sub(r"\b(?:me|myself)\b", "them", rest, flags=re.IGNORECASE)
+
+
+def _third_person_verb(verb: str) -> str:
+    verb = verb.casefold()
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return verb[:-1] + "ies"
+    if verb.endswith("ed"):
+        return verb
+    return verb + "s"
+
+
+def _sentence_case(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _valid_until(clause: str, *, today: date) -> date | None:
+    """The last day of something true only for a while, when the words say which."""
+    if re.search(r"\btomorrow\b", clause):
+        return today + timedelta(days=1)
+    if re.search(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", clause):
+        return today
+    return None
