@@ -3,6 +3,7 @@ defaults give, shaped as the server's settings say, sent whole or streamed."""
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any
@@ -32,6 +33,8 @@ from llm_stub.tokens import (
 )
 
 STRUCTURED_FORMATS = ("json_schema", "json_object")
+# The note Thalamus puts before a user's message: what its memory found for it.
+NOTE = re.compile(r"\A<memory>\n.*?\n</memory>\n\n", re.DOTALL)
 # Where a reasoning model's thinking goes, by the server's reasoning_format ("none": inline).
 REASONING_FIELDS = {"deepseek": "reasoning_content", "ollama": "reasoning"}
 
@@ -383,8 +386,10 @@ class ChatHandler(BaseHandler):
                 if reply is not None:
                     return reply
             return structured_reply(response_format, json_junk)
+        # A chat model answers the user's words, not the note memory put before them.
+        said = NOTE.sub("", last_user, count=1)
         if demo:
-            if "Reply with the title only" in last_user:
-                return demo_title(last_user)
-            return demo_reply(last_user)
-        return f"Stub reply to: {last_user[:200]}"
+            if "Reply with the title only" in said:
+                return demo_title(said)
+            return demo_reply(said)
+        return f"Stub reply to: {said[:200]}"

@@ -31,7 +31,7 @@ from apps.chat import stops
 from apps.chat.admission import stream_slot_release, turn_admit
 from apps.chat.errors import ChatError, ChatRateLimited
 from apps.chat.models import Conversation, Message
-from apps.chat.selectors import conversation_for_user
+from apps.chat.selectors import conversation_for_user, history_kept
 from apps.chat.services import SentTurn
 from apps.cognition.answer import AnswerFailed, answer_reply
 from apps.cognition.context import RecallBusy, start_turn_embedding
@@ -300,11 +300,20 @@ async def _start_turn(request, call: Call) -> tuple[Message, Awaitable[PreparedT
         raise
     history = sent.history
     if earlier:
-        # The client's messages are the history of its call (an edited or trimmed history too).
+        # The client's messages are the history of its call (an edited or trimmed history too);
+        # where they are the conversation's own, the saved ones stand for them, so each is
+        # replayed with the note memory added to it (the server's prompt cache then holds).
         client_history = [Message(role=role, content=said) for role, said in earlier]
-        history = (client_history + [sent.question])[-call.config.short_term_window :]
+        kept = history_kept(total=len(earlier) + 1, window=call.config.short_term_window)
+        client_history = (client_history + [sent.question])[-kept:]
+        if _said(client_history) != _said(history):
+            history = client_history
     run.turn.input.conversation = sent.reply.conversation
     return sent.reply, run.prepare(reply=sent.reply, history=history)
+
+
+def _said(messages: list[Message]) -> list[tuple[str, str]]:
+    return [(message.role, message.content) for message in messages]
 
 
 def _usage(reply: Message) -> dict:

@@ -44,11 +44,45 @@ def message_of(*, conversation: Conversation, message_id: int | None) -> Message
 
 
 def history_before(*, message: Message, limit: int) -> list[Message]:
-    """The last `limit` usable messages before `message`, oldest first."""
-    rows = (
+    """The last usable messages before `message`, oldest first: at most `limit`, as many as
+    `history_kept` keeps."""
+    usable = (
         Message.objects.filter(conversation_id=message.conversation_id, pk__lt=message.pk)
         .exclude(status=Message.Status.FAILED)
         .exclude(content="")
-        .order_by("-pk")[:limit]
     )
-    return list(reversed(rows))
+    rows = list(reversed(usable.order_by("-pk")[:limit]))
+    if len(rows) < limit:
+        return rows
+    return rows[len(rows) - history_kept(total=usable.count(), window=limit) :]
+
+
+def history_kept(*, total: int, window: int) -> int:
+    """How many of a conversation's `total` messages go into the prompt, at most `window`.
+
+    All of them while they fit; past that, the start moves on in steps of about half the
+    window rather than one message a turn, so the prompt begins the same way for several turns
+    and a server's prompt cache re-reads only what is new. The step is even (for a window of four
+    or more): the history still starts with a user's message.
+    """
+    if total <= window:
+        return total
+    step = window // 4 * 2 or 1
+    start = -(-(total - window) // step) * step
+    return total - start
+
+
+def reply_notes(*, conversation_id: int, limit: int) -> list[tuple[int, object]]:
+    """(question id, note) of the conversation's last `limit` answers that have a note (what
+    memory added to the message they answer), newest first."""
+    rows = (
+        Message.objects.filter(
+            conversation_id=conversation_id,
+            role=Message.Role.ASSISTANT,
+            reply_to__isnull=False,
+            trace__has_key="note",
+        )
+        .order_by("-pk")
+        .values_list("reply_to_id", "trace__note")[:limit]
+    )
+    return list(rows)

@@ -14,7 +14,7 @@ from apps.accounts.selectors import memory_enabled_for
 from apps.chat.admission import TURN_RATE_WINDOW, too_fast, turn_record
 from apps.chat.errors import ChatError
 from apps.chat.models import OPEN_STATUSES, TEMPORARY_LIFETIME, Conversation, Message
-from apps.chat.selectors import open_reply
+from apps.chat.selectors import history_kept, open_reply
 from apps.core.db import fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
@@ -100,12 +100,17 @@ WITH open_reply AS (
     SELECT id, role, content, status, created_at FROM chat_message
     WHERE conversation_id = %(conversation)s AND status <> 'failed' AND content <> ''
     ORDER BY id DESC LIMIT %(earlier)s
+), usable AS (
+    SELECT count(*) AS n FROM chat_message
+    WHERE %(earlier)s > 0 AND conversation_id = %(conversation)s
+      AND status <> 'failed' AND content <> ''
 )
 SELECT (SELECT json_build_array(id, created_at) FROM open_reply LIMIT 1),
        (SELECT created_at FROM limiting),
        (SELECT id FROM question), (SELECT id FROM reply),
        (SELECT coalesce(json_agg(json_build_array(id, role, content, status, created_at)
-                                 ORDER BY id), '[]') FROM earlier)
+                                 ORDER BY id), '[]') FROM earlier),
+       (SELECT n FROM usable)
 """
 _ONE_OPEN_REPLY = "chat_one_open_reply"
 _BUSY = "Wait for the current answer to finish, or stop it."
@@ -144,7 +149,7 @@ def message_send(
         "limit": config.turns_per_minute,
         "earlier": max(history - 1, 0),
     }
-    busy, limiting, question_id, reply_id, earlier = _send_statement(params)
+    busy, limiting, question_id, reply_id, earlier, usable = _send_statement(params)
     if busy:
         # The open reply may be one a process that died left behind: then it goes, and the
         # statement runs again.
@@ -152,7 +157,7 @@ def message_send(
         if message_fail_if_orphaned(
             reply_id=busy_id, created_at=datetime.fromisoformat(busy_since)
         ):
-            busy, limiting, question_id, reply_id, earlier = _send_statement(params)
+            busy, limiting, question_id, reply_id, earlier, usable = _send_statement(params)
         if busy:
             raise ChatError(_BUSY)
     if reply_id is None:
@@ -183,6 +188,9 @@ def message_send(
         )
         for pk, role, text, status, created in json_value(earlier)
     ]
+    if history:
+        # The window moves on in steps (history_kept), as history_before's does.
+        previous = previous[len(previous) + 1 - history_kept(total=usable + 1, window=history) :]
     reply_lease_renew(reply_id=reply.pk)
     turn_record(user_id=conversation.owner_id, reply_id=reply.pk, now=now)
     return SentTurn(question, reply, previous + [question] if history else [])
@@ -364,7 +372,8 @@ def message_queue_background(*, message: Message, learn: bool = True) -> None:
     """Queue what a complete reply starts: its conversation's title, and reflection on it
     unless the turn was not to `learn` (memory off for that call).
 
-    Memories form in the background, from sync code and only once the reply is saved. Each
+    Memories form in the background, from sync code and only once the reply is saved (and the
+    conversation has gone quiet: cognition's reflection_timing). Each
     task is a broker round trip of a few milliseconds. Both tasks call the LLM, a layer above
     conversations, so they are sent by name.
     """
@@ -385,7 +394,13 @@ def message_queue_background(*, message: Message, learn: bool = True) -> None:
         return
     if not memory_enabled_for(user_id=conversation["owner_id"]):
         return
-    task_send_on_commit("cognition.reflect", message.pk)
+    # Reflection waits for the conversation to go quiet, then takes its turns in one call.
+    task_send_on_commit(
+        "cognition.reflect_when_quiet",
+        message.conversation_id,
+        message.pk,
+        countdown=runtime_config().reflection_quiet_seconds,
+    )
 
 
 def fallback_title(text: str) -> str:
@@ -433,9 +448,10 @@ def message_trace_put(*, message_id: int, key: str, value: dict) -> None:
 
 # ------------------------------------------------------------------ what memory forgets
 #
-# An answer's trace lists the memories, episodes and triples it used (under "memory") and the
-# memories reflection rejected (under "reflection"); once memory forgets them, the traces that
-# quote them must not keep their text. Memory calls these inside its own forgetting transaction.
+# An answer's trace lists the memories, episodes and triples it used (under "memory"), the
+# note its message was sent with (under "note", which quotes them) and the memories reflection
+# rejected (under "reflection"); once memory forgets them, the traces that quote them must not
+# keep their text. Memory calls these inside its own forgetting transaction.
 
 _TRACES_FORGET_MEMORIES_SQL = """
 WITH forgotten AS (SELECT to_jsonb(id) AS id FROM unnest(%(ids)s::bigint[]) AS node(id))
@@ -444,7 +460,7 @@ UPDATE chat_message AS m
            m.trace, '{memory,memories}',
            (SELECT COALESCE(jsonb_agg(entry), '[]'::jsonb)
               FROM jsonb_array_elements(m.trace -> 'memory' -> 'memories') AS entry
-             WHERE entry -> 'id' NOT IN (SELECT id FROM forgotten)))
+             WHERE entry -> 'id' NOT IN (SELECT id FROM forgotten))) - 'note'
   FROM chat_conversation AS c
  WHERE c.id = m.conversation_id
    AND c.owner_id = ANY(%(owners)s::bigint[])
@@ -460,7 +476,7 @@ WITH scrubbed AS (
     SELECT m.id,
            CASE WHEN jsonb_typeof(m.trace -> 'memory') = 'object'
                 THEN jsonb_set(m.trace, '{memory}', (m.trace -> 'memory')
-                     || '{"memories": [], "episodes": [], "triples": []}'::jsonb)
+                     || '{"memories": [], "episodes": [], "triples": []}'::jsonb) - 'note'
                 ELSE m.trace
            END AS trace
       FROM chat_message AS m

@@ -246,6 +246,10 @@ async def answer_reply(
             )
             turn.trace["spans"] = turn.spans.as_trace()
         completion_tokens = usage.completion_tokens if usage else None
+        cache = usage.cache_trace() if usage else None
+        if cache is not None:
+            # What the server evaluated anew of the prompt, and what its cache held.
+            turn.trace["prompt_cache"] = cache
         if kept and completion_tokens is not None and turn.reply.completion_tokens:
             completion_tokens += turn.reply.completion_tokens
         # The streaming mark must land first, or it would overwrite the outcome.

@@ -4,6 +4,7 @@ window (`build_turn`), and fitted again for any other model the gateway asks (`t
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -20,6 +21,7 @@ from apps.cognition.debate import (
     rule_lines,
 )
 from apps.core.llm.fitting import (
+    NEVER,
     Piece,
     PromptBuilder,
     Room,
@@ -40,8 +42,6 @@ from apps.core.selectors import runtime_config
 from apps.memory.renderer import episode_line, knowledge_line, memory_line, render_memory_block
 
 logger = logging.getLogger(__name__)
-
-NOTHING_REMEMBERED = "(nothing yet)"
 
 
 @dataclass
@@ -101,6 +101,89 @@ class MemoryForTurn:
     instructions: str = ""
     time_zone: str = ""
     remember: bool = True
+    # The notes earlier messages of the conversation were sent with, by message id, as they
+    # are replayed (only those whose every memory is still current).
+    notes: dict[int, Note] = field(default_factory=dict)
+
+
+# What memory adds to a message stands before it, between these tags (the answer's system
+# prompt says what they mean).
+NOTE_OPEN = "<memory>"
+NOTE_CLOSE = "</memory>"
+
+
+@dataclass(frozen=True)
+class Note:
+    """What memory added to one user message, as the model saw it.
+
+    The system prompt stays the same from turn to turn and what memory finds for a message
+    goes with the message; a note is replayed verbatim with its message on later turns, so
+    the server's prompt cache (llama.cpp's cache_prompt, Ollama's KV reuse) keeps the whole
+    conversation and evaluates only what is new. The ids say what it quotes: a note quoting a
+    memory that was forgotten, marked wrong or quarantined is no longer replayed.
+    """
+
+    text: str
+    memories: tuple[int, ...] = ()
+    triples: tuple[int, ...] = ()
+    episodes: tuple[int, ...] = ()
+
+    def as_trace(self) -> dict:
+        return {
+            "text": self.text,
+            "memories": list(self.memories),
+            "triples": list(self.triples),
+            "episodes": list(self.episodes),
+        }
+
+    @classmethod
+    def from_trace(cls, value: object) -> Note | None:
+        if not isinstance(value, dict) or not isinstance(value.get("text"), str):
+            return None
+        ids = {}
+        for name in ("memories", "triples", "episodes"):
+            found = value.get(name) or []
+            if not isinstance(found, list) or not all(isinstance(i, int) for i in found):
+                return None
+            ids[name] = tuple(found)
+        return cls(value["text"], **ids)
+
+    def attached(self, content: str) -> str:
+        """The message as sent: the note, then the user's words."""
+        return f"{self.text}\n\n{content}"
+
+
+def note_text(block: str) -> str:
+    return f"{NOTE_OPEN}\n{block}\n{NOTE_CLOSE}"
+
+
+def replayable_notes(*, conversation_id: int | None, limit: int) -> dict[int, Note]:
+    """The notes of the conversation's last `limit` answers, by the message each went with,
+    left out where a memory, fact or episode it quotes is no longer current."""
+    from apps.chat.selectors import reply_notes
+    from apps.memory.selectors import current_ids
+
+    if conversation_id is None:
+        return {}
+    notes = {
+        question_id: note
+        for question_id, value in reply_notes(conversation_id=conversation_id, limit=limit)
+        if (note := Note.from_trace(value)) is not None
+    }
+    if not notes:
+        return {}
+    memories, triples, episodes = current_ids(
+        memories={i for note in notes.values() for i in note.memories},
+        triples={i for note in notes.values() for i in note.triples},
+        episodes={i for note in notes.values() for i in note.episodes},
+    )
+    return {
+        question_id: note
+        for question_id, note in notes.items()
+        if memories.issuperset(note.memories)
+        and triples.issuperset(note.triples)
+        and episodes.issuperset(note.episodes)
+    }
 
 
 def memory_for_turn(
@@ -159,7 +242,11 @@ def memory_for_turn(
         )
         rules = rule_lines(list(descriptions))
     world = render_world(world_state_for(user_id=user.pk), language=language)
+    notes = replayable_notes(
+        conversation_id=getattr(conversation, "pk", None), limit=config.short_term_window
+    )
     return MemoryForTurn(
+        notes=notes,
         context=context,
         ms=(time.perf_counter() - started) * 1000,
         template=template,
@@ -186,15 +273,14 @@ class MessageTooLong(TooLong):
 
 # How long each part of the answer's prompt is kept when the window is too small (higher stays
 # longer): older history, then knowledge by relevance, then memories and episodes by score, then
-# who the user is (identity), then the last exchange; the system prompt and the message never go.
+# who the user is (identity), then the last exchange; the system prompt (with the world state)
+# and the message never go.
 KEEP_KNOWLEDGE = 100
 KEEP_MEMORY = 1000
 KEEP_IDENTITY = 5000
 KEEP_LAST_EXCHANGE = 10_000
 # What the tools looked up for this very message outlasts what recall found.
 KEEP_EVIDENCE = 3000
-# A placeholder that always goes first (no world state to show).
-NEVER_KEPT = -1
 
 
 def _knowledge_keep(triples: list, text: str) -> list[float]:
@@ -231,6 +317,13 @@ def build_turn(
 ) -> PreparedTurn:
     """The request for the LLM from parts already read; no database access.
 
+    The system prompt holds what stays the same from turn to turn (the instructions, the
+    user's custom instructions, the world state); what memory found for this message and what
+    the tools looked up go in a note before the message itself, and earlier messages are
+    replayed with the notes they were sent with (`Note`), so that a server's prompt cache
+    re-reads only the new message and its note. What an earlier note still in the prompt
+    already says is not said again.
+
     With `continue_from` (an answer cut short, its text so far), the request ends with that
     answer and the instruction to write on from where it stops.
 
@@ -238,9 +331,8 @@ def build_turn(
     function: first the oldest history goes (the last exchange is kept longest), then the least
     relevant knowledge, then the lowest-scored memories and episodes. The user's message itself
     is never cut; one that cannot fit on its own raises MessageTooLong. `client_system` (an API
-    client's own system prompt) leads the system prompt, ahead of the memory block, and is never
-    dropped either. The world state is kept
-    as long as identity; what the tools found (`evidence`, best first) outlasts memories.
+    client's own system prompt) leads the system prompt and is never dropped either; nor is
+    the world state. What the tools found (`evidence`, best first) outlasts memories.
     `room`: another model's room than the chat's (`memory.limits`).
     """
     started = time.perf_counter()
@@ -249,19 +341,11 @@ def build_turn(
     room = room or Room(memory.limits, memory.counter)
     limits = room.limits
     question, earlier = (history[-1], history[:-1]) if history else (None, [])
-    system_frame = fill_prompt(
-        "answer",
-        memory.template,
-        date=_today(memory),
-        user_name=memory.user_name,
-        memory=NOTHING_REMEMBERED,
-    )
-    if memory.instructions:
-        system_frame = f"{system_frame}\n\n{memory.instructions}"
+    system = _system_prompt(memory, client_system)
     knowledge_keep = _knowledge_keep(context.knowledge, question.content if question else "")
-    if client_system:
-        system_frame = f"{client_system}\n\n{system_frame}"
-    pieces = [message_piece(system_frame)]
+    pieces = [message_piece(system)]
+    # The note's tags and headings, counted whatever is in it.
+    pieces.append(Piece(note_text(EVIDENCE_HEADING), NEVER))
     pieces += [
         Piece(
             knowledge_line(triple=triple, language=context.language, user=context.user),
@@ -284,14 +368,14 @@ def build_turn(
         )
         for hit in context.episodes
     ]
-    pieces.append(Piece(memory.world, KEEP_IDENTITY) if memory.world else Piece("", NEVER_KEPT))
     pieces += [
         Piece(evidence_line(item), KEEP_EVIDENCE - index) for index, item in enumerate(evidence)
     ]
     last_exchange = len(earlier) - 2
     pieces += [
         message_piece(
-            message.content, index + (KEEP_LAST_EXCHANGE if index >= last_exchange else 0)
+            _as_sent(message, memory.notes),
+            index + (KEEP_LAST_EXCHANGE if index >= last_exchange else 0),
         )
         for index, message in enumerate(earlier)
     ]
@@ -311,7 +395,7 @@ def build_turn(
             needed=exc.needed,
             budget=exc.budget,
         ) from exc
-    offset = 1
+    offset = 2
     kept_triples = [
         t for t, text in zip(context.knowledge, texts[offset:], strict=False) if text is not None
     ]
@@ -324,39 +408,24 @@ def build_turn(
         hit for hit, text in zip(context.episodes, texts[offset:], strict=False) if text
     ]
     offset += len(context.episodes)
-    world = texts[offset] or ""
-    offset += 1
     kept_evidence = [text for text in texts[offset : offset + len(evidence)] if text]
     offset += len(evidence)
     kept_history = [message for message, text in zip(earlier, texts[offset:], strict=False) if text]
-    if question is not None:
-        kept_history.append(question)
-    block = render_memory_block(
-        knowledge=kept_triples,
-        memories=kept_memories,
-        episodes=kept_episodes,
-        language=context.language,
-        user=context.user,
+    replayed = [memory.notes[m.pk] for m in kept_history if m.pk in memory.notes]
+    note = _note(
+        memory,
+        knowledge=_unsaid(kept_triples, replayed, "triples"),
+        memories=_unsaid(kept_memories, replayed, "memories"),
+        episodes=_unsaid(kept_episodes, replayed, "episodes"),
+        evidence=kept_evidence,
     )
-    if kept_evidence:
-        block = "\n".join([block, "", EVIDENCE_HEADING, *kept_evidence]).strip()
-    if world:
-        block = f"{world}\n\n{block}".strip()
-    system = fill_prompt(
-        "answer",
-        memory.template,
-        date=_today(memory),
-        user_name=memory.user_name,
-        memory=block or NOTHING_REMEMBERED,
-    )
-    if memory.instructions:
-        # The user's own words, after the memory block; counted in the frame, never dropped.
-        system = f"{system}\n\n{memory.instructions}"
-    if client_system:
-        system = f"{client_system}\n\n{system}"
     messages = [{"role": "system", "content": system}] + [
-        {"role": m.role, "content": m.content} for m in kept_history
+        {"role": m.role, "content": _as_sent(m, memory.notes)} for m in kept_history
     ]
+    if question is not None:
+        content = note.attached(question.content) if note else question.content
+        messages.append({"role": question.role, "content": content})
+        kept_history.append(question)
     if continue_from:
         messages += [
             {"role": "assistant", "content": texts[-2]},
@@ -378,6 +447,7 @@ def build_turn(
         "memory": memory_trace,
         "history_messages": len(kept_history),
         "history_dropped": len(history) - len(kept_history),
+        "notes_replayed": len(replayed),
         "prompt_tokens_estimate": room.counter.messages(messages),
         "limits": {
             "context": limits.context,
@@ -390,6 +460,9 @@ def build_turn(
             "context": round((time.perf_counter() - started) * 1000, 2),
         },
     }
+    if note is not None:
+        trace["note"] = note.as_trace()
+        trace["note_tokens"] = room.counter.text(note.text)
     # A continuation is not debated: its draft would be half an answer, already half shown.
     debate_rules = memory.rules if not continue_from else None
     if debate_rules == []:
@@ -414,6 +487,63 @@ def build_turn(
         trace=trace,
         debate_rules=debate_rules,
         config=config,
+    )
+
+
+def _system_prompt(memory: MemoryForTurn, client_system: str) -> str:
+    """What stays the same from turn to turn: the instructions, the world state in the
+    template's memory slot, the user's custom instructions after it (never dropped), an API
+    client's own system prompt first."""
+    system = fill_prompt(
+        "answer",
+        memory.template,
+        date=_today(memory),
+        user_name=memory.user_name,
+        memory=memory.world,
+    )
+    system = BLANK_LINES.sub("\n\n", system).strip()
+    if memory.instructions:
+        system = f"{system}\n\n{memory.instructions}"
+    if client_system:
+        system = f"{client_system}\n\n{system}"
+    return system
+
+
+BLANK_LINES = re.compile(r"\n\s*\n(\s*\n)+")
+
+
+def _as_sent(message: Message, notes: dict[int, Note]) -> str:
+    """An earlier message as the model saw it: a user's with the note it was sent with."""
+    note = notes.get(message.pk) if message.role == Message.Role.USER else None
+    return note.attached(message.content) if note else message.content
+
+
+def _unsaid(items: list, replayed: list[Note], kind: str) -> list:
+    """The items no replayed note in the prompt already shows."""
+    said = {i for note in replayed for i in getattr(note, kind)}
+    return [item for item in items if item.id not in said]
+
+
+def _note(memory: MemoryForTurn, *, knowledge, memories, episodes, evidence) -> Note | None:
+    """The note for the new message: what memory found and the tools looked up; None if
+    nothing."""
+    context = memory.context
+    block = render_memory_block(
+        knowledge=knowledge,
+        memories=memories,
+        episodes=episodes,
+        language=context.language,
+        user=context.user,
+    )
+    if evidence:
+        block = "\n".join([block, "", EVIDENCE_HEADING, *evidence]).strip()
+    if not block:
+        return None
+    return Note(
+        note_text(block),
+        memories=tuple(hit.id for hit in memories),
+        triples=tuple(triple.id for triple in knowledge),
+        episodes=tuple(hit.id for hit in episodes),
     )
 
 

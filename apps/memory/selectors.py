@@ -164,3 +164,30 @@ def rules_and_preferences_for(*, user_id: int, limit: int = 50) -> QuerySet[Memo
         .exclude(state=MemoryNode.State.QUARANTINED)
         .order_by("-kind", "-importance", "-created_at")[:limit]  # "rule" sorts after "preference"
     )
+
+
+_CURRENT_IDS_SQL = """
+SELECT 'memory', id FROM memory_memorynode
+ WHERE id = ANY(%(memories)s::bigint[]) AND valid_to IS NULL AND state <> 'quarantined'
+UNION ALL
+SELECT 'triple', id FROM memory_triple WHERE id = ANY(%(triples)s::bigint[])
+UNION ALL
+SELECT 'episode', id FROM memory_episode WHERE id = ANY(%(episodes)s::bigint[])
+"""
+
+
+def current_ids(
+    *, memories: set[int], triples: set[int], episodes: set[int]
+) -> tuple[set[int], set[int], set[int]]:
+    """Of these ids, the memories still current and not held for approval, and the facts and
+    episodes still there; one statement."""
+    found: dict[str, set[int]] = {"memory": set(), "triple": set(), "episode": set()}
+    if memories or triples or episodes:
+        params = {
+            "memories": sorted(memories),
+            "triples": sorted(triples),
+            "episodes": sorted(episodes),
+        }
+        for kind, pk in fetch_hot(_CURRENT_IDS_SQL, params):
+            found[kind].add(pk)
+    return found["memory"], found["triple"], found["episode"]

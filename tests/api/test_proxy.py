@@ -3,6 +3,7 @@ whole history on every call, the client's own system prompt, no conversation hea
 
 from __future__ import annotations
 
+import json
 import time
 
 import openai
@@ -11,6 +12,7 @@ import pytest
 from apps.accounts.services import api_key_create
 from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import TRACE_KEY
+from apps.cognition.turn_request import NOTE_CLOSE
 from apps.memory.services import memory_node_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,13 +91,16 @@ def test_calls_with_the_whole_history_land_in_one_conversation(client_for, user,
     saved = list(conversation.messages.values_list("role", "content"))
     assert saved == [(m["role"], m["content"]) for m in history]
     prompt = _answers(llm_stub)[-1]["messages"]
-    assert [(m["role"], m["content"]) for m in prompt[1:]] == [
+    assert [(m["role"], _without_note(m["content"])) for m in prompt[1:]] == [
         (m["role"], m["content"]) for m in history[:-1]
     ]
-    # The client's system prompt leads; Thalamus's memory block follows it.
+    # The client's system prompt leads Thalamus's; what memory found goes with the messages,
+    # and the earlier ones are replayed with the notes they were sent with.
     system = prompt[0]["content"]
     assert system.startswith(SYSTEM + "\n\n")
-    assert system.index(SYSTEM) < system.index("Alice keeps bees in Turin")
+    assert "Alice keeps bees in Turin" in prompt[1]["content"]
+    earlier = _answers(llm_stub)[-2]["messages"]
+    assert prompt[: len(earlier)] == earlier, "the prompt begins with the one before"
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -161,9 +166,9 @@ def test_memory_off_leaves_memory_out_of_the_prompt_and_learns_nothing(
     _ask(client, [{"role": "user", "content": "Where are my bees?"}], stream=stream)
 
     without, with_memory = _answers(llm_stub)
-    assert "bees in Turin" not in without["messages"][0]["content"]
+    assert "bees in Turin" not in json.dumps(without["messages"])
     assert without["messages"][0]["content"].startswith(SYSTEM)
-    assert "bees in Turin" in with_memory["messages"][0]["content"]
+    assert "bees in Turin" in with_memory["messages"][-1]["content"]
     off_reply, on_reply = Message.objects.filter(role="assistant").order_by("pk")
     deadline = time.monotonic() + 15
     while TRACE_KEY not in on_reply.trace and time.monotonic() < deadline:
@@ -217,3 +222,8 @@ def test_a_model_the_server_does_not_list_is_not_found(client_for, user, llm_stu
             model="thalamus/no-such-model", messages=[{"role": "user", "content": "hi"}]
         )
     assert not [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
+
+
+def _without_note(content: str) -> str:
+    """A message as the client wrote it, without the note memory added before it."""
+    return content.split(f"{NOTE_CLOSE}\n\n", 1)[-1]

@@ -282,8 +282,8 @@ async def test_the_reply_trace_shows_the_memories_used(user, conversation, llm_s
     await client.aforce_login(user)
     panel = (await client.get(url, headers={"hx-request": "true"})).content.decode()
     assert "<dt>Memories</dt>" in panel and "Alice keeps bees on her balcony" in panel
-    system_prompt = llm_stub.requests[-1]["body"]["messages"][0]["content"]
-    assert "Alice keeps bees on her balcony" in system_prompt
+    message = llm_stub.requests[-1]["body"]["messages"][-1]["content"]
+    assert "Alice keeps bees on her balcony" in message, "in the note before the message"
     await communicator.disconnect()
 
 
@@ -367,7 +367,7 @@ async def test_a_finished_answer_starts_its_background_work(
         return (
             Conversation.objects.get(pk=conversation.pk).title != ""
             and MemoryNode.objects.get(pk=used.pk).last_accessed_at is not None
-            and any("reflective memory" in body for body in bodies)
+            and any("word for word" in body for body in bodies)
         )
 
     async with asyncio.timeout(20):
@@ -388,7 +388,7 @@ async def test_a_stop_landing_as_the_finished_reply_is_shown_still_starts_reflec
     assert stopped == [reply.pk] and reply.status == "complete"
 
     async with asyncio.timeout(20):
-        while not any("reflective memory" in str(r["body"]) for r in llm_stub.requests):
+        while not any("word for word" in str(r["body"]) for r in llm_stub.requests):
             await asyncio.sleep(0.1)
     await communicator.disconnect()
 

@@ -106,7 +106,7 @@ def test_the_router_model_chooses_gathering_and_the_tool_loop_runs(user, llm_stu
     assert turn.trace["route"]["by"] == "model" and turn.trace["route"]["route"] == "gather"
     assert turn.trace["tools"]["calls"][0]["tool"] == "calculator"
     assert turn.trace["tools"]["calls"][0]["outcome"] == "ok"
-    assert "391" in turn.messages[0]["content"], "the evidence is in the system prompt"
+    assert "391" in turn.messages[-1]["content"], "the evidence is in the message's note"
     asked = [_schema_of(request) for request in _chat_requests(llm_stub)]
     assert asked[0] == "RouteChoice" and len(asked) == 3
 
@@ -195,7 +195,7 @@ async def test_a_world_turn_changes_the_state_once_refuses_a_bad_operation_and_a
     assert [op["path"] for op in world["applied"]] == ["project"]
     assert len(world["rejected"]) == 1 and world["rejected"][0]["reason"]
     answer_prompt = _chat_requests(llm_stub)[-1]["body"]["messages"][0]["content"]
-    assert "the garden shed" in answer_prompt
+    assert "the garden shed" in answer_prompt, "the world state is in the system prompt"
     assert any(f'id="msg-{reply.pk}-turn"' in frame for frame in frames)
 
 

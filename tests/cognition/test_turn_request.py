@@ -8,7 +8,7 @@ from django.utils import timezone
 from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.cognition.pipeline import prepare_saved_reply
-from apps.cognition.turn_request import MessageTooLong
+from apps.cognition.turn_request import MessageTooLong, turn_history
 from apps.core.llm.limits import CHAT, role_endpoint, token_counter
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
@@ -37,13 +37,14 @@ def test_the_request_is_the_system_prompt_and_the_last_n_messages(user, llm_stub
     assert system["role"] == "system" and "{{" not in system["content"]
     assert timezone.localdate().isoformat() in system["content"]
     assert "You are talking with alice." in system["content"]
+    # Thirteen messages, a window of four moving in steps of two: the last three, from the
+    # user's.
     assert history == [
-        {"role": "assistant", "content": "answer 4"},
         {"role": "user", "content": "question 5"},
         {"role": "assistant", "content": "answer 5"},
         {"role": "user", "content": "and now?"},
     ]
-    assert turn.trace["history_messages"] == 4 and turn.trace["history_dropped"] == 0
+    assert turn.trace["history_messages"] == 3 and turn.trace["history_dropped"] == 0
 
 
 def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(user, llm_stub):
@@ -65,7 +66,7 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
     counter = token_counter(role_endpoint(CHAT))
     assert counter.messages(turn.messages) <= 1024 - 256
     assert turn.room.limits.reply_cap == 256
-    assert turn.trace["history_dropped"] == 10 - len(history)
+    assert turn.trace["history_dropped"] == len(turn_history(reply=reply)) - len(history) > 0
     assert turn.trace["limits"]["context"] == 1024
 
     # A new message too long for the window on its own is refused with a sentence.
@@ -76,7 +77,7 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
 
 
 def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_first(user, llm_stub):
-    from apps.cognition.turn_request import build_turn, memory_for_turn, turn_history
+    from apps.cognition.turn_request import build_turn, memory_for_turn
     from apps.memory import services as memory_services
     from apps.memory.models import Triple
 
@@ -113,7 +114,7 @@ def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_fir
     kept = {m["id"] for m in turn.trace["memory"]["memories"]}
     scores = {hit.id: hit.score for hit in memory.context.memories}
     assert min(scores[i] for i in kept) >= max(s for i, s in scores.items() if i not in kept)
-    # Identity stays when other knowledge has to go, and the system prompt says so.
-    assert "Ada" in turn.messages[0]["content"]
+    # Identity stays when other knowledge has to go, and the message's note says so.
+    assert "Ada" in turn.messages[-1]["content"]
     ada = Triple.objects.get(object="Ada")
     assert [t["id"] for t in turn.trace["memory"]["triples"]][0] == ada.pk

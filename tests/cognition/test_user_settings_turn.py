@@ -14,7 +14,7 @@ from apps.accounts import services as account_services
 from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.cognition.pipeline import prepare_saved_reply, start_turn
-from apps.cognition.turn_request import NOTHING_REMEMBERED, turn_history
+from apps.cognition.turn_request import turn_history
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
 from apps.memory import services as memory_services
@@ -30,6 +30,12 @@ def _reply(user, text: str, *, temporary: bool = False) -> Message:
 
 def _system(turn) -> str:
     return turn.messages[0]["content"]
+
+
+def _prompt(turn) -> str:
+    """Everything the model is sent: the system prompt, and the note memory adds to the
+    message."""
+    return "\n".join(message["content"] for message in turn.messages)
 
 
 def _embedding_requests(llm_stub) -> list[dict]:
@@ -53,7 +59,7 @@ def test_with_memory_on_the_turn_embeds_the_message_and_shows_what_it_remembers(
     turn = prepare_saved_reply(reply_id=reply.pk)
 
     assert len(_embedding_requests(llm_stub)) > asked_before
-    assert "espresso" in _system(turn)
+    assert "espresso" in _prompt(turn)
 
 
 def test_with_memory_off_the_turn_reads_no_memory_and_embeds_nothing(user, llm_stub):
@@ -65,8 +71,8 @@ def test_with_memory_off_the_turn_reads_no_memory_and_embeds_nothing(user, llm_s
     turn = prepare_saved_reply(reply_id=reply.pk)
 
     assert len(_embedding_requests(llm_stub)) == asked_before, "no embedding, no search"
-    assert "espresso" not in _system(turn)
-    assert NOTHING_REMEMBERED in _system(turn)
+    assert "espresso" not in _prompt(turn)
+    assert turn.messages[-1]["content"] == "Hello!", "no note before the message"
     assert turn.trace["memory"]["off"] is True
     assert turn.trace["memory"]["memories"] == [] and turn.trace["memory"]["triples"] == []
 
@@ -79,7 +85,7 @@ def test_a_temporary_chat_reads_no_memory_even_with_memory_on(user, llm_stub):
     turn = prepare_saved_reply(reply_id=reply.pk)
 
     assert len(_embedding_requests(llm_stub)) == asked_before
-    assert "espresso" not in _system(turn)
+    assert "espresso" not in _prompt(turn)
 
 
 def test_with_memory_off_a_turn_routed_to_gather_looks_nothing_up(user, llm_stub, config):
@@ -177,10 +183,10 @@ def test_the_knowledge_block_is_rendered_in_the_users_language(user, llm_stub):
     memory_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Roma")
     account_services.user_settings_update(user=user, knowledge_language="it")
 
-    system = _system(prepare_saved_reply(reply_id=_reply(user, "Hello!").pk))
+    prompt = _prompt(prepare_saved_reply(reply_id=_reply(user, "Hello!").pk))
 
-    assert "vive a" in system and "Roma" in system
-    assert "lives in" not in system
+    assert "vive a" in prompt and "Roma" in prompt
+    assert "lives in" not in prompt
 
 
 def test_the_date_in_the_prompt_is_today_in_the_users_time_zone(user, llm_stub):
@@ -217,4 +223,4 @@ def test_the_current_time_tool_tells_the_time_in_the_users_time_zone(user, llm_s
     assert "in Asia/Tokyo (UTC+09:00)" in evidence["text"]
     tokyo_now = datetime.now(ZoneInfo("Asia/Tokyo"))
     assert f"{tokyo_now:%H:}" in evidence["text"] or f"{tokyo_now:%d %B}" in evidence["text"]
-    assert "in Asia/Tokyo (UTC+09:00)" in _system(turn), "the evidence reached the prompt"
+    assert "in Asia/Tokyo (UTC+09:00)" in _prompt(turn), "the evidence reached the prompt"

@@ -30,6 +30,33 @@ OTHER_MODEL = "other"
 class Usage:
     prompt_tokens: int | None
     completion_tokens: int | None
+    # Of the prompt, what the server took from its cache and what it evaluated anew (llama.cpp
+    # reports both: `timings.cache_n` / `prompt_n`, and `prompt_tokens_details.cached_tokens`
+    # as OpenAI does); None when the server does not say.
+    cached_tokens: int | None = None
+    evaluated_tokens: int | None = None
+
+    def cache_trace(self) -> dict | None:
+        """The prompt cache's part of this request, for a reply's trace; None if unknown."""
+        if self.evaluated_tokens is None and self.cached_tokens is None:
+            return None
+        return {"evaluated": self.evaluated_tokens, "cached": self.cached_tokens}
+
+
+def _usage_of(chunk: dict) -> Usage | None:
+    """The usage a chunk reports (the last one of a stream, or a whole reply), with what the
+    server's prompt cache saved."""
+    usage = chunk.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("prompt_tokens_details")
+    cached = int_or_none(details.get("cached_tokens")) if isinstance(details, dict) else None
+    timings = chunk.get("timings")
+    evaluated = int_or_none(timings.get("prompt_n")) if isinstance(timings, dict) else None
+    prompt_tokens = int_or_none(usage.get("prompt_tokens"))
+    if evaluated is None and cached is not None and prompt_tokens is not None:
+        evaluated = max(prompt_tokens - cached, 0)
+    return Usage(prompt_tokens, int_or_none(usage.get("completion_tokens")), cached, evaluated)
 
 
 @dataclass
@@ -69,12 +96,7 @@ def read_chunk(chunk: object) -> Part:
     """A streamed chunk's text, thinking, finish reason and usage; InvalidReply if not one."""
     if not isinstance(chunk, dict):
         raise InvalidReply(f"a streamed chunk is not a JSON object: {chunk!r:.200}")
-    usage = chunk.get("usage")
-    usage = (
-        Usage(int_or_none(usage.get("prompt_tokens")), int_or_none(usage.get("completion_tokens")))
-        if isinstance(usage, dict)
-        else None
-    )
+    usage = _usage_of(chunk)
     choices = chunk.get("choices") or []
     if not isinstance(choices, list) or not choices:
         return Part(usage=usage)
