@@ -366,6 +366,7 @@ CELERY_TASK_ROUTES = {
     name: {"queue": THALAMUS_BACKGROUND_QUEUE}
     for name in (
         "cognition.reflect",
+        "cognition.reflect_conversation",
         "cognition.criticise",
         "cognition.criticise_unreviewed",
         "cognition.summarise_episode",

@@ -4,7 +4,8 @@ Every task is acks_late with reject-on-worker-lost (a killed worker's task comes
 a time limit below the broker's visibility timeout. Transient LLM failures retry with
 exponential backoff; when the last retry fails too, an error event says so. A reflection the
 model answers unusably is asked again a few times, with backoff, then marked failed on its
-message: no turn is dropped without a trace.
+messages: no turn is dropped without a trace. Reflection waits for a conversation to go quiet
+and takes its waiting turns in one call (reflection_timing).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from celery import shared_task
 from celery.utils.time import get_exponential_backoff_interval
 
 from apps.chat.models import Message
-from apps.cognition import critic, episodes, reflection
+from apps.cognition import critic, episodes, reflection, reflection_timing
 from apps.core.llm.outcomes import InvalidReply, Refused, TooLong, Unreachable
 from apps.core.selectors import runtime_config
 
@@ -62,13 +63,75 @@ def _owner_of_message(message_id: int):
     return message.conversation.owner if message else None
 
 
+@shared_task(
+    name="cognition.reflect_when_quiet",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=50,
+    time_limit=60,
+)
+def reflect_when_quiet(conversation_id: int, reply_id: int) -> None:
+    """Queued `reflection_quiet_seconds` after each completed reply (reflection_timing)."""
+    config = runtime_config()
+    if not config.reflection_enabled:
+        return
+    if reflection_timing.reflection_due(
+        conversation_id=conversation_id, reply_id=reply_id, config=config
+    ):
+        reflect_conversation.delay(conversation_id)
+
+
+@shared_task(name="cognition.reflect_conversation", **LLM_TASK)
+def reflect_conversation(self, conversation_id: int, invalid_replies: int = 0) -> None:
+    """One reflection over the conversation's replies not yet reflected on; each is claimed,
+    so a second run finds nothing left to do."""
+    config = runtime_config()
+    if not config.reflection_enabled:
+        return
+    limit = reflection_timing.replies_per_call(config)
+    reply_ids = reflection.unreflected_replies(conversation_id=conversation_id, limit=limit)
+    if not reply_ids:
+        return
+    outcomes = _reflect(
+        self, reply_ids=reply_ids, invalid_replies=invalid_replies, retry_args=[conversation_id]
+    )
+    if outcomes and len(reply_ids) == limit:
+        reflect_conversation.delay(conversation_id)
+
+
 @shared_task(name="cognition.reflect", **LLM_TASK)
 def reflect(self, message_id: int, invalid_replies: int = 0) -> None:
-    attempts = self.request.retries + 1
-    out_of_retries = self.request.retries >= self.max_retries
+    """One reply alone: the task each reply queued before reflection waited for quiet, still
+    in a queue after an upgrade."""
+    _reflect(self, reply_ids=[message_id], invalid_replies=invalid_replies, retry_args=[message_id])
+
+
+@shared_task(
+    name="cognition.reflect_unreflected",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=100,
+    time_limit=120,
+)
+def reflect_unreflected() -> int:
+    """The beat's sweep: conversations with replies whose reflection was lost."""
+    config = runtime_config()
+    if not config.reflection_enabled:
+        return 0
+    due = reflection_timing.conversations_never_reflected(limit=config.batch_size)
+    for conversation_id in due:
+        reflect_conversation.delay(conversation_id)
+    return len(due)
+
+
+def _reflect(task, *, reply_ids: list[int], invalid_replies: int, retry_args: list) -> dict | None:
+    """Reflect on `reply_ids` in one call: an unusable reply is asked again with backoff, an
+    LLM error retried (LLM_TASK); after the last attempt the replies are marked failed."""
+    attempts = task.request.retries + 1
+    out_of_retries = task.request.retries >= task.max_retries
     try:
-        outcome = reflection.reflect_on_message(
-            message_id=message_id,
+        outcomes = reflection.reflect_on_replies(
+            reply_ids=reply_ids,
             attempts=attempts,
             last_attempt=out_of_retries or invalid_replies + 1 >= INVALID_REPLY_ATTEMPTS,
         )
@@ -76,35 +139,44 @@ def reflect(self, message_id: int, invalid_replies: int = 0) -> None:
         countdown = get_exponential_backoff_interval(
             factor=INVALID_REPLY_BACKOFF, retries=invalid_replies, maximum=300, full_jitter=True
         )
-        raise self.retry(
+        raise task.retry(
             exc=exc,
             countdown=countdown,
-            args=[message_id],
+            args=retry_args,
             kwargs={"invalid_replies": invalid_replies + 1},
         ) from exc
     except TRANSIENT_LLM_ERRORS as exc:
         if not out_of_retries:
             raise
         error = f"gave up after {attempts} attempts: {exc}"
-        reply = reflection.reflectable_reply(message_id)
-        if reply is not None:
-            reflection.reflection_fail(reply=reply, error=error, attempts=attempts)
-        else:
+        replies = [reflection.reflectable_reply(reply_id) for reply_id in reply_ids]
+        for reply in replies:
+            if reply is not None:
+                reflection.reflection_fail(reply=reply, error=error, attempts=attempts)
+        if not any(replies):
             reflection.error_record(
-                owner=_owner_of_message(message_id), step="reflection", message_id=None, error=error
+                owner=_owner_of_message(reply_ids[0]),
+                step="reflection",
+                message_id=None,
+                error=error,
             )
-        return
-    if outcome is not None:
-        _after_reflection(message_id, outcome)
+        return None
+    if outcomes:
+        _after_reflection(outcomes)
+    return outcomes
 
 
-def _after_reflection(message_id: int, outcome: dict) -> None:
-    """What a reflection starts: the critic on the memories it wrote, and, when the
+def _after_reflection(outcomes: dict[int, dict]) -> None:
+    """What a reflection starts: the critic on the memories each reply taught, and, when the
     conversation is due one, its episode summary."""
-    if runtime_config().critic_enabled and (outcome["created"] or outcome["updated"]):
-        criticise.delay(message_id)
+    if runtime_config().critic_enabled:
+        for reply_id, outcome in outcomes.items():
+            if outcome["created"] or outcome["updated"]:
+                criticise.delay(reply_id)
     conversation_id = (
-        Message.objects.filter(pk=message_id).values_list("conversation_id", flat=True).first()
+        Message.objects.filter(pk=next(iter(outcomes)))
+        .values_list("conversation_id", flat=True)
+        .first()
     )
     if conversation_id is not None:
         summarise_episode_if_due.delay(conversation_id)

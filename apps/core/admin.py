@@ -69,6 +69,7 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                     "background_max_tokens",
                     "background_timeout_seconds",
                     "background_wait_seconds",
+                    ("reflection_quiet_seconds", "reflection_every_turns"),
                     ("reflection_base_url", "reflection_model"),
                     ("critic_base_url", "critic_model"),
                     ("episode_base_url", "episode_model"),

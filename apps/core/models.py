@@ -157,6 +157,20 @@ class RuntimeConfig(models.Model):
         help_text="How long a background call waits while an answer streams from the same "
         "endpoint (a local server answers one request at a time). 0: never waits.",
     )
+    # Reflection runs over a conversation's waiting turns at once: one call, and none while the
+    # user is still typing the next message.
+    reflection_quiet_seconds = models.PositiveIntegerField(
+        default=20,
+        validators=[MaxValueValidator(3600)],
+        help_text="Reflection starts once a conversation has had no new message for this long, "
+        "over every turn of it not yet reflected on, in one call. 0: after each reply.",
+    )
+    reflection_every_turns = models.PositiveIntegerField(
+        default=4,
+        validators=[MinValueValidator(1), MaxValueValidator(50)],
+        help_text="…or once this many turns of a conversation wait for reflection, even while "
+        "the user goes on chatting.",
+    )
     weight_vector = models.FloatField(default=0.45, validators=[MinValueValidator(0.0)])
     weight_text = models.FloatField(default=0.6, validators=[MinValueValidator(0.0)])
     weight_recency = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])

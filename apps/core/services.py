@@ -26,14 +26,15 @@ def runtime_config_save(*, config: RuntimeConfig) -> RuntimeConfig:
     return config
 
 
-def task_send_on_commit(name: str, *args) -> None:
-    """Queue the Celery task registered as `name` once the transaction commits.
+def task_send_on_commit(name: str, *args, countdown: float | None = None) -> None:
+    """Queue the Celery task registered as `name` once the transaction commits, to run
+    `countdown` seconds later if given.
 
     For work an app higher up owns (a finished reply starts cognition's reflection, the memory
     browser asks cognition's critic): the task is named, not imported, so imports keep flowing
     down (the import-linter contracts in pyproject.toml).
     """
-    transaction.on_commit(lambda: current_app.send_task(name, args=args))
+    transaction.on_commit(lambda: current_app.send_task(name, args=args, countdown=countdown))
 
 
 def mind_group(owner_id: int | None) -> str:

@@ -1,0 +1,68 @@
+"""When reflection runs: once a conversation goes quiet, or once enough of its turns wait.
+
+Each completed reply queues a check `reflection_quiet_seconds` later (`reflection_due`). When
+nothing was said in the conversation since, it reflects, in one call, on every reply of the
+conversation not yet reflected on; when the user wrote again, the newer reply's own check
+will. So a chat goes on without a reflection started, and given way, between each answer, and
+a user who never pauses still has their turns reflected every `reflection_every_turns`.
+Replies that a lost task never reached (Redis restarted, a worker killed) are found by the
+beat's sweep (`conversations_never_reflected`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from apps.chat.models import Message
+from apps.cognition import reflection
+from apps.core.models import RuntimeConfig
+
+# A reply this old without a reflection lost its task: the quiet wait, a busy background
+# queue and a reflection's retries are over by then.
+SWEEP_AFTER = timedelta(minutes=10)
+# Older ones are left alone: a conversation from before reflection was switched on is not
+# learnt from all at once.
+SWEEP_WITHIN = timedelta(days=1)
+
+
+def replies_per_call(config: RuntimeConfig) -> int:
+    """The most replies one reflection call takes: the turns that trigger it, and those that
+    came while it waited in the queue. A longer backlog (the sweep's) takes more calls."""
+    return 2 * config.reflection_every_turns
+
+
+def reflection_due(*, conversation_id: int, reply_id: int, config: RuntimeConfig) -> bool:
+    """Whether the conversation of `reply_id` is due its reflection now: nothing was said in
+    it since that reply, or `reflection_every_turns` of its replies wait for one."""
+    if not Message.objects.filter(conversation_id=conversation_id, pk__gt=reply_id).exists():
+        return True
+    waiting = reflection.unreflected_replies(
+        conversation_id=conversation_id, limit=config.reflection_every_turns
+    )
+    return len(waiting) >= config.reflection_every_turns
+
+
+def conversations_never_reflected(*, limit: int) -> list[int]:
+    """Conversations quiet for SWEEP_AFTER (within SWEEP_WITHIN) with a complete reply no
+    reflection reached, that teach memory: not temporary, memory on for the turn and for its
+    owner (`memory_enabled_for`). At most `limit`, the most recent first."""
+    now = timezone.now()
+    rows = (
+        Message.objects.filter(
+            conversation__updated_at__gte=now - SWEEP_WITHIN,
+            conversation__updated_at__lte=now - SWEEP_AFTER,
+            conversation__temporary=False,
+            role=Message.Role.ASSISTANT,
+            status=Message.Status.COMPLETE,
+        )
+        .exclude(trace__has_key=reflection.TRACE_KEY)
+        # Memory off for that turn (an API call's choice, the user's setting then).
+        .exclude(trace__contains={"memory": {"off": True}})
+        .exclude(conversation__owner__thalamus_settings__memory_enabled=False)
+        .values_list("conversation_id", "conversation__updated_at")
+        .distinct()
+        .order_by("-conversation__updated_at")[:limit]
+    )
+    return [conversation_id for conversation_id, _ in rows]
