@@ -157,8 +157,9 @@ def test_the_upstreams_length_cut_is_the_finish_reason(client_for, user, llm_stu
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_memory_off_leaves_memory_out_of_the_prompt_and_learns_nothing(
-    client_for, user, llm_stub, celery_worker, stream
+    client_for, user, llm_stub, celery_worker, config, stream
 ):
+    config(reflection_quiet_seconds=1)  # the reply with memory on is reflected on a second later
     memory_node_create(owner=user, description="Alice keeps bees in Turin")
     client = client_for(user)
     off = {"extra_headers": {"X-Thalamus-Memory": "off"}}

@@ -21,7 +21,8 @@ def demo_stub():
 def test_after_a_demo_chat_the_mind_page_shows_the_memory_criticised_and_promoted(
     page, asgi_server, log_in, user, config, demo_stub, celery_worker
 ):
-    config(llm_base_url=demo_stub.url, promotion_threshold=2)
+    # Reflection starts once the conversation is quiet for a second, not the shipped 20.
+    config(llm_base_url=demo_stub.url, promotion_threshold=2, reflection_quiet_seconds=1)
     log_in("alice")
     page.click("text=+ New conversation")
     page.wait_for_selector("#composer textarea:not([disabled])")

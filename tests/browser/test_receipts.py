@@ -28,7 +28,8 @@ def _shoot(page, name: str) -> None:
 def test_a_receipt_appears_updates_when_reflection_ends_and_forgets_a_memory(
     page, asgi_server, log_in, user, llm_stub, config, celery_worker
 ):
-    config(critic_enabled=False)
+    # Reflection starts once the conversation is quiet for a second, not the shipped 20.
+    config(critic_enabled=False, reflection_quiet_seconds=1)
     bees = services.memory_node_create(owner=user, description="Alice keeps bees in Turin")
     llm_stub.script(
         {"content": "Your bees in Turin are doing well, I am sure.", "match": "my bees"},

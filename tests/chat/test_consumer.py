@@ -377,8 +377,9 @@ async def test_a_finished_answer_starts_its_background_work(
 
 
 async def test_a_stop_landing_as_the_finished_reply_is_shown_still_starts_reflection(
-    user, conversation, llm_stub, celery_worker, monkeypatch
+    user, conversation, llm_stub, celery_worker, monkeypatch, config
 ):
+    await sync_to_async(config)(reflection_quiet_seconds=1)
     llm_stub.script({"content": "All done.", "match": "You are Thalamus"})
     stopped = _stop_once_published(monkeypatch, conversation, "msg-assistant complete")
     communicator = await connect_socket(user, conversation.pk)

@@ -23,7 +23,8 @@ def _asked(llm_stub) -> list[dict]:
 def test_a_completed_reply_forms_typed_memories_and_triples_in_the_worker(
     celery_worker, user, turn, llm_stub, config
 ):
-    config(critic_enabled=False)
+    # Reflection waits for the conversation to go quiet (test_reflection_timing): here at once.
+    config(critic_enabled=False, reflection_quiet_seconds=0)
     from apps.chat import services as chat_services
 
     reply = turn("I moved to Rome last week, I love espresso", "")

@@ -133,7 +133,7 @@ def test_a_finished_reply_queues_reflection_by_default(
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         chat_services.message_queue_background(message=reply)
 
-    assert "cognition.reflect" in _task_names(callbacks)
+    assert "cognition.reflect_when_quiet" in _task_names(callbacks)
 
 
 def _task_names(callbacks) -> set[str]:
