@@ -26,7 +26,8 @@ from apps.chat.models import Conversation, Message
 from apps.cognition import reflection
 from apps.core.selectors import runtime_config
 from apps.core.services import task_send_on_commit
-from apps.imports.formats import export_parse
+from apps.core.validation import storable_text
+from apps.imports.formats import ParsedExport, export_parse
 from apps.imports.models import Import, ImportedConversation, PendingConversation
 
 logger = logging.getLogger(__name__)
@@ -45,21 +46,22 @@ def import_group(owner_id: int) -> str:
     return f"imports-{owner_id}"
 
 
-def import_start(*, user, data: bytes, filename: str) -> tuple[Import, bool]:
-    """The import of this file, and whether it is new: the same file twice is one import.
+def import_start(*, user, data: bytes, filename: str) -> tuple[Import, ParsedExport | None]:
+    """The import of this file, and what was read of it; None for a file imported before (the
+    same file twice is one import).
 
     Raises ImportFileError, naming the problem, for a file that is not an export.
     """
     sha256 = hashlib.sha256(data).hexdigest()
     earlier = Import.objects.filter(owner=user, sha256=sha256).first()
     if earlier is not None:
-        return earlier, False
+        return earlier, None
     export = export_parse(data=data, filename=filename)
     try:
         with transaction.atomic():
             started = Import.objects.create(
                 owner=user,
-                filename=filename[:255],
+                filename=storable_text(filename)[:255],
                 sha256=sha256,
                 source=export.source,
                 conversations_total=len(export.conversations),
@@ -74,8 +76,8 @@ def import_start(*, user, data: bytes, filename: str) -> tuple[Import, bool]:
             task_send_on_commit("imports.read", started.pk)
     except IntegrityError:
         # The same file uploaded twice at once: the other upload started it.
-        return Import.objects.get(owner=user, sha256=sha256), False
-    return started, True
+        return Import.objects.get(owner=user, sha256=sha256), None
+    return started, export
 
 
 def import_read_batch(*, import_id: int, size: int = READ_BATCH) -> Import | None:

@@ -39,19 +39,26 @@ def import_upload(request):
                 f"The file is {upload.size / 1024 / 1024:,.0f} MB; the limit is "
                 f"{MAX_IMPORT_BYTES // 1024 // 1024} MB."
             )
-        started, new = services.import_start(
+        started, export = services.import_start(
             user=request.user, data=upload.read(), filename=upload.name
         )
     except ImportFileError as exc:
         messages.error(request, f"Nothing was imported: {exc}")
         return redirect("imports:page")
-    if new:
-        messages.success(
-            request,
-            f"Importing {started.conversations_total} {started.get_source_display()} "
-            "conversations. You can leave this page: the import goes on in the background.",
-        )
-    else:
+    if export is None:
         when = started.created_at.strftime("%Y-%m-%d %H:%M")
         messages.info(request, f"This file was already imported on {when}; nothing was added.")
+        return redirect("imports:page")
+    left_out = ""
+    if export.skipped:
+        left_out = (
+            f" ({export.skipped} could not be read and "
+            f"{'is' if export.skipped == 1 else 'are'} left out: {export.first_problem})"
+        )
+    messages.success(
+        request,
+        f"Importing {started.conversations_total} {started.get_source_display()} "
+        f"conversations{left_out}. You can leave this page: the import goes on in the "
+        "background.",
+    )
     return redirect("imports:page")

@@ -7,22 +7,26 @@ dashboards see a person's correction the same way they see the background tasks'
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from apps.core.models import Event
 from apps.core.services import event_record, task_send_on_commit
+from apps.core.validation import StorableText
 from apps.memory import forget_services, services
 from apps.memory.embedding_services import embeddings_fill_later
 from apps.memory.models import Category, EmbeddingStatus, Episode, MemoryNode, Triple
 from apps.memory.schemas import normal_text
 
 EXPORT_FORMAT = "thalamus-memories/1"
+TRIPLE_TEXT_MAX_BYTES = 2_600
 
 
 def _owners(owner_ids) -> dict:
@@ -248,30 +252,32 @@ def memories_forget_all_recorded(*, owner) -> forget_services.ForgetReceipt:
     return receipt
 
 
-# The export file. Ids are not exported: an import always creates rows of the importer.
+# The export file. Ids are not exported: an import always creates rows of the importer. Its text
+# is kept as PostgreSQL can store it, and every number within what its column holds.
 
 
 class ExportedNode(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    description: str = Field(min_length=1)
+    description: StorableText = Field(min_length=1)
     kind: MemoryNode.Kind = MemoryNode.Kind.FACT
-    topic: str = Field(default="", max_length=200)
-    fact_key: str = Field(default="", max_length=200)
+    topic: StorableText = Field(default="", max_length=200)
+    fact_key: StorableText = Field(default="", max_length=200)
     state: MemoryNode.State = MemoryNode.State.VOLATILE
-    confidence_score: int = 1
+    # start_confidence, which an imported memory starts with, is a smallint.
+    confidence_score: int = Field(default=1, ge=-32768, le=32767)
     importance: float = Field(default=0.5, ge=0.0, le=1.0)
-    origin_context: str = ""
+    origin_context: StorableText = ""
     created_at: datetime | None = None
 
 
 class ExportedEpisode(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    summary: str = Field(min_length=1)
-    decisions: str = ""
-    outcome: str = ""
-    lesson: str = ""
+    summary: StorableText = Field(min_length=1)
+    decisions: StorableText = ""
+    outcome: StorableText = ""
+    lesson: StorableText = ""
     started_at: datetime | None = None
     ended_at: datetime | None = None
 
@@ -279,12 +285,20 @@ class ExportedEpisode(BaseModel):
 class ExportedTriple(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    subject: str = Field(min_length=1, max_length=200)
-    predicate: str = Field(min_length=1, max_length=100)
-    object: str = Field(min_length=1)
+    subject: StorableText = Field(min_length=1, max_length=200)
+    predicate: StorableText = Field(min_length=1, max_length=100)
+    object: StorableText = Field(min_length=1)
     category: Category | None = None
     confidence: float = Field(default=0.5, ge=0.0, le=1.0)
-    provenance: str = ""
+    provenance: StorableText = ""
+
+    @model_validator(mode="after")
+    def _fits_one_index_entry(self) -> ExportedTriple:
+        # A current triple's subject and object share one B-tree entry (its uniqueness), which
+        # PostgreSQL caps at 2,704 bytes: every stored triple fits, so an export always does.
+        if len(self.subject.encode()) + len(self.object.encode()) > TRIPLE_TEXT_MAX_BYTES:
+            raise PydanticCustomError("text_too_long", "subject and object are too long")
+        return self
 
 
 class MemoryExport(BaseModel):
@@ -294,6 +308,44 @@ class MemoryExport(BaseModel):
     memories: list[ExportedNode] = Field(default_factory=list)
     episodes: list[ExportedEpisode] = Field(default_factory=list)
     triples: list[ExportedTriple] = Field(default_factory=list)
+
+
+@dataclass
+class MemoryImportReceipt:
+    """What an imported file added, and what of it was already known, per kind of row."""
+
+    added: dict[str, int]
+    known: dict[str, int]
+
+    _WORDS = {
+        "memories": ("memory", "memories"),
+        "episodes": ("episode", "episodes"),
+        "triples": ("fact", "facts"),
+    }
+
+    @property
+    def sentence(self) -> str:
+        """ "Imported 1 memory; 1 was already known.", "Imported 2 memories and 1 fact.",
+        "Nothing new: 2 memories and 1 episode were already known." """
+        added, known = self._counted(self.added), self._counted(self.known)
+        were = "was" if sum(self.known.values()) == 1 else "were"
+        if added and known:
+            same_kind = len(self._kinds(self.added) | self._kinds(self.known)) == 1
+            known = str(sum(self.known.values())) if same_kind else known
+            return f"Imported {added}; {known} {were} already known."
+        if added:
+            return f"Imported {added}."
+        if known:
+            return f"Nothing new: {known} {were} already known."
+        return "The file holds no memories, episodes or facts."
+
+    def _counted(self, counts: dict[str, int]) -> str:
+        parts = [f"{n} {self._WORDS[name][n != 1]}" for name, n in counts.items() if n]
+        return " and ".join(parts) if len(parts) < 3 else f"{parts[0]}, {parts[1]} and {parts[2]}"
+
+    @staticmethod
+    def _kinds(counts: dict[str, int]) -> set[str]:
+        return {name for name, n in counts.items() if n}
 
 
 def memories_export(*, owner) -> dict:
@@ -324,13 +376,15 @@ def memories_export(*, owner) -> dict:
 
 
 @transaction.atomic
-def memories_import(*, owner, data: dict) -> dict[str, int]:
+def memories_import(*, owner, data) -> MemoryImportReceipt:
     """Load an export back; raises pydantic.ValidationError on a malformed file, writing nothing.
 
     Facts with a fact_key evolve the current value as any new memory does, and restated triples
-    only raise their confidence, so importing the same file twice adds nothing the second time.
+    only raise their confidence, so importing the same file twice adds nothing the second time
+    (and the receipt says each was already known).
     """
     export = MemoryExport.model_validate(data)
+    added = {"memories": 0, "episodes": 0, "triples": 0}
     known_nodes = {
         normal_text(text)
         for text in MemoryNode.objects.filter(owner=owner, valid_to=None).values_list(
@@ -346,6 +400,7 @@ def memories_import(*, owner, data: dict) -> dict[str, int]:
         )
         if item.created_at:
             MemoryNode.objects.filter(pk=node.pk).update(created_at=item.created_at)
+        added["memories"] += 1
     known_episodes = {
         normal_text(text)
         for text in Episode.objects.filter(owner=owner).values_list("summary", flat=True)
@@ -354,20 +409,25 @@ def memories_import(*, owner, data: dict) -> dict[str, int]:
         if normal_text(item.summary) not in known_episodes:
             known_episodes.add(normal_text(item.summary))
             services.episode_create(owner=owner, embed=False, **item.model_dump())
+            added["episodes"] += 1
+    # A restated triple only raises its confidence; a new one (or a single-valued one's new
+    # value, which closes the old) is a new row.
+    triples_before = Triple.objects.filter(owner=owner).count()
     for item in export.triples:
         services.triple_upsert(owner=owner, **item.model_dump())
-    counts = {
+    added["triples"] = Triple.objects.filter(owner=owner).count() - triples_before
+    in_file = {
         "memories": len(export.memories),
         "episodes": len(export.episodes),
         "triples": len(export.triples),
     }
+    receipt = MemoryImportReceipt(
+        added=added, known={name: in_file[name] - added[name] for name in added}
+    )
     event_record(
         kind=Event.Kind.EDIT,
         owner=owner,
-        summary=(
-            f"Imported {counts['memories']} memories, {counts['episodes']} episodes, "
-            f"{counts['triples']} facts"
-        ),
-        payload={"action": "import", **counts},
+        summary=receipt.sentence,
+        payload={"action": "import", "added": receipt.added, "known": receipt.known},
     )
-    return counts
+    return receipt

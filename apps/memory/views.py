@@ -6,8 +6,6 @@ user's row is a 404.
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
@@ -17,6 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pydantic import ValidationError
 
+from apps.core.validation import UnreadableJSON, json_load, validation_problem
 from apps.memory import browser_selectors, browser_services, selectors, world_services
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.forget_services import ForgetReceipt
@@ -171,19 +170,21 @@ def memory_import(request):
         messages.error(request, "That file is too large to import.")
         return redirect("memory:list")
     try:
-        data = json.loads(upload.read().decode("utf-8"))
-        counts = browser_services.memories_import(owner=request.user, data=data)
-    except (UnicodeDecodeError, ValueError, ValidationError) as exc:
-        detail = str(exc).splitlines()[0]
+        data = json_load(upload.read(), name="the file")
+        receipt = browser_services.memories_import(owner=request.user, data=data)
+    except UnreadableJSON as exc:
         messages.error(
-            request, f"Nothing was imported: the file is not a memory export ({detail})."
+            request,
+            f"Nothing was imported: {exc} (a memory export is the JSON file Export downloads).",
         )
         return redirect("memory:list")
-    messages.success(
-        request,
-        f"Imported {counts['memories']} memories, {counts['episodes']} episodes and "
-        f"{counts['triples']} facts.",
-    )
+    except ValidationError as exc:
+        messages.error(
+            request,
+            f"Nothing was imported: in this memory export, {validation_problem(exc)}.",
+        )
+        return redirect("memory:list")
+    messages.success(request, receipt.sentence)
     return redirect("memory:list")
 
 

@@ -75,7 +75,7 @@ def test_the_conversations_json_inside_an_export_zip_is_found():
         (b"<html>not json</html>", "is not valid JSON"),
         (b"\xff\xfe\x00garbage", "is not a text file"),
         (b"[]", "empty list: it holds no conversations"),
-        (b'"hello"', "This JSON is a string, not a ChatGPT or Claude conversations.json"),
+        (b'"hello"', "This JSON is a text, not a ChatGPT or Claude conversations.json"),
         (
             json.dumps([{"uuid": "u", "full_name": "Ada", "email_address": "a@b.c"}]).encode(),
             "This looks like Claude's users.json, not a ChatGPT or Claude conversations.json",
@@ -101,3 +101,68 @@ def test_a_file_over_the_size_limit_is_refused_even_inside_a_small_zip(monkeypat
         export_parse(data=big)
     with pytest.raises(ImportFileError, match="the limit is"):
         export_parse(data=_zip({"conversations.json": big}))
+
+
+def test_a_conversation_of_the_wrong_shape_is_left_out_and_counted_and_the_rest_is_read():
+    conversations = json.loads((FIXTURES / "chatgpt_conversations.json").read_bytes())
+    conversations.insert(0, {"mapping": ["not", "an", "object"], "title": "Broken"})
+    conversations.append(None)
+
+    export = export_parse(data=json.dumps(conversations).encode())
+
+    assert [c.title for c in export.conversations] == ["Sourdough starter help", "Trip to Porto"]
+    assert export.skipped == 2
+    assert export.first_problem == "in conversation 1, “mapping” should be an object"
+
+
+def test_an_export_none_of_whose_conversations_can_be_read_is_refused_naming_the_first_problem():
+    data = json.dumps([{"chat_messages": "hello"}, {"chat_messages": {"a": 1}}]).encode()
+
+    with pytest.raises(ImportFileError) as caught:
+        export_parse(data=data)
+
+    assert str(caught.value) == (
+        "None of the 2 conversations of this Claude export could be read: in conversation 1, "
+        "“chat_messages” should be a list."
+    )
+
+
+def test_text_postgresql_cannot_keep_is_dropped_and_a_wrong_detail_left_empty():
+    conversation = {
+        "uuid": None,
+        "name": ["not", "a", "title"],
+        "created_at": float("inf"),
+        "chat_messages": [
+            {"sender": "human", "text": "Bees\u0000 in \ud800Lyon", "created_at": "yesterday"},
+            {"sender": {"role": "assistant"}, "text": "dropped: no role"},
+            "not a message",
+            {"sender": "assistant", "text": "Lovely."},
+        ],
+    }
+    data = json.dumps([conversation]).replace("Infinity", "1e999").encode()
+
+    [parsed] = export_parse(data=data).conversations
+
+    assert [(m.role, m.content, m.created_at) for m in parsed.messages] == [
+        ("user", "Bees in Lyon", None),
+        ("assistant", "Lovely.", None),
+    ]
+    assert (parsed.title, parsed.created_at) == ("", None)
+    # Without an id, the conversation is known by how it began, in this export and the next.
+    assert parsed.external_id.startswith("sha1:")
+    assert export_parse(data=data).conversations[0].external_id == parsed.external_id
+
+
+@pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        (b"[" * 5000, "nests lists or objects too deeply"),
+        (b'[{"mapping": {}, "create_time": NaN}]', "holds a number that is not one JSON can have"),
+        (b"[" + b"9" * 5000 + b"]", "holds a number that is not one JSON can have"),
+        (b'[{"a": 1,}]', "is not valid JSON (it goes wrong at line 1, column 10)"),
+    ],
+)
+def test_json_that_python_cannot_or_should_not_read_is_refused_in_our_words(data, named):
+    with pytest.raises(ImportFileError) as caught:
+        export_parse(data=data, filename="upload.json")
+    assert named in str(caught.value)

@@ -168,6 +168,59 @@ def test_a_malformed_import_writes_nothing(alice, user):
     assert not MemoryNode.objects.filter(owner=user).exists()
 
 
+def _import(client, data: dict | bytes) -> str:
+    content = data if isinstance(data, bytes) else json.dumps(data).encode()
+    upload = SimpleUploadedFile("memories.json", content, "application/json")
+    response = client.post(reverse("memory:import"), {"file": upload}, follow=True)
+    [message] = [str(m) for m in response.context["messages"]]
+    return message
+
+
+def test_an_import_says_what_it_added_and_what_was_already_known(alice, user):
+    _node(user, "Alice keeps bees")
+    bees = {"description": "alice  keeps BEES"}
+    honey = {"subject": "user", "predicate": "likes", "object": "honey"}
+
+    assert _import(alice, {"memories": [bees, {"description": "Alice lives in Lyon"}]}) == (
+        "Imported 1 memory; 1 was already known."
+    )
+    assert _import(alice, {"memories": [bees], "triples": [honey]}) == (
+        "Imported 1 fact; 1 memory was already known."
+    )
+    assert _import(alice, {"memories": [bees], "triples": [honey]}) == (
+        "Nothing new: 1 memory and 1 fact were already known."
+    )
+    assert MemoryNode.objects.filter(owner=user).count() == 2
+    assert Event.objects.filter(summary="Imported 1 memory; 1 was already known.").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"\xff\xfe not text", "the file is not a text file (it is not UTF-8)"),
+        (b'{"memories": [', "the file is not valid JSON (it goes wrong at line 1, column 15)"),
+        (
+            json.dumps({"memories": [{"description": "ok", "importance": 7}]}).encode(),
+            "in this memory export, “memories[0].importance” should be at most 1.0.",
+        ),
+        (
+            json.dumps(
+                {"triples": [{"subject": "user", "predicate": "x", "object": "y" * 3000}]}
+            ).encode(),
+            "in this memory export, “triples[0]” is too long to keep.",
+        ),
+        (b"[1, 2]", "in this memory export, the file should be an object."),
+    ],
+)
+def test_a_file_that_is_not_a_memory_export_is_refused_in_one_sentence_of_ours(
+    alice, user, content, said
+):
+    message = _import(alice, content)
+    assert message.startswith("Nothing was imported: ") and said in message
+    assert "\n" not in message and "Input should" not in message
+    assert not MemoryNode.objects.filter(owner=user).exists()
+
+
 def test_forget_everything_needs_the_phrase_and_spares_others(alice, user, other_user):
     _node(user, "Alice keeps bees")
     services.triple_upsert(owner=user, subject="user", predicate="likes", object="honey")
