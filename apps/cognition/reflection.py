@@ -22,7 +22,6 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from apps.accounts.selectors import memory_enabled_for, user_settings_for, user_time_zone
@@ -41,8 +40,8 @@ from apps.core.selectors import runtime_config
 from apps.core.services import event_record
 from apps.memory import services as memory_services
 from apps.memory.embedding import EmbeddingError, get_embedder
-from apps.memory.models import Category, MemoryNode, Predicate
-from apps.memory.schemas import canonical_predicate_name, same_text
+from apps.memory.models import MemoryNode
+from apps.memory.schemas import same_text
 
 logger = logging.getLogger(__name__)
 
@@ -290,8 +289,7 @@ def _remember_all(
             )
             if statement.triple is None or looks_like_instruction(statement.quote):
                 continue
-            predicate, value = statement.triple
-            category = _predicate_category(predicate)
+            predicate, value, category = statement.triple
             if category not in allowed:
                 _withhold(outcome, "triples", category)
                 continue
@@ -301,6 +299,7 @@ def _remember_all(
                     subject="user",
                     predicate=predicate,
                     object=value,
+                    category=category,
                     confidence=0.8,
                     provenance=f"reflection on message {reply.pk}",
                     source_message=reply,
@@ -339,18 +338,6 @@ def _withhold(outcome: dict, what: str, category: str) -> None:
     withheld[what] += 1
     if category not in withheld["categories"]:
         withheld["categories"].append(category)
-
-
-def _predicate_category(name: str) -> str:
-    """The category a triple of this predicate is stored under (the seeded predicates')."""
-    name = canonical_predicate_name(name)
-    found = (
-        Predicate.objects.filter(Q(name=name) | Q(aliases__contains=[name]))
-        .order_by("id")
-        .values_list("category", flat=True)
-        .first()
-    )
-    return found or Category.KNOWLEDGE
 
 
 def _remember(

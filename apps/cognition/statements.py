@@ -177,8 +177,8 @@ class Statement:
     fact_key: str
     category: str
     importance: float
-    # (predicate, object) of the triple (user, predicate, object), if a rule knows it.
-    triple: tuple[str, str] | None = None
+    # (predicate, object, category) of the triple (user, predicate, object), if a rule knows it.
+    triple: tuple[str, str, str] | None = None
     valid_until: date | None = None
 
 
@@ -297,7 +297,7 @@ def _statement(clause: str, original: str, *, today: date) -> Statement:
         fact_key=fact_key,
         category=category or rule.category,
         importance=rule.importance,
-        triple=(rule.predicate, obj[:1000]) if obj and rule.predicate else None,
+        triple=(rule.predicate, obj[:1000], rule.category) if obj and rule.predicate else None,
         valid_until=valid_until,
     )
 

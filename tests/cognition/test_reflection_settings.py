@@ -10,13 +10,13 @@ from apps.chat import services as chat_services
 from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import reflect_on_message
 from apps.memory.models import MemoryNode, Triple
-from tests.cognition.conftest import memory, reflection
+from tests.cognition.conftest import EXTRACT, reflection
 
 pytestmark = pytest.mark.django_db
 
 
 def _reflection_requests(llm_stub) -> list[dict]:
-    return [r for r in llm_stub.requests if "reflective memory" in str(r["body"])]
+    return [r for r in llm_stub.requests if EXTRACT in str(r["body"])]
 
 
 def test_a_disallowed_category_is_dropped_and_counted_in_the_outcome(user, turn, llm_stub, config):
@@ -24,60 +24,36 @@ def test_a_disallowed_category_is_dropped_and_counted_in_the_outcome(user, turn,
     allowed = ["identity", "preferences", "work"]
     account_services.user_settings_update(user=user, learn_categories=allowed)
     reply = turn("I love espresso and I have asthma", "Noted.")
-    llm_stub.script(
-        reflection(
-            memories=[
-                memory("The user loves espresso", category="preferences"),
-                memory("The user has asthma", category="health"),
-            ],
-            triples=[
-                {
-                    "subject": "user",
-                    "predicate": "likes",
-                    "object": "espresso",
-                    "category": "preferences",
-                },
-                {
-                    "subject": "user",
-                    "predicate": "has_condition",
-                    "object": "asthma",
-                    "category": "health",
-                },
-            ],
-        )
-    )
+    llm_stub.script(reflection("I love espresso and I have asthma"))
 
     outcome = reflect_on_message(message_id=reply.pk)
 
     descriptions = list(MemoryNode.objects.filter(owner=user).values_list("description", flat=True))
     assert descriptions == ["The user loves espresso"]
     assert list(Triple.objects.filter(owner=user).values_list("object", flat=True)) == ["espresso"]
-    assert outcome["withheld"] == {"memories": 1, "triples": 1, "categories": ["health"]}
+    assert outcome["withheld"] == {"memories": 1, "triples": 0, "categories": ["health"]}
     reply.refresh_from_db()
     assert reply.trace["reflection"]["withheld"]["categories"] == ["health"]
 
 
-def test_a_triple_without_a_category_is_judged_by_its_predicates(user, turn, llm_stub, config):
-    from apps.memory import services as memory_services
-
+def test_a_triple_is_judged_by_its_predicates_category(user, turn, llm_stub, config):
     config(critic_enabled=False)
-    memory_services.predicate_upsert(name="works_at", category="work")
-    account_services.user_settings_update(user=user, learn_categories=["identity"])
-    reply = turn("I work at ACME", "Nice.")
-    llm_stub.script(
-        reflection(triples=[{"subject": "user", "predicate": "works at", "object": "ACME"}])
-    )
+    account_services.user_settings_update(user=user, learn_categories=["health"])
+    reply = turn("My daughter Sofia is allergic to peanuts", "Noted.")
+    llm_stub.script(reflection("My daughter Sofia is allergic to peanuts"))
 
     outcome = reflect_on_message(message_id=reply.pk)
 
+    node = MemoryNode.objects.get(owner=user)
+    assert node.description == "The user's daughter Sofia is allergic to peanuts"
     assert not Triple.objects.filter(owner=user).exists()
-    assert outcome["withheld"]["triples"] == 1 and outcome["withheld"]["categories"] == ["work"]
+    assert outcome["withheld"] == {"memories": 0, "triples": 1, "categories": ["relationships"]}
 
 
 def test_by_default_every_category_is_learnt(user, turn, llm_stub, config):
     config(critic_enabled=False)
     reply = turn("I have asthma", "Noted.")
-    llm_stub.script(reflection(memories=[memory("The user has asthma", category="health")]))
+    llm_stub.script(reflection("I have asthma"))
 
     outcome = reflect_on_message(message_id=reply.pk)
 
@@ -146,7 +122,8 @@ def _task_names(callbacks) -> set[str]:
     }
 
 
-def test_reflection_is_told_today_in_the_users_time_zone(user, turn, llm_stub, config):
+def test_tomorrow_is_the_users_tomorrow_in_their_time_zone(user, turn, llm_stub, config):
+    from datetime import timedelta
     from zoneinfo import ZoneInfo
 
     from django.utils import timezone
@@ -155,13 +132,15 @@ def test_reflection_is_told_today_in_the_users_time_zone(user, turn, llm_stub, c
     # UTC+14 and UTC-11 are never on the same day.
     for zone in ("Pacific/Kiritimati", "Pacific/Pago_Pago"):
         account_services.user_settings_update(user=user, time_zone=zone)
+        MemoryNode.objects.filter(owner=user).delete()
         reply = turn("I have an exam tomorrow", "Good luck!")
-        llm_stub.script(reflection(memories=[memory("The user has an exam")]))
+        llm_stub.script(reflection("I have an exam tomorrow"))
 
         reflect_on_message(message_id=reply.pk)
 
-        prompt = str(_reflection_requests(llm_stub)[-1]["body"])
-        assert timezone.now().astimezone(ZoneInfo(zone)).date().isoformat() in prompt
+        node = MemoryNode.objects.get(owner=user)
+        tomorrow = timezone.now().astimezone(ZoneInfo(zone)).date() + timedelta(days=1)
+        assert timezone.localtime(node.valid_until).date() == tomorrow
 
 
 @pytest.mark.parametrize("setting", ["memory_off", "temporary"])
