@@ -15,9 +15,9 @@ from bench import _llama
 from bench._llama import MODEL_NAME, RealServer
 
 
-def _serve(context: int) -> Iterator[RealServer]:
+def _serve(context: int, slots: int | None = None) -> Iterator[RealServer]:
     try:
-        process, server = _llama.start(context)
+        process, server = _llama.start(context, slots=slots)
     except _llama.NotBuilt as exc:
         pytest.fail(str(exc))
     yield server
@@ -34,6 +34,12 @@ def real_llm() -> Iterator[RealServer]:
 def small_real_llm() -> Iterator[RealServer]:
     """The same model behind a smaller window (-c 1024): a fallback that must be fitted anew."""
     yield from _serve(1024)
+
+
+@pytest.fixture(scope="session")
+def one_slot_real_llm() -> Iterator[RealServer]:
+    """The same model answering one request at a time (-np 1), as a small box is often run."""
+    yield from _serve(4096, slots=1)
 
 
 @pytest.fixture
