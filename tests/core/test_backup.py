@@ -330,3 +330,7 @@ def test_an_embedded_installation_moves_to_a_fresh_data_dir_by_backup_and_restor
     again = _manage(new, "restore", str(backup))
     assert again.returncode == 1
     assert "already has" in again.stderr and "--force" in again.stderr
+    forced = _manage(new, "restore", str(backup), "--force")
+    assert forced.returncode == 0, forced.stderr
+    recalled = _manage(new, "shell", "-c", _RECALL)
+    assert recalled.stdout.splitlines()[-1] == "['Alice keeps bees in Lyon']", recalled.stderr
