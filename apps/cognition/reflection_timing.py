@@ -33,14 +33,33 @@ def replies_per_call(config: RuntimeConfig) -> int:
     return 2 * config.reflection_every_turns
 
 
+# A turn with memory off for that call (an API client's choice, the user's setting then)
+# teaches nothing; its reply is never reflected on, and never waits for it.
+_MEMORY_OFF = {"memory": {"off": True}}
+
+
+def replies_waiting(*, conversation_id: int, limit: int) -> list[int]:
+    """The conversation's complete replies no reflection reached, oldest first, but those of
+    turns with memory off."""
+    return list(
+        Message.objects.filter(
+            conversation_id=conversation_id,
+            role=Message.Role.ASSISTANT,
+            status=Message.Status.COMPLETE,
+        )
+        .exclude(trace__has_key=reflection.TRACE_KEY)
+        .exclude(trace__contains=_MEMORY_OFF)
+        .order_by("created_at", "pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
 def reflection_due(*, conversation_id: int, reply_id: int, config: RuntimeConfig) -> bool:
     """Whether the conversation of `reply_id` is due its reflection now: nothing was said in
     it since that reply, or `reflection_every_turns` of its replies wait for one."""
     if not Message.objects.filter(conversation_id=conversation_id, pk__gt=reply_id).exists():
         return True
-    waiting = reflection.unreflected_replies(
-        conversation_id=conversation_id, limit=config.reflection_every_turns
-    )
+    waiting = replies_waiting(conversation_id=conversation_id, limit=config.reflection_every_turns)
     return len(waiting) >= config.reflection_every_turns
 
 
@@ -58,8 +77,7 @@ def conversations_never_reflected(*, limit: int) -> list[int]:
             status=Message.Status.COMPLETE,
         )
         .exclude(trace__has_key=reflection.TRACE_KEY)
-        # Memory off for that turn (an API call's choice, the user's setting then).
-        .exclude(trace__contains={"memory": {"off": True}})
+        .exclude(trace__contains=_MEMORY_OFF)
         .exclude(conversation__owner__thalamus_settings__memory_enabled=False)
         .values_list("conversation_id", "conversation__updated_at")
         .distinct()

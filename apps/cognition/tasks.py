@@ -89,7 +89,7 @@ def reflect_conversation(self, conversation_id: int, invalid_replies: int = 0) -
     if not config.reflection_enabled:
         return
     limit = reflection_timing.replies_per_call(config)
-    reply_ids = reflection.unreflected_replies(conversation_id=conversation_id, limit=limit)
+    reply_ids = reflection_timing.replies_waiting(conversation_id=conversation_id, limit=limit)
     if not reply_ids:
         return
     outcomes = _reflect(

@@ -106,6 +106,22 @@ def test_a_user_who_never_pauses_has_their_turns_reflected_every_few_turns(
     assert len(_asked(llm_stub)) == 1
 
 
+def test_a_turn_with_memory_off_is_never_reflected_on_with_the_others(
+    celery_worker, user, turn, llm_stub, config
+):
+    config(critic_enabled=False)
+    llm_stub.script(reflection("I moved to Rome last week"))
+    private = turn("My bank PIN is 4321", "Noted.")
+    Message.objects.filter(pk=private.pk).update(trace={"memory": {"off": True}})
+    reply = turn("I moved to Rome last week", "Welcome!")
+
+    tasks.reflect_conversation.delay(reply.conversation_id).get(timeout=30)
+
+    assert _reflected(reply) and not _reflected(private)
+    (asked,) = _asked(llm_stub)
+    assert "PIN" not in str(asked["messages"])
+
+
 def test_reflecting_a_conversation_twice_asks_the_model_once(
     celery_worker, user, turn, llm_stub, config
 ):
