@@ -67,22 +67,28 @@ def history_kept(*, total: int, window: int) -> int:
     """
     if total <= window:
         return total
-    step = window // 4 * 2 or 1
+    step = history_step(window)
     start = -(-(total - window) // step) * step
     return total - start
 
 
-def reply_notes(*, conversation_id: int, limit: int) -> list[tuple[int, object]]:
-    """(question id, note) of the conversation's last `limit` answers that have a note (what
-    memory added to the message they answer), newest first."""
+def history_step(window: int) -> int:
+    """How far the history's start moves at a time: about half the window, an even number
+    where the window allows it."""
+    return window // 4 * 2 or 1
+
+
+def reply_traces(*, conversation_id: int, limit: int) -> list[tuple[int, object, object]]:
+    """(question id, note, history_from) of the conversation's last `limit` answers, newest
+    first: what memory added to the message each answers, and the first message of the history
+    each was sent with (see apps.cognition.turn_request)."""
     rows = (
         Message.objects.filter(
             conversation_id=conversation_id,
             role=Message.Role.ASSISTANT,
             reply_to__isnull=False,
-            trace__has_key="note",
         )
         .order_by("-pk")
-        .values_list("reply_to_id", "trace__note")[:limit]
+        .values_list("reply_to_id", "trace__note", "trace__history_from")[:limit]
     )
     return list(rows)

@@ -104,6 +104,9 @@ class MemoryForTurn:
     # The notes earlier messages of the conversation were sent with, by message id, as they
     # are replayed (only those whose every memory is still current).
     notes: dict[int, Note] = field(default_factory=dict)
+    # The first message of the history the conversation's last answer was sent with: the next
+    # starts there or later, so the prompt's start holds (0: from the first).
+    history_from: int = 0
 
 
 # What memory adds to a message stands before it, between these tags (the answer's system
@@ -157,33 +160,46 @@ def note_text(block: str) -> str:
     return f"{NOTE_OPEN}\n{block}\n{NOTE_CLOSE}"
 
 
-def replayable_notes(*, conversation_id: int | None, limit: int) -> dict[int, Note]:
-    """The notes of the conversation's last `limit` answers, by the message each went with,
-    left out where a memory, fact or episode it quotes is no longer current."""
-    from apps.chat.selectors import reply_notes
+@dataclass
+class Replay:
+    """What a turn takes from the conversation's last answers: the notes their messages were
+    sent with, by message id (those whose every memory is still current), and the first
+    message of the last one's history."""
+
+    notes: dict[int, Note] = field(default_factory=dict)
+    history_from: int = 0
+
+
+def conversation_replay(*, conversation_id: int | None, limit: int, notes: bool) -> Replay:
+    """The replay of the conversation's last `limit` answers; without `notes` (memory off),
+    only where the history starts."""
+    from apps.chat.selectors import reply_traces
     from apps.memory.selectors import current_ids
 
     if conversation_id is None:
-        return {}
-    notes = {
+        return Replay()
+    rows = reply_traces(conversation_id=conversation_id, limit=limit)
+    history_from = next((value for _, _, value in rows if isinstance(value, int)), 0)
+    found = {
         question_id: note
-        for question_id, value in reply_notes(conversation_id=conversation_id, limit=limit)
-        if (note := Note.from_trace(value)) is not None
+        for question_id, value, _ in rows
+        if notes and (note := Note.from_trace(value)) is not None
     }
-    if not notes:
-        return {}
+    if not found:
+        return Replay(history_from=history_from)
     memories, triples, episodes = current_ids(
-        memories={i for note in notes.values() for i in note.memories},
-        triples={i for note in notes.values() for i in note.triples},
-        episodes={i for note in notes.values() for i in note.episodes},
+        memories={i for note in found.values() for i in note.memories},
+        triples={i for note in found.values() for i in note.triples},
+        episodes={i for note in found.values() for i in note.episodes},
     )
-    return {
+    current = {
         question_id: note
-        for question_id, note in notes.items()
+        for question_id, note in found.items()
         if memories.issuperset(note.memories)
         and triples.issuperset(note.triples)
         and episodes.issuperset(note.episodes)
     }
+    return Replay(current, history_from)
 
 
 def memory_for_turn(
@@ -216,8 +232,15 @@ def memory_for_turn(
         "time_zone": time_zone_of(prefs),
         "remember": prefs.memory_enabled and not getattr(conversation, "temporary", False),
     }
-    if not recall or not own["remember"]:
+    remember = recall and own["remember"]
+    replay = conversation_replay(
+        conversation_id=getattr(conversation, "pk", None),
+        limit=config.short_term_window,
+        notes=remember,
+    )
+    if not remember:
         return MemoryForTurn(
+            history_from=replay.history_from,
             context=MemoryContext(
                 trace={"memories": [], "episodes": [], "triples": [], "off": True},
                 language=language,
@@ -242,11 +265,9 @@ def memory_for_turn(
         )
         rules = rule_lines(list(descriptions))
     world = render_world(world_state_for(user_id=user.pk), language=language)
-    notes = replayable_notes(
-        conversation_id=getattr(conversation, "pk", None), limit=config.short_term_window
-    )
     return MemoryForTurn(
-        notes=notes,
+        notes=replay.notes,
+        history_from=replay.history_from,
         context=context,
         ms=(time.perf_counter() - started) * 1000,
         template=template,
@@ -371,6 +392,8 @@ def build_turn(
     pieces += [
         Piece(evidence_line(item), KEEP_EVIDENCE - index) for index, item in enumerate(evidence)
     ]
+    # The history starts no earlier than the last turn's did (`MemoryForTurn.history_from`).
+    earlier = [m for m in earlier if m.pk is None or m.pk >= memory.history_from]
     last_exchange = len(earlier) - 2
     pieces += [
         message_piece(
@@ -410,6 +433,7 @@ def build_turn(
     offset += len(context.episodes)
     kept_evidence = [text for text in texts[offset : offset + len(evidence)] if text]
     offset += len(evidence)
+    _make_room(texts, first=offset, count=len(earlier), budget=room.budget, counter=room.counter)
     kept_history = [message for message, text in zip(earlier, texts[offset:], strict=False) if text]
     replayed = [memory.notes[m.pk] for m in kept_history if m.pk in memory.notes]
     note = _note(
@@ -460,6 +484,8 @@ def build_turn(
             "context": round((time.perf_counter() - started) * 1000, 2),
         },
     }
+    if kept_history and kept_history[0].pk is not None:
+        trace["history_from"] = kept_history[0].pk
     if note is not None:
         trace["note"] = note.as_trace()
         trace["note_tokens"] = room.counter.text(note.text)
@@ -488,6 +514,32 @@ def build_turn(
         debate_rules=debate_rules,
         config=config,
     )
+
+
+# When the window forces older history out, older history goes until this share of the budget
+# is free, so that the next turns fit without moving the history's start again. A prompt whose
+# start moved is read again whole: on a CPU a 7B model reads some 20 tokens a second, so a
+# window of 3,000 tokens read again costs minutes, while the history lost is the oldest.
+HEADROOM = 0.5
+
+
+def _make_room(texts: list, *, first: int, count: int, budget: int, counter) -> None:
+    """Once the fit dropped some of the history (`texts[first : first + count]`), drop more of
+    its oldest messages, up to the last exchange, until a share of the budget is free: the
+    prompt's start then holds for several turns instead of moving a message a turn, and a
+    server's prompt cache keeps the conversation. The history still starts with a user's
+    message."""
+    history = range(first, first + count)
+    if count < 3 or all(texts[i] is not None for i in history):
+        return
+    used = sum(counter.text(text) for text in texts if text is not None)
+    for i in history[: count - 2]:
+        if texts[i] is None:
+            continue
+        if used <= budget * (1 - HEADROOM) and (i - first) % 2 == 0:
+            break
+        used -= counter.text(texts[i])
+        texts[i] = None
 
 
 def _system_prompt(memory: MemoryForTurn, client_system: str) -> str:

@@ -106,3 +106,25 @@ def test_the_history_window_moves_in_steps_so_the_prompt_start_holds():
 
 def _description(node_id: int) -> str:
     return MemoryNode.objects.get(pk=node_id).description
+
+
+def test_over_the_token_budget_old_history_goes_in_steps(user, llm_stub):
+    runtime_config_save(
+        config=RuntimeConfig(
+            turns_per_minute=0, short_term_window=40, context_tokens=2048, answer_max_tokens=256
+        )
+    )
+    conversation = Conversation.objects.create(owner=user)
+    filler = " lorem ipsum" * 25  # ~100 tokens a message, as estimated
+    starts = []
+    for n in range(12):
+        turn = _turn(conversation, f"question {n}{filler}", f"answer {n}{filler}")
+        assert turn.trace["prompt_tokens_estimate"] <= turn.trace["limits"]["prompt_budget"]
+        starts.append(turn.messages[1]["content"])
+
+    dropping = [start for start in starts if not start.startswith("question 0 ")]
+    assert len(dropping) >= 4, "the window forced older history out"
+    # An exchange a turn would move the start on every one of those turns; it holds for
+    # several.
+    assert len(set(dropping)) <= len(dropping) / 2
+    assert all(start.startswith("question") for start in starts), "from a user's message"
