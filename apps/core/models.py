@@ -123,9 +123,11 @@ class RuntimeConfig(models.Model):
         default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]
     )
     short_term_window = models.PositiveIntegerField(
-        default=10,
+        default=20,
         validators=[MinValueValidator(1), MaxValueValidator(200)],
-        help_text="How many recent messages go into the prompt.",
+        help_text="How many recent messages go into the prompt, at most. Past it, the start "
+        "moves on by half of it at a time, so that the server's prompt cache keeps the "
+        "conversation.",
     )
     max_memory_results = models.PositiveIntegerField(
         default=8, validators=[MinValueValidator(1), MaxValueValidator(100)]
