@@ -29,7 +29,11 @@ DEFAULT_IMPORTANCE = 0.5
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 # A new clause starts where the user becomes the subject again: "… and I live in Turin".
 _CLAUSE = re.compile(r"\s*;\s*|,?\s+(?:and|but|so|while)\s+(?=(?:i|i'm|i've|i'd|my)\b)|,\s+(?=i\b)")
-_FIRST_PERSON = re.compile(r"^(?:i|i'm|i've|i'd|i'll|my|mine|we|our|we're)\b")
+# Words that open a clause without saying anything ("By the way, I've been…").
+_DISCOURSE = re.compile(
+    r"^(?:(?:by the way|btw|well|honestly|actually|anyway|also|oh|hey|hi|hello|so|ok|okay|yes"
+    r"|no|thanks|thank you|sure)\b[,!\s]*)+"
+)
 _TRAILING_TIME = re.compile(
     r"\s+(?:last|this|next|since|for|ago|yesterday|today|tonight|tomorrow|with|because|now)\b.*$"
 )
@@ -188,7 +192,8 @@ def sentences(text: str) -> list[str]:
 
 def clauses(sentence: str) -> list[str]:
     plain = sentence.replace("’", "'").rstrip(".!…").strip()
-    return [part.strip(" ,") for part in _CLAUSE.split(plain.casefold()) if part.strip(" ,")]
+    parts = (_DISCOURSE.sub("", part.strip(" ,")) for part in _CLAUSE.split(plain.casefold()))
+    return [part for part in parts if part]
 
 
 def quoted_sentences(*, quote: str, text: str) -> list[str]:

@@ -11,7 +11,7 @@ from apps.cognition.reflection import reflect_on_message
 from apps.core.models import Event
 from apps.memory import services as memory_services
 from apps.memory.models import Critique, MemoryNode
-from tests.cognition.conftest import memory, reflection, verdict
+from tests.cognition.conftest import reflection, verdict
 
 
 def test_the_critic_raises_a_withstanding_memory_and_lowers_a_failing_one(
@@ -19,14 +19,7 @@ def test_the_critic_raises_a_withstanding_memory_and_lowers_a_failing_one(
 ):
     config(critic_enabled=False)
     reply = turn("I run marathons and I hate running", "Interesting!")
-    llm_stub.script(
-        reflection(
-            memories=[
-                memory("The user runs marathons", topic="sport"),
-                memory("The user hates running", topic="sport"),
-            ]
-        )
-    )
+    llm_stub.script(reflection("I run marathons and I hate running"))
     reflect_on_message(message_id=reply.pk)
     config(critic_enabled=True, critic_model="sceptic:1b")
     llm_stub.script(
@@ -54,7 +47,7 @@ def test_the_critic_raises_a_withstanding_memory_and_lowers_a_failing_one(
 def test_a_disabled_critic_judges_nothing(celery_worker, user, turn, llm_stub, config):
     reply = turn("I like tea", "Me too.")
     config(critic_enabled=False)
-    llm_stub.script(reflection(memories=[memory("The user likes tea")]))
+    llm_stub.script(reflection("I like tea"))
     reflect_on_message(message_id=reply.pk)
 
     tasks.criticise.delay(reply.pk).get(timeout=15)

@@ -1,0 +1,112 @@
+"""The rules that type what a user states about themselves, from their own words."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from apps.cognition.statements import quoted_sentences, statements_of, states_something
+
+TODAY = date(2026, 11, 26)
+
+
+def _one(sentence: str):
+    (statement,) = statements_of(sentence, today=TODAY)
+    return statement
+
+
+@pytest.mark.parametrize(
+    ("said", "description", "kind", "category", "fact_key", "triple"),
+    [
+        (
+            "My name is Laura Bianchi.",
+            "The user's name is Laura Bianchi",
+            "fact",
+            "identity",
+            "name",
+            ("has_name", "Laura Bianchi", "identity"),
+        ),
+        (
+            "I live in Turin",
+            "The user lives in Turin",
+            "fact",
+            "places",
+            "home_city",
+            ("lives_in", "Turin", "places"),
+        ),
+        (
+            "I work as a carpenter",
+            "The user works as a carpenter",
+            "fact",
+            "work",
+            "occupation",
+            ("works_as", "carpenter", "work"),
+        ),
+        (
+            "My daughter is called Sofia",
+            "The user's daughter is called Sofia",
+            "fact",
+            "relationships",
+            "daughter_name",
+            ("has_relative", "Sofia (daughter)", "relationships"),
+        ),
+        (
+            "I prefer short answers",
+            "The user prefers short answers",
+            "preference",
+            "preferences",
+            "",
+            ("likes", "short answers", "preferences"),
+        ),
+        (
+            "My daughter Sofia is allergic to peanuts",
+            "The user's daughter Sofia is allergic to peanuts",
+            "fact",
+            "health",
+            "",
+            ("has_relative", "Sofia (daughter)", "relationships"),
+        ),
+        ("I collect old stamps", "The user collects old stamps", "fact", "knowledge", "", None),
+    ],
+)
+def test_a_statement_is_typed_by_its_words(said, description, kind, category, fact_key, triple):
+    statement = _one(said)
+
+    assert (statement.description, statement.kind, statement.category) == (
+        description,
+        kind,
+        category,
+    )
+    assert (statement.fact_key, statement.triple) == (fact_key, triple)
+
+
+def test_a_sentence_of_two_clauses_states_two_facts_each_quoting_its_own_words():
+    name, home = statements_of("My name is Laura Bianchi and I live in Turin", today=TODAY)
+
+    assert (name.quote, home.quote) == ("My name is Laura Bianchi", "I live in Turin")
+
+
+def test_a_question_states_nothing():
+    assert statements_of("Where do I live?", today=TODAY) == []
+    assert not states_something("What should I cook for dinner tonight?")
+    assert not states_something("Thanks, I see.")
+    assert states_something("Well. My son Luca plays chess.")
+
+
+def test_a_quote_points_at_the_sentence_that_holds_it_and_a_run_on_quote_at_each_of_its_own():
+    said = "Hi there. My name is Laura Bianchi and I live in Turin."
+
+    assert quoted_sentences(quote="Laura Bianchi", text=said) == [
+        "My name is Laura Bianchi and I live in Turin."
+    ]
+    run_on = "My name is Laura Bianchi and I live in Turin. I prefer short answers. My"
+    assert quoted_sentences(quote=run_on, text=said) == [
+        "My name is Laura Bianchi and I live in Turin."
+    ]
+    assert quoted_sentences(quote="Laura Bianchi is a chef", text=said) == []
+
+
+def test_what_holds_only_until_tomorrow_ends_then():
+    assert _one("I have an exam tomorrow").valid_until == date(2026, 11, 27)
+    assert _one("I have an exam").valid_until is None
