@@ -10,10 +10,12 @@ and takes its waiting turns in one call (reflection_timing).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from celery import shared_task
 from celery.utils.time import get_exponential_backoff_interval
+from django.core.cache import cache
 
 from apps.chat.models import Message
 from apps.cognition import critic, episodes, reflection, reflection_timing
@@ -88,15 +90,38 @@ def reflect_conversation(self, conversation_id: int, invalid_replies: int = 0) -
     config = runtime_config()
     if not config.reflection_enabled:
         return
-    limit = reflection_timing.replies_per_call(config)
-    reply_ids = reflection_timing.replies_waiting(conversation_id=conversation_id, limit=limit)
-    if not reply_ids:
-        return
-    outcomes = _reflect(
-        self, reply_ids=reply_ids, invalid_replies=invalid_replies, retry_args=[conversation_id]
-    )
+    with _reflecting(conversation_id) as ours:
+        if not ours:
+            reflect_conversation.apply_async((conversation_id,), countdown=REFLECTING_AGAIN_SECONDS)
+            return
+        limit = reflection_timing.replies_per_call(config)
+        reply_ids = reflection_timing.replies_waiting(conversation_id=conversation_id, limit=limit)
+        if not reply_ids:
+            return
+        outcomes = _reflect(
+            self, reply_ids=reply_ids, invalid_replies=invalid_replies, retry_args=[conversation_id]
+        )
     if outcomes and len(reply_ids) == limit:
         reflect_conversation.delay(conversation_id)
+
+
+# Two workers reflecting on one conversation at once (a sweep beside a quiet check, with
+# THALAMUS_BACKGROUND_CONCURRENCY above 1) would ask the model twice over the same replies and
+# keep one answer: the second comes back once the first is done.
+REFLECTING_AGAIN_SECONDS = 10
+
+
+@contextmanager
+def _reflecting(conversation_id: int) -> Iterator[bool]:
+    """Whether this task holds the conversation's reflection (a Redis key, for as long as the
+    task may run: a killed worker's lapses by itself)."""
+    key = f"cognition:reflecting:{conversation_id}"
+    ours = cache.add(key, 1, LLM_TASK["time_limit"])
+    try:
+        yield ours
+    finally:
+        if ours:
+            cache.delete(key)
 
 
 @shared_task(name="cognition.reflect", **LLM_TASK)

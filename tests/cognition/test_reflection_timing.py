@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.apps import apps as django_apps
+from django.core.cache import cache
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
@@ -135,6 +136,23 @@ def test_reflecting_a_conversation_twice_asks_the_model_once(
     first.get(timeout=30), second.get(timeout=30)
 
     assert _reflected(reply)
+    assert len(_asked(llm_stub)) == 1
+
+
+def test_a_reflection_of_a_conversation_already_under_way_comes_back_after_it(
+    celery_worker, user, turn, llm_stub, config
+):
+    config(critic_enabled=False)
+    llm_stub.script(reflection("I moved to Rome last week"))
+    reply = turn("I moved to Rome last week", "Welcome!")
+    under_way = f"cognition:reflecting:{reply.conversation_id}"
+    cache.add(under_way, 1, 60)
+
+    tasks.reflect_conversation.delay(reply.conversation_id).get(timeout=30)
+    assert _asked(llm_stub) == []
+    cache.delete(under_way)
+
+    wait_for(lambda: _reflected(reply), timeout=30)
     assert len(_asked(llm_stub)) == 1
 
 
