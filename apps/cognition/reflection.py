@@ -242,7 +242,7 @@ def grounded_statements(
                     )
                 continue
             for owner_index, sentence in located:
-                for statement in statement_rules.statements_of(sentence, today=today):
+                for statement in statement_rules.statements_of(sentence, today=today, quote=quote):
                     key = (owner_index, " ".join(statement.description.casefold().split()))
                     if key not in seen:
                         seen.add(key)

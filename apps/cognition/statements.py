@@ -29,6 +29,7 @@ DEFAULT_IMPORTANCE = 0.5
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 # A new clause starts where the user becomes the subject again: "… and I live in Turin".
 _CLAUSE = re.compile(r"\s*;\s*|,?\s+(?:and|but|so|while)\s+(?=(?:i|i'm|i've|i'd|my)\b)|,\s+(?=i\b)")
+_FIRST_PERSON = re.compile(r"^(?:i|i'm|i've|i'd|i'll|my|we|we're|our)\b")
 # Words that open a clause without saying anything ("By the way, I've been…").
 _DISCOURSE = re.compile(
     r"^(?:(?:by the way|btw|well|honestly|actually|anyway|also|oh|hey|hi|hello|so|ok|okay|yes"
@@ -226,15 +227,23 @@ def states_something(text: str) -> bool:
     return False
 
 
-def statements_of(sentence: str, *, today: date) -> list[Statement]:
-    """The facts a sentence of the user's states: one per clause, typed by the rules."""
+def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statement]:
+    """The facts a sentence of the user's states: one per clause, typed by the rules.
+
+    Given the `quote` that pointed at the sentence, a clause without the user as its subject
+    ("Plan a weekend in Porto, I'm vegetarian") counts only if the quote shares its words.
+    """
     if is_question(sentence):
         return []
     parts = clauses(sentence)
     originals = _original_spans(sentence, parts)
+    quoted = set(grounding.words(quote))
     found = []
     for clause, original in zip(parts, originals, strict=True):
-        if len(grounding.words(clause)) < MIN_CLAUSE_WORDS:
+        clause_words = grounding.words(clause)
+        if len(clause_words) < MIN_CLAUSE_WORDS:
+            continue
+        if quote and not _FIRST_PERSON.match(clause) and len(quoted & set(clause_words)) < 2:
             continue
         found.append(_statement(clause, original, today=today))
     return found
@@ -286,7 +295,7 @@ def _statement(clause: str, original: str, *, today: date) -> Statement:
     relative = match.groupdict().get("rel") or match.groupdict().get("pet") or ""
     topic = rule.topic or relative or " ".join(value.casefold().split()[:3])
     fact_key = rule.fact_key
-    obj = value
+    obj = _single_value(value) if fact_key else value
     if rule.predicate == "has_relative":
         name = _leading_name(value)
         # "My daughter is called Sofia" names her; "my daughter Sofia is 7" is another fact.
@@ -313,6 +322,11 @@ def _value(original: str, match: re.Match) -> str:
     value = original[start:end] if len(original) == len(match.string) else match.group("what")
     value = value.strip(" .,!\"'")
     return _TRAILING_TIME.sub("", value) or value
+
+
+def _single_value(value: str) -> str:
+    """A one-valued fact's value up to a comma or "and" ("Lisbon and it's hot" -> "Lisbon")."""
+    return re.split(r",|\s+(?:and|but)\s+", value, maxsplit=1)[0].strip() or value
 
 
 def _leading_name(value: str) -> str:

@@ -9,7 +9,7 @@ import pytest
 
 from apps.imports.models import Import
 from apps.memory.models import MemoryNode
-from tests.cognition.conftest import memory, reflection
+from tests.cognition.conftest import reflection
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -23,8 +23,8 @@ def test_an_uploaded_export_shows_its_progress_live_until_done(
     config(critic_enabled=False)
     # Slow reflections, so the page is open while the import learns.
     llm_stub.script(
-        {**reflection(memories=[memory("The user lives in Lisbon")]), "ttft": 1.5},
-        {**reflection(memories=[memory("The user is vegetarian")]), "ttft": 1.5},
+        {**reflection("I live in Lisbon"), "ttft": 1.5},
+        {**reflection("I'm vegetarian"), "ttft": 1.5},
     )
     log_in("alice")
     page.goto(f"{asgi_server}/memory/")

@@ -87,6 +87,15 @@ def test_a_sentence_of_two_clauses_states_two_facts_each_quoting_its_own_words()
     assert (name.quote, home.quote) == ("My name is Laura Bianchi", "I live in Turin")
 
 
+def test_a_request_beside_a_statement_is_not_a_fact_unless_quoted():
+    said = "Plan a weekend in Porto, I'm vegetarian."
+
+    (only,) = statements_of(said, today=TODAY, quote="I'm vegetarian")
+
+    assert (only.description, only.category) == ("The user is vegetarian", "health")
+    assert len(statements_of(said, today=TODAY, quote="a weekend in Porto")) == 2
+
+
 def test_a_question_states_nothing():
     assert statements_of("Where do I live?", today=TODAY) == []
     assert not states_something("What should I cook for dinner tonight?")

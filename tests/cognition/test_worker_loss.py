@@ -12,7 +12,7 @@ from django.conf import settings
 from apps.cognition import tasks
 from apps.core.models import Event
 from apps.memory.models import MemoryNode
-from tests.cognition.conftest import memory, reflection, wait_for
+from tests.cognition.conftest import reflection, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def test_a_worker_child_killed_mid_reflection_is_redelivered_and_writes_exactly_
 ):
     config(critic_enabled=False)
     reply = turn("I collect old stamps", "What a hobby!")
-    learnt = reflection(memories=[memory("The user collects old stamps")])
+    learnt = reflection("I collect old stamps")
     # The first attempt hangs inside the LLM call until it is killed; the redelivery succeeds.
     llm_stub.script({**learnt, "ttft": 30}, learnt)
     db = settings.DATABASES["default"]
@@ -60,7 +60,7 @@ def test_a_worker_child_killed_mid_reflection_is_redelivered_and_writes_exactly_
     try:
         tasks.reflect.delay(reply.pk)
         wait_for(
-            lambda: any("reflective memory" in str(r["body"]) for r in llm_stub.requests),
+            lambda: any("word for word" in str(r["body"]) for r in llm_stub.requests),
             timeout=30,
         )
         child = _pool_child(worker.pid)
@@ -80,10 +80,13 @@ def test_a_worker_child_killed_mid_reflection_is_redelivered_and_writes_exactly_
 TASKS = 200
 
 
-def _learnt(i: int) -> dict:
+def _words(i: int) -> str:
     # Words of their own, so no two memories look alike to the duplicate check.
-    words = f"Tok{i}alpha tok{i}beta tok{i}gamma tok{i}delta"
-    return {**reflection(memories=[memory(words)]), "match": f"<m{i}>", "ttft": 0.02}
+    return f"Tok{i}alpha tok{i}beta tok{i}gamma tok{i}delta"
+
+
+def _learnt(i: int) -> dict:
+    return {**reflection(f"I keep {_words(i)}"), "match": f"<m{i}>", "ttft": 0.02}
 
 
 def test_killed_children_then_a_killed_worker_group_lose_no_reflection_and_write_none_twice(
@@ -101,7 +104,9 @@ def test_killed_children_then_a_killed_worker_group_lose_no_reflection_and_write
     for i in range(TASKS):
         conversation = Conversation.objects.create(owner=user)
         asked = Message.objects.create(
-            conversation=conversation, role="user", content=f"Remember the code <m{i}>."
+            conversation=conversation,
+            role="user",
+            content=f"Remember the code <m{i}>. I keep {_words(i)}.",
         )
         replies.append(
             Message.objects.create(
@@ -152,9 +157,7 @@ def test_killed_children_then_a_killed_worker_group_lose_no_reflection_and_write
     descriptions = list(nodes.values_list("description", flat=True))
     assert in_flight > 0 and left > 0
     assert len(descriptions) == TASKS
-    assert set(descriptions) == {
-        _learnt(i)["json"]["memories"][0]["description"] for i in range(TASKS)
-    }
+    assert set(descriptions) == {f"The user keeps {_words(i)}" for i in range(TASKS)}
     assert Event.objects.filter(owner=user, kind="perception").count() == TASKS
 
 
@@ -164,7 +167,7 @@ def test_a_reflection_works_through_every_llm_fault_in_turn_and_writes_once(
     """No fault holds the worker: each attempt ends within its timeout, the next one retries."""
     config(critic_enabled=False, background_timeout_seconds=5)
     reply = turn("I collect old stamps", "What a hobby!")
-    learnt = reflection(memories=[memory("The user collects old stamps")])
+    learnt = reflection("I collect old stamps")
     faults = [
         {"fault": "hang", "ttft": 30},
         {"fault": "http_429", "retry_after": 120},
@@ -180,7 +183,7 @@ def test_a_reflection_works_through_every_llm_fault_in_turn_and_writes_once(
     # The hang ends at its timeout (5 s), the others at once; the backoff between the five
     # attempts adds 0-15 s; each attempt may take 5 s more than its wait.
     assert time.monotonic() - started < 5 + 15 + 5 * 5
-    asked = [r for r in llm_stub.requests if "reflective memory" in str(r["body"])]
+    asked = [r for r in llm_stub.requests if "word for word" in str(r["body"])]
     assert len(asked) == 5
     assert node.description == "The user collects old stamps"
     assert MemoryNode.objects.filter(owner=user).count() == 1

@@ -17,7 +17,7 @@ from apps.imports import services, tasks
 from apps.imports.formats import export_parse
 from apps.imports.models import Import, PendingConversation
 from apps.memory.models import MemoryNode
-from tests.cognition.conftest import memory, reflection, wait_for
+from tests.cognition.conftest import reflection, wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -218,8 +218,8 @@ def test_imported_replies_are_learnt_from_in_batches_and_their_memories_marked_i
 ):
     config(critic_enabled=False)
     llm_stub.script(
-        reflection(memories=[memory("The user lives in Lisbon", topic="home")]),
-        reflection(memories=[memory("The user is vegetarian", kind="preference")]),
+        reflection("I live in Lisbon"),
+        reflection("I'm vegetarian"),
     )
     client.force_login(user)
 
@@ -229,7 +229,8 @@ def test_imported_replies_are_learnt_from_in_batches_and_their_memories_marked_i
     assert (done.replies_total, done.replies_learnt, done.error) == (2, 2, "")
     nodes = MemoryNode.objects.filter(owner=user).order_by("pk")
     assert [(n.description, n.source) for n in nodes] == [
-        ("The user lives in Lisbon", "imported"),
+        ("The user's sourdough starter smells like acetone", "imported"),
+        ("The user lives in Lisbon and it's hot", "imported"),
         ("The user is vegetarian", "imported"),
     ]
     assert {n.source_message.trace["imported"] for n in nodes} == {done.pk}
@@ -244,7 +245,7 @@ def test_replies_are_learnt_from_a_bounded_batch_per_task(user, llm_stub):
     started.refresh_from_db()
     assert (started.replies_total, started.replies_learnt) == (7, services.LEARN_BATCH)
     assert started.status == "learning"
-    asked = [r for r in llm_stub.requests if "reflective memory" in str(r["body"])]
+    asked = [r for r in llm_stub.requests if "word for word" in str(r["body"])]
     assert len(asked) == services.LEARN_BATCH
     services.import_learn_batch(import_id=started.pk)
     started.refresh_from_db()
