@@ -9,7 +9,7 @@ import pytest
 
 from apps.memory import services
 from apps.memory.models import MemoryNode
-from tests.cognition.conftest import memory, reflection
+from tests.cognition.conftest import reflection
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -33,7 +33,7 @@ def test_a_receipt_appears_updates_when_reflection_ends_and_forgets_a_memory(
     bees = services.memory_node_create(owner=user, description="Alice keeps bees in Turin")
     llm_stub.script(
         {"content": "Your bees in Turin are doing well, I am sure.", "match": "my bees"},
-        reflection(memories=[memory("The user's hive has three colonies", topic="bees")]),
+        reflection("The hive has three colonies now"),
     )
     log_in("alice")
     page.click("text=+ New conversation")
@@ -50,7 +50,7 @@ def test_a_receipt_appears_updates_when_reflection_ends_and_forgets_a_memory(
     learned = receipt.locator(".receipt-memory", has_text="three colonies")
     used.wait_for()
     assert used.locator(".badge").inner_text() == "admin"
-    assert learned.locator(".badge").inner_text() == "inferred"
+    assert learned.locator(".badge").inner_text() == "user said"
     _shoot(page, "receipt-open")
 
     used.locator("button", has_text="Forget").click()

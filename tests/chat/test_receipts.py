@@ -13,7 +13,7 @@ from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import reflect_on_message
 from apps.core.models import Event
 from apps.memory.models import MemoryNode
-from tests.cognition.conftest import memory, reflection
+from tests.cognition.conftest import reflection
 
 pytestmark = pytest.mark.django_db
 
@@ -28,8 +28,8 @@ def _node(owner, description: str, **fields) -> MemoryNode:
     return MemoryNode.objects.create(owner=owner, description=description, **fields)
 
 
-def _answer(conversation, *, used=(), reflected=None, content="An answer.") -> Message:
-    asked = Message.objects.create(conversation=conversation, role="user", content="Hi")
+def _answer(conversation, *, used=(), reflected=None, content="An answer.", said="Hi") -> Message:
+    asked = Message.objects.create(conversation=conversation, role="user", content=said)
     trace = {"memory": {"memories": [{"id": node.pk, "score": 0.5} for node in used]}}
     if reflected is not None:
         trace["reflection"] = reflected
@@ -156,8 +156,8 @@ def test_a_finished_reflection_pushes_the_receipt_to_the_open_conversation(
     user, conversation, llm_stub, config, django_capture_on_commit_callbacks
 ):
     config(critic_enabled=False)
-    reply = _answer(conversation, content="Welcome to Rome!")
-    llm_stub.script(reflection(memories=[memory("The user moved to Rome last week")]))
+    reply = _answer(conversation, content="Welcome to Rome!", said="I moved to Rome last week")
+    llm_stub.script(reflection("I moved to Rome last week"))
 
     def reflect() -> None:
         with django_capture_on_commit_callbacks(execute=True):

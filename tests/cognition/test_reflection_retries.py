@@ -5,7 +5,7 @@ import pytest
 from apps.cognition import tasks
 from apps.core.models import Event
 from apps.memory.models import MemoryNode
-from tests.cognition.conftest import memory, reflection
+from tests.cognition.conftest import EXTRACT, reflection
 
 REPAIR = "does not match the required JSON schema"
 
@@ -21,9 +21,9 @@ def test_a_model_that_answers_unusably_once_then_well_forms_the_memory(
     config(critic_enabled=False)
     reply = turn("I am learning Japanese", "頑張って!")
     llm_stub.script(
-        {"content": "I think you are learning something.", "match": "reflective memory"},
+        {"content": "I think you are learning something.", "match": EXTRACT},
         {"content": "Still no JSON, sorry.", "match": REPAIR},
-        reflection(memories=[memory("The user is learning Japanese")]),
+        reflection("I am learning Japanese"),
     )
 
     tasks.reflect.delay(reply.pk).get(timeout=30)
@@ -34,25 +34,21 @@ def test_a_model_that_answers_unusably_once_then_well_forms_the_memory(
     assert not Event.objects.filter(owner=user, kind="error").exists()
 
 
-def test_a_model_whose_every_memory_is_a_placeholder_is_asked_again_then_marked_failed(
+def test_placeholder_quotes_are_rejected_without_asking_again(
     celery_worker, user, turn, llm_stub, config, no_backoff
 ):
     config(critic_enabled=False)
     reply = turn("I like hiking in the Alps", "Sounds lovely.")
-    junk = reflection(memories=[memory("N/A"), memory("string"), memory("...")])
-    llm_stub.script(*[junk] * tasks.INVALID_REPLY_ATTEMPTS)
+    llm_stub.script(reflection("N/A", "string"))
 
     tasks.reflect.delay(reply.pk).get(timeout=30)
 
     reply.refresh_from_db()
-    failed = reply.trace["reflection"]
-    assert failed["failed"] is True and failed["attempts"] == tasks.INVALID_REPLY_ATTEMPTS
-    assert "placeholder" in failed["error"]
+    outcome = reply.trace["reflection"]
+    assert [item["text"] for item in outcome["rejected"]] == ["N/A", "string"]
+    assert outcome["stated"] is True and outcome["taught"] is False
     assert not MemoryNode.objects.exists()
-    error = Event.objects.get(owner=user, kind="error")
-    assert error.payload["message_id"] == reply.pk
-    asked = [r for r in llm_stub.requests if "reflective memory" in str(r["body"])]
-    assert len(asked) == tasks.INVALID_REPLY_ATTEMPTS
+    assert len([r for r in llm_stub.requests if EXTRACT in str(r["body"])]) == 1
 
 
 def test_a_failed_reflection_is_marked_once_however_often_it_is_delivered(

@@ -49,35 +49,11 @@ TURNS = [
 
 
 def _reflection(fact: str, echo: str | None) -> dict:
-    memories = [
-        {
-            "action": "add",
-            "description": f"The user said: {fact}.",
-            "kind": "fact",
-            "topic": fact.split()[-1].lower(),
-            "fact_key": "",
-            "importance": 0.7,
-            "origin": fact,
-            "source": "user",
-            "quote": fact,
-        }
-    ]
+    quotes = [fact]
     if echo is not None:
-        # A weak model taking the assistant's own advice for a fact about the user.
-        memories.append(
-            {
-                "action": "add",
-                "description": echo,
-                "kind": "fact",
-                "topic": "advice",
-                "fact_key": "",
-                "importance": 0.6,
-                "origin": "",
-                "source": "inferred",
-                "quote": "",
-            }
-        )
-    return {"memories": memories, "triples": [], "next_retrieval_plan": []}
+        # A weak model taking the assistant's own advice for the user's words.
+        quotes.append(echo[:120])
+    return {"message_1": quotes}
 
 
 def script(llm_stub, tps: float = TOKENS_PER_SECOND) -> None:
@@ -89,7 +65,7 @@ def script(llm_stub, tps: float = TOKENS_PER_SECOND) -> None:
             llm_stub.script(
                 {
                     "json": _reflection(fact, answer),
-                    "match": f"The exchange:\nuser: {message[:30]}",
+                    "match": f"message_1: {message[:30]}",
                     "tps": tps,
                     # Asked again after giving way to an answer: the same reflection.
                     "resend": True,
