@@ -12,14 +12,13 @@ from django.urls import reverse
 
 from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import reflect_on_message
-from apps.cognition.schemas import Reflection
 from apps.cognition.world import WorldOps, modify_world
 from apps.core.models import Event
 from apps.memory import forget_services, world_services
 from apps.memory.models import WorldState
 from apps.memory.renderer import render_world
 from apps.memory.selectors import world_state_for
-from llm_stub import demo_structured_reply
+from tests.cognition.conftest import reflection
 
 pytestmark = pytest.mark.django_db
 
@@ -278,62 +277,18 @@ def _reflected_turn(user, question: str, answer: str) -> Message:
     )
 
 
-def test_reflection_sets_the_current_topics(user, llm_stub, config):
-    config(critic_enabled=False)
-    _apply(user, {"op": "set", "path": "project", "value": "Bakery"})
-    reply = _reflected_turn(user, "My sourdough starter died again", "Sorry to hear that!")
-    llm_stub.script(
-        {
-            "json": {
-                "memories": [],
-                "triples": [],
-                "next_retrieval_plan": [],
-                "topics": ["sourdough starter", "baking failures"],
-            },
-            "match": "reflective memory",
-        }
-    )
-
-    outcome = reflect_on_message(message_id=reply.pk)
-
-    assert outcome["topics"]["topics"] == ["sourdough starter", "baking failures"]
-    state = WorldState.objects.get(owner=user)
-    assert state.topics == ["sourdough starter", "baking failures"]
-    assert state.project == "Bakery" and state.version == 2
-    assert Event.objects.filter(owner=user, kind=Event.Kind.EDIT).first().payload["source"] == (
-        "reflection"
-    )
-    prompt = next(r for r in llm_stub.requests if "reflective memory" in str(r["body"]))
-    assert '"topics"' in prompt["body"]["messages"][-1]["content"]
-
-
-def test_reflection_without_topics_leaves_the_world_state_alone(user, llm_stub, config):
+def test_reflection_leaves_the_world_state_alone(user, llm_stub, config):
+    # Topics are no longer asked of the reflection's one small call: the world state keeps
+    # what the world modifier set.
     config(critic_enabled=False)
     _apply(user, {"op": "set", "path": "topics", "values": ["bread"]})
-    reply = _reflected_turn(user, "What is the capital of Norway?", "Oslo.")
-    llm_stub.script(
-        {
-            "json": {"memories": [], "triples": [], "next_retrieval_plan": []},
-            "match": "reflective memory",
-        }
-    )
+    reply = _reflected_turn(user, "My sourdough starter died again", "Sorry to hear that!")
+    llm_stub.script(reflection("My sourdough starter died again"))
 
     outcome = reflect_on_message(message_id=reply.pk)
 
-    assert "topics" not in outcome
+    assert outcome["created"] and "topics" not in outcome
     assert world_state_for(user_id=user.pk).topics == ["bread"]
-
-
-def test_the_demo_reflection_names_the_topics_of_what_the_user_said():
-    response_format = {
-        "type": "json_schema",
-        "json_schema": {"name": "Reflection", "schema": Reflection.model_json_schema()},
-    }
-    prompt = "The exchange:\nuser: I live in Rome.\nassistant: Nice!"
-
-    reply = Reflection.model_validate_json(demo_structured_reply(response_format, prompt))
-
-    assert reply.topics == ["home"]
 
 
 # --- the memory browser and the admin ---------------------------------------------------------
