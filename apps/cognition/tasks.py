@@ -90,7 +90,7 @@ def reflect_conversation(self, conversation_id: int, invalid_replies: int = 0) -
     config = runtime_config()
     if not config.reflection_enabled:
         return
-    with _reflecting(conversation_id) as ours:
+    with _reflecting(conversation_id, task_id=self.request.id) as ours:
         if not ours:
             reflect_conversation.apply_async((conversation_id,), countdown=REFLECTING_AGAIN_SECONDS)
             return
@@ -112,11 +112,11 @@ REFLECTING_AGAIN_SECONDS = 10
 
 
 @contextmanager
-def _reflecting(conversation_id: int) -> Iterator[bool]:
-    """Whether this task holds the conversation's reflection (a Redis key, for as long as the
-    task may run: a killed worker's lapses by itself)."""
+def _reflecting(conversation_id: int, *, task_id: str) -> Iterator[bool]:
+    """Whether the task `task_id` holds the conversation's reflection: a Redis key for as long
+    as the task may run, taken again by the same task redelivered after its worker died."""
     key = f"cognition:reflecting:{conversation_id}"
-    ours = cache.add(key, 1, LLM_TASK["time_limit"])
+    ours = cache.add(key, task_id, LLM_TASK["time_limit"]) or cache.get(key) == task_id
     try:
         yield ours
     finally:

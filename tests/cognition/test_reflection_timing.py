@@ -156,6 +156,20 @@ def test_a_reflection_of_a_conversation_already_under_way_comes_back_after_it(
     assert len(_asked(llm_stub)) == 1
 
 
+def test_a_reflection_redelivered_after_its_worker_died_takes_its_conversation_again(
+    celery_worker, user, turn, llm_stub, config
+):
+    config(critic_enabled=False)
+    llm_stub.script(reflection("I moved to Rome last week"))
+    reply = turn("I moved to Rome last week", "Welcome!")
+    # The dead worker's task held the conversation; the broker hands the same task out again.
+    cache.add(f"cognition:reflecting:{reply.conversation_id}", "task-1", 60)
+
+    tasks.reflect_conversation.apply_async((reply.conversation_id,), task_id="task-1").get(30)
+
+    assert _reflected(reply) and len(_asked(llm_stub)) == 1
+
+
 def test_a_reply_queued_before_the_upgrade_is_reflected_alone(
     celery_worker, user, turn, llm_stub, config
 ):
