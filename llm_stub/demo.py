@@ -359,12 +359,17 @@ def _demo_quotes(prompt: str) -> dict[str, Any]:
     }
 
 
+def _same(a: str, b: str) -> bool:
+    """The same statement, whatever its case and closing full stop."""
+    return a.casefold().rstrip(".") == b.casefold().rstrip(".")
+
+
 def _demo_verdict(prompt: str) -> dict[str, Any]:
     node = _NODE_LINE.search(prompt)
     memory = node.group(2).strip() if node else "this memory"
     said = _exchange_user_text(prompt)
     quote = next(
-        (s.quote for s in demo_statements(said) if s.description.casefold() == memory.casefold()),
+        (s.quote for s in demo_statements(said) if _same(s.description, memory)),
         None,
     )
     if quote is not None:

@@ -7,7 +7,7 @@ import pytest
 from django_celery_beat.models import PeriodicTask
 
 from apps.chat.models import Conversation
-from apps.cognition.schemas import CriticVerdict, EpisodeSummary, Reflection
+from apps.cognition.schemas import CriticVerdict, EpisodeSummary, stated_quotes_schema
 from apps.core.demo import (
     DEMO_EVERY_SECONDS,
     DEMO_PROMOTION_THRESHOLD,
@@ -42,12 +42,19 @@ def ask_demo(schema, prompt: str) -> dict:
     return json.loads(demo_structured_reply(response_format, prompt))
 
 
-def reflect_prompt(user_line: str, assistant_line: str = "Nice to meet you!") -> str:
-    return (
-        "What is already remembered (id, kind, topic, fact key, text):\n"
-        "[4] persona, topic home, key home_city: The user lives in Oslo.\n\n"
-        f"The exchange:\nuser: {user_line}\nassistant: {assistant_line}\n\nReply with JSON only."
-    )
+def extract_prompt(*user_lines: str) -> str:
+    """The reflection's extraction prompt (prompts/extract.txt) over these user messages."""
+    lines = "\n".join(f"message_{index + 1}: {line}" for index, line in enumerate(user_lines))
+    return f"The user wrote:\n{lines}\n\nCopy each sentence in which the user says something."
+
+
+def ask_extraction(*user_lines: str) -> dict:
+    schema = stated_quotes_schema(len(user_lines))
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+    }
+    return json.loads(demo_structured_reply(response_format, extract_prompt(*user_lines)))
 
 
 def critic_prompt(memory: str, user_line: str) -> str:
@@ -102,58 +109,14 @@ def test_questions_hearsay_and_empty_statements_are_not_remembered(said):
     assert demo_statements(said) == []
 
 
-def test_the_demo_reflection_reads_only_the_users_line_and_quotes_it():
-    prompt = reflect_prompt(ADA, assistant_line="Your name is Eve and I live in Paris.")
-    reply = Reflection.model_validate(ask_demo(Reflection, prompt))
+def test_the_demo_extraction_quotes_each_users_statements_under_its_message():
+    reply = ask_extraction(ADA, "What is the capital of Norway?", "I live in Rome.")
 
-    assert [memory.description for memory in reply.memories] == [
-        "The user's name is Ada.",
-        "The user builds synthesizers.",
-        "The user prefers tea.",
-    ]
-    assert {memory.source for memory in reply.memories} == {"user"}
-    assert reply.memories[0].quote == "My name is Ada and I build synthesizers."
-    assert reply.memories[2].quote == "I prefer tea."
-    assert [memory.kind for memory in reply.memories] == ["persona", "fact", "preference"]
-    assert all(0.6 <= memory.importance <= 0.9 for memory in reply.memories)
-    assert [(t.subject, t.predicate, t.object, t.category) for t in reply.triples] == [
-        ("user", "name", "Ada", "identity"),
-        ("user", "builds", "synthesizers", None),
-        ("user", "prefers", "tea", "preferences"),
-    ]
-
-
-def test_a_reply_without_a_statement_remembers_nothing():
-    reply = ask_demo(Reflection, reflect_prompt("What is the capital of Norway?"))
-    assert reply["memories"] == [] and reply["triples"] == []
-
-
-def test_the_demo_reflection_follows_the_requested_schema():
-    schema = Reflection.model_json_schema()
-    memory_schema = schema["$defs"]["LearntMemory"]
-    for name in ("source", "quote"):
-        del memory_schema["properties"][name]
-    memory_schema["properties"]["mood"] = {"type": "string"}
-    memory_schema["required"].append("mood")
-    response_format = {
-        "type": "json_schema",
-        "json_schema": {"name": "Reflection", "schema": schema},
+    assert reply == {
+        "message_1": ["My name is Ada and I build synthesizers.", "I prefer tea."],
+        "message_2": [],
+        "message_3": ["I live in Rome."],
     }
-
-    reply = json.loads(demo_structured_reply(response_format, reflect_prompt("I live in Rome.")))
-
-    assert reply["memories"] == [
-        {
-            "action": "add",
-            "description": "The user lives in Rome.",
-            "kind": "persona",
-            "topic": "home",
-            "fact_key": "home_city",
-            "importance": 0.8,
-            "origin": "I live in Rome.",
-            "mood": "",
-        }
-    ]
 
 
 def test_the_demo_critic_upholds_what_the_user_said_and_doubts_the_rest():
@@ -180,25 +143,26 @@ def test_the_demo_episode_summary_names_the_first_thing_the_user_said():
 def test_other_schemas_still_get_a_minimal_instance():
     response_format = {
         "type": "json_schema",
-        "json_schema": {"name": "Other", "schema": Reflection.model_json_schema()},
+        "json_schema": {"name": "Other", "schema": stated_quotes_schema(1).model_json_schema()},
     }
-    assert demo_structured_reply(response_format, reflect_prompt(ADA)) is None
+    assert demo_structured_reply(response_format, extract_prompt(ADA)) is None
 
 
 def test_the_model_named_demo_remembers_through_any_stub(llm_stub):
     from openai import OpenAI
 
+    schema = stated_quotes_schema(1)
     client = OpenAI(base_url=llm_stub.url, api_key="x", max_retries=0)
     response = client.chat.completions.create(
         model="demo",
-        messages=[{"role": "user", "content": reflect_prompt("I live in Rome.")}],
+        messages=[{"role": "user", "content": extract_prompt("I live in Rome.")}],
         response_format={
             "type": "json_schema",
-            "json_schema": {"name": "Reflection", "schema": Reflection.model_json_schema()},
+            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
         },
     )
-    reply = Reflection.model_validate_json(response.choices[0].message.content)
-    assert [memory.description for memory in reply.memories] == ["The user lives in Rome."]
+    reply = schema.model_validate_json(response.choices[0].message.content)
+    assert reply.message_1 == ["I live in Rome."]
 
 
 # ------------------------------------------------------------------------ demo pace
@@ -248,7 +212,8 @@ def test_a_demo_chat_forms_criticises_promotes_and_links_memories(
     celery_worker, client, user, config, demo_stub
 ):
     demo_pace_start()
-    config(llm_base_url=demo_stub.url)
+    # Reflection starts once the conversation is quiet for a second, not the shipped 20.
+    config(llm_base_url=demo_stub.url, reflection_quiet_seconds=1)
     client.force_login(user)
     conversation = Conversation.objects.create(owner=user)
 
@@ -257,13 +222,13 @@ def test_a_demo_chat_forms_criticises_promotes_and_links_memories(
 
     nodes = {node.description: node for node in MemoryNode.objects.filter(owner=user)}
     assert set(nodes) == {
-        "The user's name is Ada.",
-        "The user builds synthesizers.",
-        "The user prefers tea.",
+        "The user's name is Ada",
+        "The user builds synthesizers",
+        "The user prefers tea",
     }
-    name = nodes["The user's name is Ada."]
+    name = nodes["The user's name is Ada"]
     assert name.source == MemoryNode.Source.USER
-    assert name.quote == "My name is Ada and I build synthesizers."
+    assert name.quote == "My name is Ada"
     assert name.fact_key == "name"
     critique = Critique.objects.get(node=name)
     assert critique.verdict == "withstands" and "Ada" in critique.debate
@@ -278,7 +243,7 @@ def test_a_demo_chat_forms_criticises_promotes_and_links_memories(
     client.post(f"/c/{conversation.pk}/send", {"content": "I love green tea."})
     green_tea = wait_for(
         lambda: MemoryNode.objects.filter(
-            description="The user loves green tea.", confidence_score=2
+            description="The user loves green tea", confidence_score=2
         ).first()
     )
     memory_tasks.promote_and_link.delay().get(timeout=20)
@@ -286,7 +251,7 @@ def test_a_demo_chat_forms_criticises_promotes_and_links_memories(
     green_tea.refresh_from_db()
     assert green_tea.state == MemoryNode.State.PROMOTED
     assert MemoryLink.objects.filter(
-        source=green_tea, target=nodes["The user prefers tea."], kind=MemoryLink.Kind.SIMILAR
+        source=green_tea, target=nodes["The user prefers tea"], kind=MemoryLink.Kind.SIMILAR
     ).exists()
 
 
