@@ -172,7 +172,7 @@ def test_a_long_exchange_in_json_object_mode_is_fitted_with_its_schema_and_repai
 ):
     # A 4,096-token llama.cpp without json_schema: the schema goes into the prompt, and the
     # repair re-sends prompt, reply and request; each must fit, or the server answers 400.
-    from apps.cognition.schemas import Reflection
+    from apps.cognition.schemas import stated_quotes_schema
     from apps.core.llm.fitting import bodies, template_prompt
 
     config(context_tokens=4096, background_max_tokens=512)
@@ -181,17 +181,14 @@ def test_a_long_exchange_in_json_object_mode_is_fitted_with_its_schema_and_repai
     )
     llm_stub.script(
         {"content": "not json " * 400},
-        {"json": {"memories": [], "triples": [], "next_retrieval_plan": []}},
+        {"json": {"message_1": []}},
     )
-    exchange = "user: " + "I told you a long story about my life " * 1500
-    prompt = template_prompt(
-        "reflect",
-        slots={"date": bodies(["2026-11-26"]), "memories": [], "exchange": bodies([exchange])},
-    )
+    said = "message_1: " + "I told you a long story about my life " * 1500
+    prompt = template_prompt("extract", slots={"messages": bodies([said])})
 
-    reflection = complete_as(Reflection, role="reflection", prompt=prompt)
+    reflection = complete_as(stated_quotes_schema(1), role="reflection", prompt=prompt)
 
-    assert reflection.memories == []
+    assert reflection.message_1 == []
     requests = [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
     # json_schema refused once (the ladder steps down), then the ask and its repair, both
     # answered: a refusal of their length would have raised TooLong.
