@@ -76,7 +76,8 @@ def mind_counters(*, scope: MindScope) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class WriteRate:
-    """Of the `turns` (complete replies) in a window, how many were reflected on without error."""
+    """Of the `turns` in a window in which the user stated something about themselves, how
+    many taught the memory something."""
 
     turns: int
     written: int
@@ -89,6 +90,11 @@ class WriteRate:
 def memory_write_rates(*, owner_id: int | None) -> dict[str, WriteRate] | None:
     """The memory write success rate over the last hour and day, for one user or (None) all.
 
+    A turn counts when its user message stated something about the user: reflection records
+    `stated` (the model quoted a statement of theirs, or the rules saw one, even when the
+    reflection failed). It is written when it taught a memory: a new, updated or restated one
+    (`taught`). A complete reply that no reflection reached in time counts as a turn not
+    written, unless nothing could be learnt from it (a temporary chat, memory off for it).
     None while reflection is switched off: no turn is then expected to write anything.
     """
     if not runtime_config().reflection_enabled:
@@ -101,14 +107,19 @@ def memory_write_rates(*, owner_id: int | None) -> dict[str, WriteRate] | None:
     )
     if owner_id is not None:
         replies = replies.filter(conversation__owner_id=owner_id)
-    reflected = Q(trace__has_key=TRACE_KEY)
-    settled = reflected | Q(created_at__lt=now - REFLECTION_IN_FLIGHT)
-    written = reflected & ~Q(**{f"trace__{TRACE_KEY}__has_key": "error"})
+    stated = Q(**{f"trace__{TRACE_KEY}__stated": True})
+    lost = (
+        ~Q(trace__has_key=TRACE_KEY)
+        & Q(created_at__lt=now - REFLECTION_IN_FLIGHT, conversation__temporary=False)
+        & ~Q(trace__contains={"memory": {"off": True}})
+    )
+    turns = stated | lost
+    written = stated & Q(**{f"trace__{TRACE_KEY}__taught": True})
     last_hour = Q(created_at__gte=now - timedelta(hours=1))
     counts = replies.aggregate(
-        hour_turns=Count("pk", filter=settled & last_hour),
+        hour_turns=Count("pk", filter=turns & last_hour),
         hour_written=Count("pk", filter=written & last_hour),
-        day_turns=Count("pk", filter=settled),
+        day_turns=Count("pk", filter=turns),
         day_written=Count("pk", filter=written),
     )
     return {
