@@ -113,7 +113,7 @@ class ChatHandler(BaseHandler):
         last_user = last_user_text(messages)
         prompt_tokens_used = prompt_tokens
         if context is not None and prompt_tokens >= context:
-            if settings["overflow"] == "reject":
+            if settings["overflow"] == "reject" and settings["server"] != "ollama":
                 self._send_context_error(prompt_tokens, context)
                 return
             prompt_tokens_used = count_tokens(truncated_prompt(prompt_text, context))

@@ -68,6 +68,9 @@ class Handler(ChatHandler):
         if server == "ollama" and (method, path) == ("POST", "/api/show"):
             self._ollama_show(body)
             return
+        if server == "ollama" and (method, path) == ("GET", "/api/ps"):
+            self._ollama_ps()
+            return
         api = path[3:] if path.startswith("/v1/") else path
         api = api.rstrip("/") or "/"
         missing = self.stub.defaults["missing_models"]
@@ -122,6 +125,26 @@ class Handler(ChatHandler):
             },
         )
 
+    def _ollama_ps(self) -> None:
+        """The models loaded (those asked to chat since the last reset) and the window each
+        runs with: the one a prompt is cut to."""
+        context = self.stub.defaults["context"] or 4096
+        loaded = dict.fromkeys(
+            entry["body"].get("model")
+            for entry in self.stub.requests
+            if entry["path"].endswith("/chat/completions") and isinstance(entry["body"], dict)
+        )
+        self._send_json(
+            200,
+            {
+                "models": [
+                    {"name": model, "model": model, "size_vram": 0, "context_length": context}
+                    for model in loaded
+                    if isinstance(model, str)
+                ]
+            },
+        )
+
     def _ollama_show(self, body: Any) -> None:
         body = body if isinstance(body, dict) else {}
         model = body.get("model") or body.get("name")
@@ -130,7 +153,7 @@ class Handler(ChatHandler):
             return
         context = self.stub.defaults["context"]
         parameters = 'stop "<|im_end|>"'
-        if context is not None:
+        if context is not None and self.stub.defaults["modelfile_num_ctx"]:
             parameters = f"num_ctx {context}\n{parameters}"
         self._send_json(
             200,

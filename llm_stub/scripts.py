@@ -45,6 +45,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "context": None,
     "overflow": "reject",
     "honours_num_ctx": False,
+    "modelfile_num_ctx": True,
     "eos": True,
     "loop": False,
     "special_tokens": False,
@@ -57,7 +58,14 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "reasoning_format": "deepseek",
 }
 DEFAULT_KEYS = frozenset(DEFAULT_SETTINGS)
-BOOLEAN_SETTINGS = ("honours_num_ctx", "eos", "loop", "special_tokens", "tools")
+BOOLEAN_SETTINGS = (
+    "honours_num_ctx",
+    "modelfile_num_ctx",
+    "eos",
+    "loop",
+    "special_tokens",
+    "tools",
+)
 CHOICE_SETTINGS: dict[str, tuple[Any, ...]] = {
     "overflow": ("reject", "truncate"),
     "json_junk": (None, "empty", "meaningless", "prose"),

@@ -21,6 +21,10 @@ leaves the stub a plain, well-behaved server. Tokens are whitespace words
   ``match`` still sees the whole prompt; the default reply quotes only what survived.
 - ``honours_num_ctx`` (False): take the context from the request's ``options.num_ctx`` or
   ``num_ctx`` (Ollama's native option), which Ollama's ``/v1`` ignores.
+- ``modelfile_num_ctx`` (True): an Ollama server's ``/api/show`` says ``num_ctx <context>`` in
+  the model's parameters, as for a model created with ``PARAMETER num_ctx``; when False it does
+  not, and the window is the server's default (OLLAMA_CONTEXT_LENGTH), which only ``/api/ps``
+  tells, for a loaded model.
 - ``max_tokens`` / ``max_completion_tokens`` of a request always cut the reply
   (finish_reason ``"length"``).
 - ``eos`` (True): when False the model never stops by itself: after the reply comes
@@ -38,7 +42,9 @@ leaves the stub a plain, well-behaved server. Tokens are whitespace words
   A client that goes away frees its slot. ``max_concurrent`` and ``GET /_stub/stats`` report
   the most generations ever run at once.
 - ``server`` (``"plain"``): ``"llamacpp"`` adds ``GET /props``, ``"ollama"`` adds
-  ``POST /api/show``, ``"vllm"`` adds ``max_model_len`` to ``/v1/models``.
+  ``POST /api/show`` and ``GET /api/ps`` (the models asked to chat since the last reset, with
+  ``context_length``: the context, else 4096) and truncates an overflowing prompt whatever
+  ``overflow`` says, as Ollama does; ``"vllm"`` adds ``max_model_len`` to ``/v1/models``.
 - ``missing_models`` ([]): models the server does not have, as Ollama without them pulled:
   ``/v1/models`` leaves them out and a request naming one gets HTTP 404
   ``model "x" not found, try pulling it first``.

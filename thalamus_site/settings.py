@@ -345,6 +345,11 @@ THALAMUS_STREAMS_PER_USER = env_int("THALAMUS_STREAMS_PER_USER", 3, maximum=1000
 # Requests Ollama generates at once: set it to the server's own OLLAMA_NUM_PARALLEL, which Ollama
 # does not report. Background calls then use the spare ones instead of giving way to the chat.
 THALAMUS_OLLAMA_NUM_PARALLEL = env_int("THALAMUS_OLLAMA_NUM_PARALLEL", 1, maximum=256)
+# The window Ollama runs a model with when its Modelfile sets no num_ctx: set it to the server's
+# own OLLAMA_CONTEXT_LENGTH, which Ollama reports only once the model is loaded (/api/ps).
+THALAMUS_OLLAMA_CONTEXT_LENGTH = env_int(
+    "THALAMUS_OLLAMA_CONTEXT_LENGTH", 4096, minimum=512, maximum=1 << 22
+)
 # Seconds to wait for the LLM's next bytes before giving up on an answer.
 THALAMUS_LLM_TIMEOUT = env_int("THALAMUS_LLM_TIMEOUT", 60, minimum=1, maximum=3600)
 

@@ -63,15 +63,6 @@ def test_ollama_tells_its_num_ctx_through_api_show(llm_stub, config):
     assert "num_ctx" in limits.source
 
 
-def test_ollama_without_num_ctx_keeps_the_setting_within_the_trained_length(llm_stub, config):
-    config(context_tokens=6000)
-    llm_stub.set_defaults(server="ollama")
-
-    limits = model_limits(CHAT)
-
-    assert (limits.context, limits.server) == (6000, "ollama")
-
-
 def test_a_server_listing_max_model_len_is_believed(llm_stub, config):
     llm_stub.set_defaults(server="vllm", context=16384)
 
@@ -137,7 +128,7 @@ def test_llama_cpps_refusal_teaches_the_window_and_the_token_ratio(llm_stub, con
     assert not learn_from_refusal(endpoint=endpoint, messages=messages, error="HTTP 500")
 
 
-def test_a_background_call_sends_max_tokens_and_ollamas_num_ctx(llm_stub, config):
+def test_a_background_call_sends_max_tokens_at_most_its_cap(llm_stub, config):
     config(background_max_tokens=300)
     llm_stub.set_defaults(server="ollama", context=4096)
 
@@ -146,9 +137,7 @@ def test_a_background_call_sends_max_tokens_and_ollamas_num_ctx(llm_stub, config
     )
 
     assert completion.finish_reason == "stop"
-    body = llm_stub.requests[-1]["body"]
-    assert body["max_tokens"] == 300
-    assert body["options"] == {"num_ctx": 4096}
+    assert llm_stub.requests[-1]["body"]["max_tokens"] == 300
 
 
 def test_a_background_call_waits_while_an_answer_streams_from_its_endpoint(llm_stub, config):

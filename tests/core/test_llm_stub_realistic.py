@@ -455,10 +455,39 @@ def test_an_ollama_server_shows_its_models(stub: StubServer) -> None:
     stub.set_defaults(context=2048)
     shown = httpx.post(show, json={"name": "qwen2.5:7b"}, timeout=5).json()
     assert shown["parameters"] == 'num_ctx 2048\nstop "<|im_end|>"'
+    stub.set_defaults(modelfile_num_ctx=False)
+    shown = httpx.post(show, json={"name": "qwen2.5:7b"}, timeout=5).json()
+    assert shown["parameters"] == 'stop "<|im_end|>"'
 
     missing = httpx.post(show, json={"model": "llama3"}, timeout=5)
     assert missing.status_code == 404
     assert missing.json() == {"error": "model 'llama3' not found"}
+
+
+def test_an_ollama_server_lists_the_models_it_loaded_with_their_window(
+    stub: StubServer, client: OpenAI
+) -> None:
+    stub.set_defaults(server="ollama")
+    ps = f"{stub.root_url}/api/ps"
+    assert httpx.get(ps, timeout=5).json() == {"models": []}
+
+    complete(client, words(3))
+    stub.set_defaults(context=2048)
+
+    (loaded,) = httpx.get(ps, timeout=5).json()["models"]
+    assert (loaded["model"], loaded["context_length"]) == ("qwen2.5:7b", 2048)
+
+
+def test_an_ollama_server_keeps_the_end_of_an_overflowing_prompt_whatever_overflow_says(
+    stub: StubServer, client: OpenAI
+) -> None:
+    stub.set_defaults(server="ollama", context=10, overflow="reject")
+
+    content, finish_reason, usage = complete(client, words(30))
+
+    assert (content, finish_reason) == ("Stub reply to: w25 w26 w27 w28 w29", "stop")
+    assert usage.prompt_tokens == 9
+    assert stub.requests[0]["truncated"] is True
 
 
 def test_a_vllm_server_lists_each_models_max_model_len(stub: StubServer, client: OpenAI) -> None:

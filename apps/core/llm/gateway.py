@@ -7,7 +7,8 @@ For each call the gateway
   itself (a schema written into the prompt, tool definitions) inside the budget, and never sends
   a prompt over the window; a server that refuses a prompt as too long teaches the window and
   the prompt is fitted again once;
-- always sends max_tokens, and to Ollama the window it is budgeted for;
+- always sends max_tokens; the window is the one the server runs the model with (Ollama's
+  /v1 takes no num_ctx: `servers`);
 - puts the chat first: a background call runs in a slot the server has spare, else waits
   while an answer streams from it and gives way (at most twice) to one that starts
   (`priority`); a call the user waits for holds its slot as an answer does;

@@ -4,7 +4,8 @@ A local server has a fixed context window (4,096 tokens is common). llama.cpp re
 prompt with HTTP 400; Ollama silently drops the start of it, which is where the system prompt
 with the user's memories sits. So every prompt is fitted to the window minus the reply's cap,
 and the window is read from the server where it tells: llama.cpp `GET /props`, Ollama
-`POST /api/show`, vLLM's `max_model_len` in `/v1/models`; otherwise the runtime setting.
+`POST /api/show` and `GET /api/ps`, vLLM's `max_model_len` in `/v1/models`; otherwise the
+runtime setting.
 
 Tokens are estimated from characters, with a ratio per model calibrated from the usage figures
 the server returns (and from llama.cpp's own count when it refuses a prompt).
@@ -360,7 +361,8 @@ def truncation_warn(*, endpoint: Endpoint, role: str, sent_estimate: int, report
             "The server dropped the start of the prompt (where the system prompt and the "
             "user's memories are). Raise its context window (Ollama: num_ctx in a Modelfile, "
             "or OLLAMA_CONTEXT_LENGTH) to at least the runtime setting's context_tokens, or "
-            f"lower context_tokens to about {max(reported, 512)}."
+            f"lower context_tokens to about {max(reported, 512)}; for Ollama, set "
+            "THALAMUS_OLLAMA_CONTEXT_LENGTH to its OLLAMA_CONTEXT_LENGTH."
         ),
     }
     first = cache.add(_truncation_key(endpoint), warning, TRUNCATION_WARNING_SECONDS)

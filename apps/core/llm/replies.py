@@ -155,7 +155,8 @@ def request_body(
     temperature: float | None,
     extra: dict | None = None,
 ) -> dict:
-    """The request: max_tokens always (at most the role's cap), and to Ollama the window."""
+    """The request: max_tokens always, at most the role's cap. (No num_ctx to Ollama: its /v1
+    ignores it, so the window budgeted for is the one Ollama runs the model with.)"""
     body: dict = {
         "model": limits.model,
         "messages": messages,
@@ -163,8 +164,6 @@ def request_body(
     }
     if temperature is not None:
         body["temperature"] = temperature
-    if limits.server == "ollama":
-        body["options"] = {"num_ctx": limits.context}
     body.update(extra or {})
     return body
 

@@ -4,8 +4,13 @@ models it lists, and the key each endpoint is sent.
 A local server has a fixed context window (4,096 tokens is common). llama.cpp refuses a longer
 prompt with HTTP 400; Ollama silently drops the start of it, which is where the system prompt
 with the user's memories sits. So the window is read from the server where it tells: llama.cpp
-`GET /props`, Ollama `POST /api/show`, vLLM's `max_model_len` in `/v1/models`; otherwise the
-runtime setting.
+`GET /props`, vLLM's `max_model_len` in `/v1/models`; otherwise the runtime setting.
+
+Ollama's `/v1` ignores a request's num_ctx: it runs the model with the Modelfile's num_ctx
+(`POST /api/show`), else with its own default (OLLAMA_CONTEXT_LENGTH, or one it picks from the
+GPU's memory), which it tells only for a loaded model (`GET /api/ps`). Before the model is
+loaded, the operator's THALAMUS_OLLAMA_CONTEXT_LENGTH stands for it (4,096, Ollama's default
+on a small GPU), within the length the model was trained on.
 
 How many requests it generates at once is read the same way: llama.cpp's `/props` says
 `total_slots`; Ollama does not say its OLLAMA_NUM_PARALLEL, so the operator's
@@ -24,12 +29,14 @@ import httpx
 from django.conf import settings
 from django.core.cache import cache
 
-from apps.core.selectors import cached_value, runtime_config
+from apps.core.selectors import cached_value
 
 logger = logging.getLogger(__name__)
 
 PROBE_SECONDS = 2.0
 LIMITS_SECONDS = 600
+GUESSED_SECONDS = 60
+OLLAMA_DEFAULT_SOURCE = "THALAMUS_OLLAMA_CONTEXT_LENGTH (Ollama has not loaded the model)"
 # How long the models a server lists are believed; a server that could not be asked is asked
 # again sooner.
 MODELS_SECONDS = 180
@@ -62,12 +69,14 @@ def facts_key(endpoint: Endpoint) -> str:
 
 
 def server_facts(endpoint: Endpoint, *, cached: Mapping | None = None) -> ServerFacts:
-    """The server's own word on the model's window, asked once every ten minutes."""
+    """The server's own word on the model's window, asked once every ten minutes (every minute
+    while Ollama has not loaded the model, so the window it loads it with is soon known)."""
     known = cached_value(facts_key(endpoint), cached)
     if known is not None:
         return ServerFacts(**known)
     facts = _probe(endpoint)
-    cache.set(facts_key(endpoint), asdict(facts), LIMITS_SECONDS)
+    seconds = GUESSED_SECONDS if facts.source == OLLAMA_DEFAULT_SOURCE else LIMITS_SECONDS
+    cache.set(facts_key(endpoint), asdict(facts), seconds)
     return facts
 
 
@@ -159,6 +168,11 @@ def _ollama_facts(client: httpx.Client, root: str, model: str) -> ServerFacts | 
     match = _NUM_CTX.search(parameters) if isinstance(parameters, str) else None
     if match:
         return ServerFacts("ollama", int(match.group(1)), "Ollama /api/show num_ctx", slots)
+    # Ollama's /v1 takes no num_ctx: without one in the Modelfile, the model runs with the
+    # server's default window, which /api/ps tells once the model is loaded.
+    loaded = _ollama_loaded_context(client, root, model)
+    if loaded:
+        return ServerFacts("ollama", loaded, "Ollama /api/ps context_length", slots)
     info = body.get("model_info")
     trained = None
     if isinstance(info, dict):
@@ -170,12 +184,17 @@ def _ollama_facts(client: httpx.Client, root: str, model: str) -> ServerFacts | 
             ),
             None,
         )
-    # Without num_ctx, Ollama runs the model with its own default window (OLLAMA_CONTEXT_LENGTH),
-    # which it does not report: the runtime setting stands, within what the model was trained on.
-    if trained is None:
-        return ServerFacts("ollama", None, "runtime setting (Ollama reports no num_ctx)", slots)
-    context = min(trained, runtime_config().context_tokens)
-    return ServerFacts("ollama", context, "runtime setting, within Ollama's context_length", slots)
+    context = settings.THALAMUS_OLLAMA_CONTEXT_LENGTH
+    return ServerFacts("ollama", min(context, trained or context), OLLAMA_DEFAULT_SOURCE, slots)
+
+
+def _ollama_loaded_context(client: httpx.Client, root: str, model: str) -> int | None:
+    body = _json_or_none(client.get(f"{root}/api/ps"))
+    running = body.get("models") if isinstance(body, dict) else None
+    for entry in running if isinstance(running, list) else []:
+        if isinstance(entry, dict) and model_listed(model, [entry.get("model"), entry.get("name")]):
+            return _positive_int(entry.get("context_length"))
+    return None
 
 
 def _listed_facts(client: httpx.Client, endpoint: Endpoint) -> ServerFacts | None:
