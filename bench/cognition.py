@@ -439,8 +439,8 @@ def reflection_throughput(replies: int, dim: int) -> dict[str, float]:
         try:
             _wait_for_worker(app, worker)
             batches = []
-            for size in (warm_up, replies):
-                ids = _completed_replies(owners, size, Conversation, Message)
+            for first, size in ((0, warm_up), (warm_up, replies)):
+                ids = _completed_replies(owners, size, Conversation, Message, first=first)
                 started = time.perf_counter()
                 for message_id in ids:
                     reflect.delay(message_id)
@@ -460,41 +460,34 @@ def reflection_throughput(replies: int, dim: int) -> dict[str, float]:
     return {"replies": len(ids), "memories": memories, "seconds": seconds}
 
 
-def _reflection_reply(index: int) -> dict:
-    """What a model returns for a turn that taught three new things."""
+def _said(index: int) -> list[str]:
+    """What the user of turn `index` states: three things in unrelated words, so no memory is
+    a near-duplicate of another that merges."""
     rng = random.Random(index)
-    word = rng.choice(VOCABULARY)
-    memories = [
-        {
-            "action": "add",
-            # Unrelated words, so no memory is a near-duplicate of another that merges.
-            "description": f"Turn {index}.{point}: " + " ".join(rng.sample(VOCABULARY, 6)),
-            "kind": "fact",
-            "topic": word,
-            "fact_key": "",
-            "importance": 0.5,
-            "origin": f"turn {index}",
-        }
-        for point in range(3)
-    ]
-    return {
-        "json": {
-            "memories": memories,
-            "triples": [{"subject": "user", "predicate": "talked about", "object": word}],
-            "next_retrieval_plan": [{"topic": word, "query": word, "types": ["fact"], "limit": 3}],
-        },
-        "match": "reflective memory",
-    }
+    return [f"I keep {' '.join(rng.sample(VOCABULARY, 4))}" for _ in range(3)]
 
 
-def _completed_replies(owners, count: int, conversation_model, message_model) -> list[int]:
+def _reflection_reply(index: int) -> dict:
+    """What a model returns for a turn that taught three new things (two quotes: a small
+    model's run-on quote of two sentences counts for both)."""
+    first, second, third = _said(index)
+    return {"json": {"message_1": [f"{first}. {second}", third]}, "match": f"turn {index}."}
+
+
+def _completed_replies(
+    owners, count: int, conversation_model, message_model, *, first: int = 0
+) -> list[int]:
     conversations = conversation_model.objects.bulk_create(
         [conversation_model(owner=owners[index % len(owners)]) for index in range(count)]
     )
     questions = message_model.objects.bulk_create(
         [
-            message_model(conversation=conversation, role="user", content="I love pasta")
-            for conversation in conversations
+            message_model(
+                conversation=conversation,
+                role="user",
+                content=". ".join(_said(first + index)) + f". That was turn {first + index}.",
+            )
+            for index, conversation in enumerate(conversations)
         ]
     )
     replies = message_model.objects.bulk_create(

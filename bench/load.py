@@ -47,54 +47,12 @@ REPLY_TOKENS = 40
 # The stub's script queue is kept short (topped up as it is used): every request scans it.
 SCRIPT_LOW, SCRIPT_HIGH = 150, 300
 DRAIN_TIMEOUT = 600
-TOPICS = [
-    "garden",
-    "kitchen",
-    "bicycle",
-    "violin",
-    "chess",
-    "harbour",
-    "novel",
-    "kayak",
-    "pottery",
-    "telescope",
-]
-THINGS = [
-    "lamp",
-    "notebook",
-    "kettle",
-    "scarf",
-    "compass",
-    "teapot",
-    "sketchbook",
-    "lantern",
-    "clock",
-    "radio",
-]
 
 
-def _reflection(number: int) -> dict:
-    """A reflection that learns one new memory, unlike any other (so none is a duplicate)."""
-    topic, thing = random.choice(TOPICS), random.choice(THINGS)
-    return {
-        "schema": "Reflection",
-        "json": {
-            "memories": [
-                {
-                    "action": "add",
-                    "description": f"Keeps a {thing} from {topic} club number {number}",
-                    "kind": "fact",
-                    "topic": topic,
-                    "fact_key": "",
-                    "importance": 0.5,
-                    "source": "inferred",
-                }
-            ],
-            "triples": [],
-            "next_retrieval_plan": [],
-            "topics": [topic],
-        },
-    }
+def _reflection() -> dict:
+    """A reflection that quotes what every turn of the load says about its user (each turn
+    names its own number, so its memory is new)."""
+    return {"schema": "StatedQuotes", "json": {"message_1": ["I keep a club card"]}}
 
 
 def _serve_stub(control) -> None:
@@ -105,7 +63,6 @@ def _serve_stub(control) -> None:
         stopped = threading.Event()
 
         def top_up() -> None:
-            numbers = iter(range(10**9))
             while not stopped.wait(0.2):
                 pending = stub.pending
                 answers = sum(1 for r in pending if r.get("match"))
@@ -114,9 +71,7 @@ def _serve_stub(control) -> None:
                     *[answer] * max(0, SCRIPT_HIGH - answers if answers < SCRIPT_LOW else 0)
                 )
                 if reflections < SCRIPT_LOW:
-                    stub.script(
-                        *[_reflection(next(numbers)) for _ in range(SCRIPT_HIGH - reflections)]
-                    )
+                    stub.script(*[_reflection() for _ in range(SCRIPT_HIGH - reflections)])
 
         stub.script(*[answer] * SCRIPT_HIGH)
         threading.Thread(target=top_up, daemon=True).start()
@@ -147,7 +102,7 @@ async def _user(
             async with websockets.connect(uri, additional_headers=headers, max_size=None) as ws:
                 while time.monotonic() < until:
                     sent = time.perf_counter()
-                    text = f"turn {turn} hello"
+                    text = f"turn {turn} hello. I keep a club card numbered {turn}."
                     await ws.send(json.dumps({"action": "send", "content": text}))
                     turn += 1
                     first = None
