@@ -68,12 +68,16 @@ _PLANS_OF_OWNERS = "c.owner_id IN (SELECT owner_id FROM forgotten)"
 
 # CLAM's decay: a volatile memory nothing confirmed (its confidence is not above the one it
 # started with, or is below the minimum score) and that nobody used, restated or changed for the
-# decay time is forgotten. Confirmed and promoted memories stay.
+# decay time is forgotten. Confirmed and promoted memories stay. A quarantined memory is never
+# used, so only its owner can vouch for it: left unapproved for the decay time, it is forgotten
+# too, whatever its confidence.
 _DECAY_SQL = """
 WITH gone AS (
     DELETE FROM memory_memorynode
-     WHERE state = 'volatile' AND valid_to IS NULL
-       AND (confidence_score <= start_confidence OR confidence_score < %(minimum_score)s)
+     WHERE valid_to IS NULL
+       AND (state = 'quarantined'
+            OR state = 'volatile'
+               AND (confidence_score <= start_confidence OR confidence_score < %(minimum_score)s))
        AND COALESCE(last_accessed_at, created_at) < now() - make_interval(hours => %(hours)s)
  RETURNING id, owner_id, description, true AS current
 ),
@@ -190,7 +194,8 @@ def memories_forget_of_owner(*, owner_id: int) -> ForgetReceipt:
 
 
 def memories_decay(*, decay_hours: int, minimum_score: int) -> dict[int | None, int]:
-    """Forget stale, unconfirmed volatile nodes in one statement; deletions per owner.
+    """Forget stale, unconfirmed volatile nodes and those left unapproved in quarantine, in one
+    statement; deletions per owner.
 
     The conditions live in the DELETE's own WHERE: a node that another transaction touches
     (last access, a critic's +1, a promotion) while this runs is re-checked by PostgreSQL

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pydantic import ValidationError
 
+from apps.core.selectors import runtime_config
 from apps.core.validation import UnreadableJSON, json_load, validation_problem
 from apps.memory import browser_selectors, browser_services, selectors, world_services
 from apps.memory.embedding import EmbeddingError, get_embedder
@@ -72,9 +73,8 @@ def memory_list(request):
     context["receipt"] = ForgetReceipt(**receipt) if receipt else None
     counts = browser_selectors.memory_counts_for_user(user=request.user)
     awaiting = browser_selectors.memories_awaiting_approval(user=request.user)
-    return render(
-        request, "memory/browser.html", {**context, "counts": counts, "awaiting": awaiting}
-    )
+    context.update(counts=counts, awaiting=awaiting, decay_hours=runtime_config().decay_hours)
+    return render(request, "memory/browser.html", context)
 
 
 def _show_receipt(request, receipt: ForgetReceipt):

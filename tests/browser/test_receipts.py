@@ -81,6 +81,7 @@ def test_a_held_memory_waits_for_approval_in_the_memory_browser(
     section = page.locator("#awaiting-approval")
     assert section.locator("h2").inner_text() == "Awaiting your approval"
     assert section.locator(".awaiting-item").count() == 2
+    assert "left unapproved are forgotten after 72 hours" in section.inner_text()
     assert "Mallory" not in page.content()
     assert page.locator(".memory-row").count() == 1, "held memories are not in the list"
     _shoot(page, "awaiting-approval")
