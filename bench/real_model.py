@@ -220,6 +220,8 @@ async def _run(port: int, secret: str, server: _llama.RealServer, pace: float) -
     print(f"background LLM requests / tokens in all: {background[0]:.0f} / {background[1]:.0f}")
     if reflected_after is None:
         print("time to memory after the last message: not every turn reflected within 300 s")
+        waiting = [n for n, turn in enumerate(turns, start=1) if not turn["reflected"]]
+        print(f"  turns not reflected: {waiting}")
     else:
         print(f"time to memory after the last message: {reflected_after:.1f} s")
     facts = _remembered(memories)
