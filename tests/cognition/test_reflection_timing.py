@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import time
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -163,9 +164,10 @@ def test_a_reflection_redelivered_after_its_worker_died_takes_its_conversation_a
     llm_stub.script(reflection("I moved to Rome last week"))
     reply = turn("I moved to Rome last week", "Welcome!")
     # The dead worker's task held the conversation; the broker hands the same task out again.
-    cache.add(f"cognition:reflecting:{reply.conversation_id}", "task-1", 60)
+    task_id = uuid.uuid4().hex
+    cache.add(f"cognition:reflecting:{reply.conversation_id}", task_id, 60)
 
-    tasks.reflect_conversation.apply_async((reply.conversation_id,), task_id="task-1").get(30)
+    tasks.reflect_conversation.apply_async((reply.conversation_id,), task_id=task_id).get(30)
 
     assert _reflected(reply) and len(_asked(llm_stub)) == 1
 
