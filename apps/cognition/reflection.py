@@ -18,7 +18,7 @@ and writes nothing.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import date, datetime
 from zoneinfo import ZoneInfo
 
 from django.db import transaction
@@ -217,7 +217,7 @@ def extracted_quotes(said: list[str]) -> dict[int, list[str]]:
 
 
 def grounded_statements(
-    *, quotes: dict[int, list[str]], said: list[str], today
+    *, quotes: dict[int, list[str]], said: list[str], today: date
 ) -> tuple[list[list[Statement]], list[list[dict]]]:
     """Per message: the statements its quoted sentences make (each once), and the quotes
     found in no message, rejected under the message the model put them under.
