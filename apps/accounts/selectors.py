@@ -8,6 +8,8 @@ from django.db.models import QuerySet
 
 from apps.accounts.models import ApiKey, UserSettings
 from apps.accounts.services import API_KEY_SCHEME, hash_api_key
+from apps.core.models import RuntimeConfig
+from apps.core.selectors import runtime_config
 
 
 def api_keys_for_user(*, user) -> QuerySet[ApiKey]:
@@ -40,6 +42,16 @@ def user_settings_for(*, user) -> UserSettings:
         return UserSettings()
     found = UserSettings.objects.filter(user_id=user.pk).first()
     return found if found is not None else UserSettings(user_id=user.pk)
+
+
+def knowledge_language_of(prefs: UserSettings, config: RuntimeConfig) -> str:
+    """The language the knowledge block is written in for these settings' user: theirs, else
+    the site's."""
+    return prefs.knowledge_language or config.renderer_language
+
+
+def user_knowledge_language(*, user, config: RuntimeConfig | None = None) -> str:
+    return knowledge_language_of(user_settings_for(user=user), config or runtime_config())
 
 
 def user_time_zone(*, user) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection
 
+from apps.accounts.selectors import user_knowledge_language
 from apps.chat.services import ChatError
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
@@ -171,6 +172,7 @@ def memory_context_for_turn(
     text: str,
     config: RuntimeConfig | None = None,
     embedded: Future | None = None,
+    language: str | None = None,
 ) -> MemoryContext:
     """Everything memory adds to the system prompt of one turn, with a trace of why.
 
@@ -178,7 +180,8 @@ def memory_context_for_turn(
     `sync_to_async` / `database_sync_to_async`. Never raises on an LLM or embedding failure: the
     turn then gets full-text retrieval, and the trace says so. The caller marks the memories
     it used as accessed (`mark_memories_used`) once the answer no longer waits on it.
-    `embedded` is the embedding of `text` already under way (`start_turn_embedding`).
+    `embedded` is the embedding of `text` already under way (`start_turn_embedding`);
+    `language`, the user's knowledge language when the caller has read it.
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -306,7 +309,7 @@ def memory_context_for_turn(
             )
         mark = lap("episodes", mark)
 
-    language = config.renderer_language
+    language = language or user_knowledge_language(user=user, config=config)
     timings["total"] = round((time.perf_counter() - started) * 1000, 2)
 
     trace.update(

@@ -13,7 +13,12 @@ from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
-from apps.accounts.selectors import custom_instructions, time_zone_of, user_settings_for
+from apps.accounts.selectors import (
+    custom_instructions,
+    knowledge_language_of,
+    time_zone_of,
+    user_settings_for,
+)
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
 from apps.cognition.context import MemoryContext
@@ -226,7 +231,7 @@ def memory_for_turn(
     # than after it, when the answer waits on this.
     template, limits, counter = prompt_and_limits("answer", CHAT, config)
     prefs = user_settings_for(user=user)
-    language = prefs.knowledge_language or config.renderer_language
+    language = knowledge_language_of(prefs, config)
     own = {
         "instructions": custom_instructions(prefs),
         "time_zone": time_zone_of(prefs),
@@ -255,9 +260,13 @@ def memory_for_turn(
             config=config,
         )
     context = memory_context_for_turn(
-        user=user, conversation=conversation, text=text, config=config, embedded=embedded
+        user=user,
+        conversation=conversation,
+        text=text,
+        config=config,
+        embedded=embedded,
+        language=language,
     )
-    context.language = language
     rules = None
     if config.debate_enabled:
         descriptions = rules_and_preferences_for(user_id=user.pk).values_list(

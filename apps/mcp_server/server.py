@@ -23,6 +23,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp
 
+from apps.accounts.selectors import user_knowledge_language
 from apps.cognition.quarantine import looks_like_instruction
 from apps.core.db import on_pool_thread
 from apps.core.selectors import runtime_config
@@ -170,7 +171,7 @@ def _recent(user, limit: int) -> Recent:
 
 
 def _profile(user) -> str:
-    language = runtime_config().renderer_language
+    language = user_knowledge_language(user=user)
     triples = browser_selectors.triples_for_user(user=user)[:PROFILE_TRIPLES]
     sections = [
         render_knowledge(triples=triples, language=language, user=user),

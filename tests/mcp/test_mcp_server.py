@@ -16,9 +16,9 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from apps.accounts.services import api_key_create, api_key_revoke
+from apps.accounts.services import api_key_create, api_key_revoke, user_settings_update
 from apps.memory.models import MemoryNode, WorldState
-from apps.memory.services import memory_node_create, triple_upsert
+from apps.memory.services import memory_node_create, predicate_upsert, triple_upsert
 from apps.memory.world_services import world_apply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -175,6 +175,18 @@ async def test_profile_renders_the_users_knowledge_and_world_state(connect, key_
     assert "Lisbon" in text
     assert "Violin #7" in text
     assert "100 °C" not in text
+
+
+async def test_profile_is_written_in_the_users_knowledge_language(connect, key_for, user):
+    predicate_upsert(name="lives_in", category="places", labels={"en": "lives in", "it": "vive a"})
+    triple_upsert(owner=user, subject="user", predicate="lives_in", object="Lisbon")
+    user_settings_update(user=user, knowledge_language="it")
+
+    async with connect(key_for(user)) as client:
+        text = (await client.call_tool("profile", {})).content[0].text
+
+    assert "vive a" in text and "Lisbon" in text
+    assert "lives in" not in text
 
 
 async def test_another_users_key_gets_nothing_of_the_first_users(

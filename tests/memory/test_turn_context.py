@@ -6,6 +6,7 @@ import time
 import pytest
 from pydantic import ValidationError
 
+from apps.accounts.services import user_settings_update
 from apps.chat.models import Conversation
 from apps.cognition.context import mark_memories_used, memory_context_for_turn
 from apps.memory import services
@@ -182,3 +183,19 @@ def test_a_missing_plan_falls_back_to_the_users_message(conversation):
 def test_an_invalid_plan_is_refused_when_saved(conversation):
     with pytest.raises(ValidationError):
         services.retrieval_plan_save(conversation=conversation, steps=[{"types": ["gossip"]}])
+
+
+def test_the_memory_block_is_written_in_the_users_knowledge_language(
+    user, conversation, llm_stub, config
+):
+    config(renderer_language="en")
+    services.predicate_upsert(
+        name="lives_in", category="places", labels={"en": "lives in", "it": "vive a"}
+    )
+    services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Roma")
+    user_settings_update(user=user, knowledge_language="it")
+
+    context = memory_context_for_turn(user=user, conversation=conversation, text="Roma")
+
+    assert context.language == "it"
+    assert "vive a" in context.prompt_block and "lives in" not in context.prompt_block
