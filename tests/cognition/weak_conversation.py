@@ -48,26 +48,35 @@ TURNS = [
 ]
 
 
-def _reflection(fact: str, echo: str | None) -> dict:
-    quotes = [fact]
-    if echo is not None:
-        # A weak model taking the assistant's own advice for the user's words.
-        quotes.append(echo[:120])
-    return {"message_1": quotes}
+# The most replies one reflection call takes (2 × reflection_every_turns, shipped 4).
+REPLIES_PER_CALL = 8
+
+
+def _reflection(start: int) -> dict:
+    """The weak model's quotes for a reflection over the turns from `start` on: each turn's
+    fact, and where the assistant gave advice, that advice taken for the user's words."""
+    quotes = {}
+    for offset, (_, fact, answer) in enumerate(TURNS[start : start + REPLIES_PER_CALL]):
+        said = [fact] if fact is not None else []
+        if answer is not None:
+            said.append(answer[:120])
+        quotes[f"message_{offset + 1}"] = said
+    return quotes
 
 
 def script(llm_stub, tps: float = TOKENS_PER_SECOND) -> None:
-    """Queue the scripted answers and reflections on a StubServer, generated at `tps`."""
-    for message, fact, answer in TURNS:
+    """Queue the scripted answers and reflections on a StubServer, generated at `tps`. A
+    reflection takes the turns not yet reflected on, so one is scripted for each turn a
+    reflection may start at (its first message)."""
+    for start, (message, _, answer) in enumerate(TURNS):
         if answer is not None:
             llm_stub.script({"content": answer, "match": message[:30], "tps": tps})
-        if fact is not None:
-            llm_stub.script(
-                {
-                    "json": _reflection(fact, answer),
-                    "match": f"message_1: {message[:30]}",
-                    "tps": tps,
-                    # Asked again after giving way to an answer: the same reflection.
-                    "resend": True,
-                }
-            )
+        llm_stub.script(
+            {
+                "json": _reflection(start),
+                "match": f"message_1: {message[:30]}",
+                "tps": tps,
+                # Asked again after giving way to an answer: the same reflection.
+                "resend": True,
+            }
+        )
