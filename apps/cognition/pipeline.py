@@ -49,6 +49,7 @@ from apps.cognition.turn_request import (
     PreparedTurn,
     build_turn,
     memory_for_turn,
+    memory_on,
     turn_history,
 )
 from apps.core.llm.servers import Endpoint
@@ -65,6 +66,8 @@ CONTEXT_TOOLS = (
     "current_time",
     "calculator",
 )
+# A turn with memory off (the user's setting, a temporary chat) only answers.
+MEMORY_OFF = RouteDecision(ANSWER, "memory is off for this chat", RULE)
 # Subsystems of the status line, in the order it shows them.
 SUBSYSTEMS = ("router", "retrieval", "tools", "world", "llm", "reflection")
 
@@ -196,14 +199,19 @@ class Turn:
 # ----------------------------------------------------------------------------------- steps
 
 
-def route(*, text: str, history: list[Message], config: RuntimeConfig) -> RouteDecision:
-    """Step 1: the rule, else the router's model if it is on (it never raises), else the
-    answer."""
+def route(
+    *, text: str, history: list[Message], config: RuntimeConfig, remember: bool
+) -> RouteDecision:
+    """Step 1: the rule, else the router's model if it is on (it never raises) and the turn
+    remembers (memory is on for this user and chat), else the answer. A turn with memory off
+    could only answer, so no LLM is asked to route it."""
     decided = route_by_rule(text, has_history=len(history) > 1)
     if decided is not None:
         return decided
     if not config.router_model_enabled:
         return PERSONAL_DIRECT
+    if not remember:
+        return MEMORY_OFF
     return route_by_model(text, history=_plain(history[:-1]))
 
 
@@ -336,6 +344,12 @@ class TurnRun:
             config = await database_sync_to_async(runtime_config, thread_sensitive=False)()
         return config.router_model_enabled
 
+    async def _memory_on(self) -> bool:
+        inp = self.turn.input
+        return await database_sync_to_async(memory_on, thread_sensitive=False)(
+            user=inp.user, conversation=inp.conversation
+        )
+
     async def prepare(self, *, reply: Message, history: list[Message]) -> PreparedTurn:
         turn = self.turn
         turn.reply, turn.history = reply, history
@@ -346,6 +360,8 @@ class TurnRun:
                 decided = RouteDecision(ANSWER, "memory is off for this call", RULE)
             elif decided is None and not await self._router_model_on():
                 decided = PERSONAL_DIRECT
+            elif decided is None and not await self._memory_on():
+                decided = MEMORY_OFF
             elif decided is None:
                 self._notify("router", "running", "choosing")
                 decided = await database_sync_to_async(route_by_model, thread_sensitive=False)(
@@ -431,7 +447,12 @@ def prepare_saved_reply(*, reply_id: int) -> PreparedTurn:
     )
     spans = turn.spans
     with spans.span("route") as span:
-        turn.route = route(text=text, history=history, config=config)
+        turn.route = route(
+            text=text,
+            history=history,
+            config=config,
+            remember=memory_on(user=conversation.owner, conversation=conversation),
+        )
         span.detail = f"{turn.route.route} ({turn.route.by})"
     with spans.span("recall"):
         turn.memory = recall(inp=turn.input)
@@ -468,7 +489,7 @@ def _honour_settings(turn: Turn) -> None:
     neither looks things up in memory nor changes the world state."""
     turn.input.time_zone = turn.memory.time_zone or turn.input.time_zone
     if not turn.memory.remember and turn.route.route in (GATHER, WORLD):
-        turn.route = RouteDecision(ANSWER, "memory is off for this chat", RULE)
+        turn.route = MEMORY_OFF
 
 
 def _plain(messages: list[Message]) -> list[dict]:

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
+from apps.accounts.models import UserSettings
 from apps.accounts.selectors import (
     custom_instructions,
     knowledge_language_of,
@@ -207,6 +208,14 @@ def conversation_replay(*, conversation_id: int | None, limit: int, notes: bool)
     return Replay(current, history_from)
 
 
+def memory_on(*, user, conversation, prefs: UserSettings | None = None) -> bool:
+    """Does a turn in `conversation` read and write memory: the user's memory is on and the
+    chat is not temporary."""
+    if getattr(conversation, "temporary", False):
+        return False
+    return (prefs or user_settings_for(user=user)).memory_enabled
+
+
 def memory_for_turn(
     *,
     user,
@@ -235,7 +244,7 @@ def memory_for_turn(
     own = {
         "instructions": custom_instructions(prefs),
         "time_zone": time_zone_of(prefs),
-        "remember": prefs.memory_enabled and not getattr(conversation, "temporary", False),
+        "remember": memory_on(user=user, conversation=conversation, prefs=prefs),
     }
     remember = recall and own["remember"]
     replay = conversation_replay(

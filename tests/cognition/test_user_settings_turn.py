@@ -3,6 +3,7 @@ block's language, the time zone (issue #15, item 3)."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -101,7 +102,62 @@ def test_with_memory_off_a_turn_routed_to_gather_looks_nothing_up(user, llm_stub
     assert turn.trace["route"]["route"] == "answer"
     assert turn.trace["route"]["reason"] == "memory is off for this chat"
     assert "tools" not in turn.trace
-    assert len(_chat_requests(llm_stub)) == 1, "only the router was asked"
+    assert _chat_requests(llm_stub) == [], "not even the router was asked"
+
+
+# A message only the router's model can route (no rule decides it).
+UNDECIDED = "I wonder whether my sister would like the blue one"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("setting", ["memory_off", "temporary"])
+def test_a_streamed_turn_with_memory_off_asks_no_llm_before_its_answer(
+    user, llm_stub, config, setting
+):
+    config(router_model_enabled=True)
+    if setting == "memory_off":
+        account_services.user_settings_update(user=user, memory_enabled=False)
+    reply = _reply(user, UNDECIDED, temporary=setting == "temporary")
+    history = turn_history(reply=reply)
+
+    async def prepare():
+        run = start_turn(user=user, conversation=reply.conversation, text=UNDECIDED)
+        return await run.prepare(reply=reply, history=history)
+
+    prepared = async_to_sync(prepare)()
+
+    assert prepared.trace["route"]["reason"] == "memory is off for this chat"
+    assert _chat_requests(llm_stub) == [] and _embedding_requests(llm_stub) == []
+
+
+def test_with_memory_on_the_same_message_asks_the_router(user, llm_stub, config):
+    config(router_model_enabled=True)
+    llm_stub.script({"schema": "RouteChoice", "json": {"route": "answer", "reason": "chat"}})
+
+    turn = prepare_saved_reply(reply_id=_reply(user, UNDECIDED).pk)
+
+    assert turn.trace["route"]["by"] != "rule"
+    assert len(_chat_requests(llm_stub)) == 1
+
+
+def test_with_memory_off_the_title_is_still_written(
+    celery_worker, user, llm_stub, config, django_capture_on_commit_callbacks
+):
+    config(router_model_enabled=True)
+    account_services.user_settings_update(user=user, memory_enabled=False)
+    llm_stub.script({"content": "A Gift for My Sister", "match": "short title"})
+    reply = _reply(user, UNDECIDED)
+
+    prepare_saved_reply(reply_id=reply.pk)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.message_finish(message=reply, status="complete", content="She might.")
+
+    deadline = time.monotonic() + 10
+    while not Conversation.objects.get(pk=reply.conversation_id).title:
+        assert time.monotonic() < deadline, "the title task never ran"
+        time.sleep(0.1)
+    assert Conversation.objects.get(pk=reply.conversation_id).title == "A Gift for My Sister"
+    assert len(_chat_requests(llm_stub)) == 1, "the title's, and no router's"
 
 
 @pytest.mark.django_db(transaction=True)
