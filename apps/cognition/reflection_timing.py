@@ -27,10 +27,16 @@ SWEEP_AFTER = timedelta(minutes=10)
 SWEEP_WITHIN = timedelta(days=1)
 
 
+# The extraction's answer is capped at 256 tokens, two quotes of up to 120 characters per
+# message: six messages fit, eight where the model fills every list may not.
+MAX_REPLIES_PER_CALL = 6
+
+
 def replies_per_call(config: RuntimeConfig) -> int:
-    """The most replies one reflection call takes: the turns that trigger it, and those that
-    came while it waited in the queue. A longer backlog (the sweep's) takes more calls."""
-    return 2 * config.reflection_every_turns
+    """The most replies one reflection call takes: the turns that trigger it, and a couple that
+    came while it waited in the queue, within what the extraction's answer holds. A longer
+    backlog (the sweep's) takes more calls."""
+    return min(config.reflection_every_turns + 2, MAX_REPLIES_PER_CALL)
 
 
 # A turn with memory off for that call (an API client's choice, the user's setting then)

@@ -348,11 +348,14 @@ async def test_a_stop_whose_cancellation_is_lost_on_the_way_still_stops_the_answ
 
 
 async def test_a_finished_answer_starts_its_background_work(
-    user, conversation, llm_stub, celery_worker
+    user, conversation, llm_stub, celery_worker, config
 ):
     """Reflection, the title and the memories' access marks are queued once the reply is shown."""
     from apps.memory import services as memory_services
     from apps.memory.models import MemoryNode
+
+    # Reflection waits for the conversation to go quiet (20 s as shipped; tested elsewhere).
+    await sync_to_async(config)(reflection_quiet_seconds=1)
 
     used = await sync_to_async(memory_services.memory_node_create)(
         owner=user, description="Alice keeps bees on her balcony", kind="fact", topic="hobbies"
