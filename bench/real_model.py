@@ -3,9 +3,10 @@
 llama-server (--jinja -c 4096, its default 4 slots) serves SmolLM2-135M-Instruct on this
 machine's CPU (`make real-llm` builds it); the embeddings come from the stub, which answers at
 once. Thalamus runs whole (`manage.py up`: web, Celery worker and beat, embedded Postgres and
-Redis). A user sends issue 26's eight messages through /v1 (the official openai SDK, streaming,
-the whole history each call, as Open WebUI sends it), one every `--pace` seconds; after each of
-our calls the same history goes straight to the same server.
+Redis). A user sends issue 26's eight messages and four more (two minutes of chat at the
+default pace) through /v1 (the official openai SDK, streaming, the whole history each call, as
+Open WebUI sends it), one every `--pace` seconds; after each of our calls the same history goes
+straight to the same server.
 
 For each turn: the time from the message's arrival to the answer's request (the answer span's
 start in the reply's trace), the time to first token through Thalamus and straight to the
@@ -14,7 +15,8 @@ against the new message's tokens plus the note memory put before it plus 64 (iss
 target, from turn 4 on), Thalamus's LLM requests and tokens in the turn's interval, foreground
 (the answer, router, tools) and background (reflection, critic, episode, title), from its own
 /metrics, and the memories formed so far. After the last message: how long until every turn
-is reflected and what was remembered of the five facts the user stated.
+is reflected, and which of the seven facts the user stated were remembered (issue 26's five,
+and two more).
 
 Run: .venv/bin/python -m bench.real_model [--pace 10] [--quiet-seconds 20]
 """
@@ -39,10 +41,19 @@ from asgiref.sync import sync_to_async
 from bench import _llama
 from bench._harness import cpu_reference_ms, free_port, start_up, stop_up, summary, wait_for_page
 from bench.api_ttft import _api_key
-from bench.real_llm_turn import CONVERSATION, MAX_TOKENS, _ttft
+from bench.real_llm_turn import CONVERSATION as ISSUE_CONVERSATION
+from bench.real_llm_turn import MAX_TOKENS, _ttft
 from bench.turn_overhead import _setup_users
 from llm_stub import StubServer
 
+# Issue 26's eight messages and four more: at a message every 10 s, two minutes of chat.
+CONVERSATION = [
+    *ISSUE_CONVERSATION,
+    "My son Marco plays the violin in the school orchestra.",
+    "We have a cat called Pepe.",
+    "What instrument does Marco play?",
+    "Thanks, that is all for now.",
+]
 METRICS_TOKEN = "bench-real-model-metrics"
 FOREGROUND = {"chat", "router", "tools", "world"}
 # The five facts issue 26's user states, each as words a memory of it must hold.
@@ -52,6 +63,8 @@ FACTS = {
     "job": ("carpenter",),
     "short answers": ("short",),
     "Sofia's allergy": ("sofia", "peanut"),
+    "Marco's violin": ("marco", "violin"),
+    "the cat": ("pepe",),
 }
 # Issue 26's target: from turn 4 on, the server evaluates at most the new message, its note
 # and this many tokens more (the template's markers, the previous answer's end).
