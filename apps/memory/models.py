@@ -163,7 +163,7 @@ class MemoryNode(models.Model):
     class Meta:
         indexes = [
             # The recall's full-text match reads an owner's short memories' words from the
-            # B-tree (memnode_owner_words), without the table, and only the long ones from here.
+            # B-tree (memnode_owner_recent_words), without the table, and only the long ones here.
             GinIndex(
                 "owner",
                 "tsv",
@@ -197,11 +197,19 @@ class MemoryNode(models.Model):
                 name="memnode_owner_vectors",
                 condition=Q(valid_to__isnull=True),
             ),
+            # The owner's short memories' words, newest first: the match reads a bounded window
+            # of them without the table (memory 0013).
             models.Index(
-                fields=["owner"],
+                fields=["owner", "-created_at"],
                 include=["id", "kind", "tsv"],
-                name="memnode_owner_words",
+                name="memnode_owner_recent_words",
                 condition=Q(valid_to__isnull=True) & SHORT_TEXT,
+            ),
+            # The long ones, newest first, for the same window.
+            models.Index(
+                fields=["owner", "-created_at"],
+                name="memnode_owner_recent_long",
+                condition=Q(valid_to__isnull=True) & ~SHORT_TEXT,
             ),
             # Which of a message's word forms an owner's current memories have at all (memory
             # 0011): the match above then tests each row against those few, not all forty-five.

@@ -30,11 +30,13 @@ HNSW_OVERFETCH = 2
 # lookup's rows from a B-tree instead (7 ms for 37 forms over 30 memories; at 50 users chatting,
 # PostgreSQL's CPU a turn doubled).
 FORM_LOOKUP_MIN_ROWS = 2000
-# Up to this many rows with one of the message's forms, those owners' matching rows are read by
-# the lookup (each a table row); past it, by a scan of the owner's words (see _WORDS_LOOKED_UP).
+# A word of the message in up to this many of the owner's (and global) rows is rare: the lookup
+# reads all its rows (each a table row). One in more is common (see _WORDS_LOOKED_UP).
 WORD_LOOKUP_MAX_ROWS = 256
-# Document frequencies for the text score are counted up to this many rows per term.
-TEXT_STATS_MAX_ROWS = 5000
+# The full text tests the owner's this many most recent memories against a common word, not all
+# of them, so its cost is bounded whatever the words (see _WINDOW_SQL). At least
+# FORM_LOOKUP_MIN_ROWS: an owner whose words are not looked up is matched whole.
+TEXT_WINDOW_ROWS = FORM_LOOKUP_MIN_ROWS
 # Words in more than about half of the memories (idf < ln 2) still add to the text score but do not
 # pull memories in by themselves: a name or a date in every row would match them all.
 MATCH_MIN_IDF = 0.69
@@ -112,6 +114,10 @@ class MemoryHit:
 # posting list each (memory 0011), and only those some current memory of the owner or a global one
 # has are matched (`present`); a form the parser splits in two is kept as it is. With none present
 # the match is not run at all. Owners with fewer than FORM_LOOKUP_MIN_ROWS rows skip the lookups.
+# What the match ranks is bounded whatever the words (issue #29): every row of a rare word, and
+# of a common one only those in the window of the most recent rows (_WINDOW_SQL); a common word's
+# document frequency is then estimated from its share of the window. Equal text scores rank the
+# more recent first, as the window does. A memory past its valid_until is never returned.
 # The owner's and the global current rows, as the database counts them (CurrentMemoryCount),
 # capped where the search stops telling counts apart.
 _VISIBLE_ROWS_SQL = """
@@ -164,55 +170,89 @@ _FORM_PRESENT = """cardinality(parsed.lexemes) <> 1
                           && ARRAY[%(owner)s::int || '~' || parsed.lexemes[1],
                                    'g~' || parsed.lexemes[1]]
                       AND valid_to IS NULL)"""
-# The owner's rows (and the global ones) that have a form of the message's words, by a scan of
-# the owner's words that tests each row against the forms present.
-_WORDED_BRANCHES = """
-    SELECT id, kind, tsv FROM memory_memorynode
-     WHERE owner_id = %(owner)s::int AND valid_to IS NULL
-       AND octet_length(topic) + octet_length(description) <= {short_text}
-       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
-       {scan_when}
-    UNION ALL
-    SELECT id, kind, tsv FROM memory_memorynode
-     WHERE owner_id = %(owner)s::int AND valid_to IS NULL
-       AND NOT octet_length(topic) + octet_length(description) <= {short_text}
-       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
-       {scan_when}
-    UNION ALL
-    SELECT id, kind, tsv FROM memory_memorynode
-     WHERE owner_id IS NULL AND valid_to IS NULL
-       AND tsv @@ (SELECT query FROM any_asked) AND (SELECT query FROM any_asked) IS NOT NULL
-       {scan_when}
-"""
-_WORDS_SCANNED = "worded AS MATERIALIZED (" + _WORDED_BRANCHES + "),\n"
-# For an owner whose forms are looked up (FORM_LOOKUP_MIN_ROWS), the rows that have them are
-# read from memnode_owner_lexemes first, as rows of the table: a few per form for words as rare as
-# most are (~50 rows for three words at 10k rows, where the scan reads all 10k). Past
-# WORD_LOOKUP_MAX_ROWS of them, or with a form the index cannot look up, the scan runs instead and
-# what the lookup read is left.
-_WORDS_LOOKED_UP = (
-    """
-lookup AS MATERIALIZED (
-    SELECT COALESCE(bool_and(lexeme IS NOT NULL), true) AS possible,
+# For an owner whose forms are looked up (FORM_LOOKUP_MIN_ROWS), each word's rows are read from
+# memnode_owner_lexemes, up to WORD_LOOKUP_MAX_ROWS + 1 of them: a few for words as rare as most
+# are. A word with no more is rare, and all its rows are candidates; a word with more is common
+# (or has a form the index cannot look up), and only the window finds its rows.
+_WORDS_LOOKED_UP = """
+term_keys AS MATERIALIZED (
+    SELECT term, bool_and(lexeme IS NOT NULL) AS possible,
            array_agg(prefix || '~' || lexeme) FILTER (WHERE lexeme IS NOT NULL) AS keys
       FROM present CROSS JOIN (VALUES (%(owner)s::int::text), ('g')) AS owners(prefix)
+     GROUP BY term
 ),
 looked_up AS MATERIALIZED (
-    SELECT id, kind, tsv FROM memory_memorynode
-     WHERE memory_owner_lexemes(owner_id, tsv) && (SELECT keys FROM lookup)
-       AND valid_to IS NULL AND (SELECT possible FROM lookup)
-     LIMIT %(word_lookup_max)s + 1
+    SELECT term_keys.term, found.id, found.kind, found.tsv, found.created_at
+      FROM term_keys
+     CROSS JOIN LATERAL (
+         SELECT id, kind, tsv, created_at FROM memory_memorynode
+          WHERE memory_owner_lexemes(owner_id, tsv) && term_keys.keys AND valid_to IS NULL
+          LIMIT %(word_lookup_max)s + 1
+     ) AS found
+     WHERE term_keys.possible
 ),
-by_lookup AS MATERIALIZED (
-    SELECT (SELECT possible FROM lookup)
-           AND (SELECT count(*) FROM looked_up) <= %(word_lookup_max)s AS used
+counted AS MATERIALIZED (
+    SELECT term, count(*) AS found FROM looked_up GROUP BY term
+),
+"""
+_WORDS_NOT_LOOKED_UP = """
+looked_up AS (
+    SELECT NULL::text AS term, NULL::bigint AS id, NULL::varchar AS kind, NULL::tsvector AS tsv,
+           NULL::timestamptz AS created_at
+     WHERE false
+),
+counted AS (SELECT NULL::text AS term, NULL::bigint AS found WHERE false),
+"""
+# The window: the owner's TEXT_WINDOW_ROWS most recent current memories (and as many global
+# ones), read newest first from memnode_owner_recent_words (short ones, without the table) and
+# memnode_owner_recent_long, and tested against the words. It runs only when a word is not rare,
+# and bounds what a common word costs: matching, counting and ranking half of a 10k-row owner's
+# memories took the full text to 14 ms (bench/README.md). An owner with fewer rows than the
+# window is matched whole, as before.
+_WINDOW_SQL = """
+common AS MATERIALIZED (
+    SELECT EXISTS (SELECT FROM asked
+                    WHERE term NOT IN (SELECT term FROM counted
+                                        WHERE found <= %(word_lookup_max)s)) AS asked
+),
+recent AS MATERIALIZED (
+    (SELECT id, kind, tsv, created_at FROM (
+        (SELECT id, kind, tsv, created_at FROM memory_memorynode
+          WHERE owner_id = %(owner)s::int AND valid_to IS NULL
+            AND octet_length(topic) + octet_length(description) <= {short_text}
+            AND (SELECT asked FROM common)
+          ORDER BY created_at DESC LIMIT %(window)s)
+        UNION ALL
+        (SELECT id, kind, tsv, created_at FROM memory_memorynode
+          WHERE owner_id = %(owner)s::int AND valid_to IS NULL
+            AND NOT octet_length(topic) + octet_length(description) <= {short_text}
+            AND (SELECT asked FROM common)
+          ORDER BY created_at DESC LIMIT %(window)s)
+     ) AS own ORDER BY created_at DESC LIMIT %(window)s)
+    UNION ALL
+    (SELECT id, kind, tsv, created_at FROM (
+        (SELECT id, kind, tsv, created_at FROM memory_memorynode
+          WHERE owner_id IS NULL AND valid_to IS NULL
+            AND octet_length(topic) + octet_length(description) <= {short_text}
+            AND (SELECT asked FROM common)
+          ORDER BY created_at DESC LIMIT %(window)s)
+        UNION ALL
+        (SELECT id, kind, tsv, created_at FROM memory_memorynode
+          WHERE owner_id IS NULL AND valid_to IS NULL
+            AND NOT octet_length(topic) + octet_length(description) <= {short_text}
+            AND (SELECT asked FROM common)
+          ORDER BY created_at DESC LIMIT %(window)s)
+     ) AS global ORDER BY created_at DESC LIMIT %(window)s)
 ),
 worded AS MATERIALIZED (
-    SELECT id, kind, tsv FROM looked_up WHERE (SELECT used FROM by_lookup)
-    UNION ALL"""
-    + _WORDED_BRANCHES
-    + "),\n"
-)
+    SELECT id, kind, tsv, created_at, true AS in_window FROM recent
+     WHERE tsv @@ (SELECT query FROM any_asked)
+    UNION ALL
+    SELECT DISTINCT ON (id) id, kind, tsv, created_at, false FROM looked_up
+     WHERE term IN (SELECT term FROM counted WHERE found <= %(word_lookup_max)s)
+       AND id NOT IN (SELECT id FROM recent)
+),
+"""
 _SEARCH_FORMS_SQL = """
 present AS MATERIALIZED (
     SELECT asked_form.term, asked_form.form,
@@ -233,24 +273,31 @@ any_asked AS MATERIALIZED (
 """
 _SEARCH_SCORES_SQL = """
 hits AS MATERIALIZED (
-    SELECT worded.id, worded.kind, asked.term
+    SELECT worded.id, worded.kind, worded.created_at, worded.in_window, asked.term
       FROM worded JOIN asked ON worded.tsv @@ asked.query
 ),
 terms AS MATERIALIZED (
     SELECT term, idf,
            idf >= %(min_idf)s OR NOT bool_or(idf >= %(min_idf)s) OVER () AS selective
       FROM (SELECT term, ln(1 + (GREATEST(rows, df) - df + 0.5) / (df + 0.5)) AS idf
-              FROM (SELECT term, LEAST(count(*), %(stats_max)s) AS df FROM hits GROUP BY term)
-                   AS counted
+              FROM (SELECT hits.term,
+                           CASE WHEN min(counted.found) <= %(word_lookup_max)s
+                                THEN min(counted.found)
+                                ELSE GREATEST(count(*) FILTER (WHERE in_window) * %(visible)s
+                                              / GREATEST((SELECT count(*) FROM recent), 1)::float,
+                                              count(*), min(counted.found))
+                           END AS df
+                      FROM hits LEFT JOIN counted USING (term)
+                     GROUP BY hits.term) AS frequencies
              CROSS JOIN (SELECT %(visible)s::int AS rows) AS visible) AS weighed
 ),
 matched AS MATERIALIZED (
     SELECT id, sum(idf) AS text
       FROM hits JOIN terms USING (term)
      WHERE true {kinds}
-     GROUP BY id
+     GROUP BY id, created_at
     HAVING bool_or(selective)
-     ORDER BY text DESC, id DESC
+     ORDER BY text DESC, created_at DESC, id DESC
      LIMIT %(candidates)s
 ),
 components AS MATERIALIZED (
@@ -283,6 +330,8 @@ components AS MATERIALIZED (
       JOIN memory_memorynode AS n USING (id)
       LEFT JOIN matched USING (id)
      WHERE n.state <> 'quarantined'
+       -- Past its end, a fact is no longer true, though decay has not closed it yet.
+       AND (n.valid_until IS NULL OR n.valid_until > now())
 ),
 normalised AS (
     SELECT *,
@@ -338,7 +387,6 @@ def memory_search_query(
     candidates = max(limit * 4, 40)
     params = {
         "owner": int(user_id),
-        "stats_max": TEXT_STATS_MAX_ROWS,
         "vector": QueryVector(vector) if vector is not None else None,
         "form_terms": [term for term, _ in forms],
         "forms": [form for _, form in forms],
@@ -348,6 +396,7 @@ def memory_search_query(
         # Memories imported at one moment are all each other's neighbours: a bound on them.
         "neighbours_max": candidates * 10,
         "word_lookup_max": WORD_LOOKUP_MAX_ROWS,
+        "window": TEXT_WINDOW_ROWS,
         "kinds": kinds,
         "half_life": RECENCY_HALF_LIFE_DAYS,
         "neighbour": f"{weights.neighbour_seconds} seconds",
@@ -369,7 +418,7 @@ def memory_search_query(
         {
             "owner": params["owner"],
             "global_key": GLOBAL_COUNT_KEY,
-            "visible_max": max(TEXT_STATS_MAX_ROWS, EXACT_SCAN_MAX_ROWS + 1),
+            "visible_max": EXACT_SCAN_MAX_ROWS + 1,
         },
     )
     if vector is None:
@@ -383,12 +432,11 @@ def memory_search_query(
     else:
         nearest = _APPROXIMATE_NEAREST
     looked_up = params["visible"] >= FORM_LOOKUP_MIN_ROWS
-    words = _WORDS_LOOKED_UP if looked_up else _WORDS_SCANNED
-    sql = ("WITH" + nearest + _SEARCH_FORMS_SQL + words + _SEARCH_SCORES_SQL).format(
+    words = _WORDS_LOOKED_UP if looked_up else _WORDS_NOT_LOOKED_UP
+    sql = ("WITH" + nearest + _SEARCH_FORMS_SQL + words + _WINDOW_SQL + _SEARCH_SCORES_SQL).format(
         kinds="AND kind = ANY(%(kinds)s)" if kinds else "",
         short_text=SHORT_TEXT_MAX_BYTES,
         present=_FORM_PRESENT if looked_up else "true",
-        scan_when="AND NOT (SELECT used FROM by_lookup)" if looked_up else "",
     )
     return sql, params
 

@@ -273,3 +273,55 @@ def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(u
         assert {hit.id: hit.components["text"] for hit in hits if hit.components["text"]} == (
             pytest.approx(expected)
         )
+
+
+def _actual_rows(plan: dict, cte: str) -> float:
+    """The rows the named CTE produced, from an EXPLAIN (ANALYZE, FORMAT JSON) plan."""
+    if plan.get("Subplan Name") == f"CTE {cte}":
+        return plan["Actual Rows"]
+    found = [_actual_rows(child, cte) for child in plan.get("Plans", [])]
+    return max([rows for rows in found if rows is not None], default=None)
+
+
+def test_a_common_word_is_ranked_in_a_bounded_window_and_a_rare_one_in_every_row(user):
+    """8,000 memories, half of them with "turin" (a name or a city in every other memory), and
+    two old ones with "zanzibar": the full text ranks the rows of the window and the rare word's,
+    not the 4,000 with "turin", and still finds the old ones by their rare word."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO memory_memorynode
+                (owner_id, description, kind, topic, fact_key, state, confidence_score,
+                 importance, origin_context, embedding_status, embedding_model, created_at)
+            SELECT %s, CASE WHEN g %% 2 = 0 THEN 'Anna lives in Turin, note ' || g
+                            ELSE 'Note ' || g END,
+                   'fact', '', '', 'promoted', 1, 0.5, '', 'ready', 'gen',
+                   now() - g * interval '1 hour'
+              FROM generate_series(1, 8000) AS g
+            """,
+            [user.pk],
+        )
+        cursor.execute("ANALYZE memory_memorynode")
+    old = [
+        services.memory_node_create(owner=user, description=text)
+        for text in ("Turin to Zanzibar by ferry", "Zanzibar has spice farms")
+    ]
+    MemoryNode.objects.filter(pk__in=[node.pk for node in old]).update(
+        created_at=timezone.now() - timezone.timedelta(days=1000)
+    )
+    text = "turin zanzibar"
+    sql, params = search_selectors.memory_search_query(
+        user_id=user.pk, text=text, vector=None, limit=10
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+        plan = cursor.fetchone()[0][0]["Plan"]
+
+    hits = memory_search(user_id=user.pk, text=text, vector=None, limit=10)
+
+    matching = MemoryNode.objects.filter(owner=user, description__icontains="turin").count()
+    ranked = _actual_rows(plan, "worded")
+    bound = search_selectors.TEXT_WINDOW_ROWS + search_selectors.WORD_LOOKUP_MAX_ROWS
+    assert matching > bound
+    assert 0 < ranked <= bound
+    assert [hit.id for hit in hits[:2]] == [old[0].pk, old[1].pk]

@@ -2,12 +2,15 @@ from __future__ import annotations
 
 import random
 import statistics
+from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from apps.memory import search_selectors, services
 from apps.memory.embedding import vector_literal
+from apps.memory.models import MemoryNode
 from apps.memory.search_selectors import Weights, memory_search
 
 pytestmark = pytest.mark.django_db
@@ -95,6 +98,18 @@ def test_superseded_values_are_not_retrieved(user, llm_stub):
     assert [hit.id for hit in hits] == [current.pk]
 
 
+def test_a_memory_past_its_valid_until_is_not_recalled_before_decay_closes_it(user, llm_stub):
+    past = services.memory_node_create(owner=user, description="Chemistry exam on Monday")
+    services.memory_node_set_validity(node=past, valid_until=timezone.now() - timedelta(minutes=1))
+    coming = services.memory_node_create(owner=user, description="Physics exam next month")
+    services.memory_node_set_validity(node=coming, valid_until=timezone.now() + timedelta(days=30))
+
+    hits = memory_search(user_id=user.pk, text="chemistry physics exam", vector=None, limit=10)
+
+    assert MemoryNode.objects.get(pk=past.pk).valid_to is None  # decay has not run
+    assert [hit.id for hit in hits] == [coming.pk]
+
+
 def test_hits_carry_their_score_components(user, llm_stub):
     services.memory_node_create(owner=user, description="Plays the cello on Sundays")
 
@@ -117,8 +132,8 @@ def test_kinds_filter_the_candidates(user, llm_stub):
 
 # The owner-leading indexes of current rows, which beat the HNSW index on a test-sized table.
 DROP_OWNER_INDEXES = (
-    "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_words, "
-    "memnode_owner_lexemes"
+    "DROP INDEX memnode_owner_recent, memnode_owner_vectors, memnode_owner_recent_words, "
+    "memnode_owner_recent_long, memnode_owner_lexemes"
 )
 
 
