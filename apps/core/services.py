@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from functools import partial
 
@@ -74,24 +75,48 @@ def events_record(events: list[Event]) -> list[Event]:
     return created
 
 
-# The events whose payload names one of the nodes (critique and edit events quote their text).
+# The events that name one of the nodes or episodes (critique and edit events quote a memory's
+# text, an episode's event its summary), the reflections that wrote one of the nodes (their
+# rejected quotes are often the user's own words, a little off), and the debates that may
+# paraphrase them: every debate with a review (its violations and critique quote the user's
+# rules), or only those quoting one of `quoting` whole.
 _EVENTS_MENTIONING_SQL = """
 DELETE FROM core_event
  WHERE (owner_id = ANY(%(owners)s::bigint[]) OR (owner_id IS NULL AND %(global)s))
-   AND payload -> 'node_id' IN (SELECT to_jsonb(id) FROM unnest(%(ids)s::bigint[]) AS node(id))
+   AND (jsonb_path_exists(payload, '$ ? (@.node_id == $nodes[*] || @.episode_id == $episodes[*])',
+                          %(ids)s::jsonb)
+        OR kind = 'perception' AND jsonb_path_exists(payload, '$ ? (@.created[*] == $nodes[*]
+               || @.updated[*] == $nodes[*] || @.left[*] == $nodes[*]
+               || @.quarantined[*] == $nodes[*])', %(ids)s::jsonb)
+        OR kind = 'debate'
+           AND jsonb_exists(payload, 'critique')
+           AND (%(everywhere)s OR EXISTS (
+                   SELECT 1 FROM unnest(%(quoting)s::text[]) AS quoted(text)
+                    WHERE strpos(lower(payload::text),
+                                 lower(btrim(to_jsonb(quoted.text)::text, '"'))) > 0
+               )))
 """
 
 
-def events_delete_mentioning(*, node_ids: Sequence[int], owner_ids: Collection[int | None]) -> int:
+def events_delete_mentioning(
+    *,
+    node_ids: Sequence[int],
+    owner_ids: Collection[int | None],
+    episode_ids: Sequence[int] = (),
+    quoting: Sequence[str] | None = None,
+) -> int:
     """Delete the events of these owners (None: global knowledge's) that name one of these
-    memory nodes, in one statement; how many went. Forgetting a memory forgets them too."""
+    memory nodes or episodes, and their debates (all, or with `quoting` those quoting one of
+    these texts whole), in one statement; how many went. Forgetting a memory forgets them too."""
     with connection.cursor() as cursor:
         cursor.execute(
             _EVENTS_MENTIONING_SQL,
             {
                 "owners": [owner_id for owner_id in owner_ids if owner_id is not None],
                 "global": None in owner_ids,
-                "ids": list(node_ids),
+                "ids": json.dumps({"nodes": list(node_ids), "episodes": list(episode_ids)}),
+                "everywhere": quoting is None,
+                "quoting": list(quoting or []),
             },
         )
         return cursor.rowcount

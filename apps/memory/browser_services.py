@@ -154,14 +154,21 @@ def memory_node_confirm(*, node: MemoryNode) -> MemoryNode:
 
 @transaction.atomic
 def memory_node_mark_wrong(*, node: MemoryNode) -> MemoryNode:
-    """A wrong memory stops being current (kept as superseded history, never used again)."""
+    """A wrong memory stops being current (kept as superseded history, never used again), and
+    so do the facts its turn taught that state it (see `forget_services._RESTATES`)."""
     MemoryNode.objects.filter(pk=node.pk, valid_to=None).update(valid_to=timezone.now())
     node.refresh_from_db(fields=["valid_to"])
+    retracted = forget_services.triples_retract_restating(node=node)
     event_record(
         kind=Event.Kind.EDIT,
         owner=node.owner,
         summary=f"Marked wrong: {node.description[:200]}",
-        payload={"action": "wrong", "node_id": node.pk, "text": node.description},
+        payload={
+            "action": "wrong",
+            "node_id": node.pk,
+            "text": node.description,
+            "triple_ids": retracted,
+        },
     )
     return node
 
@@ -213,7 +220,7 @@ def memory_nodes_criticise(*, node_ids: list[int]) -> int:
 
 @transaction.atomic
 def triples_forget(*, owner, triple_ids: list[int]) -> int:
-    count, _ = Triple.objects.filter(owner=owner, id__in=triple_ids).delete()
+    count = forget_services.triples_forget(owner_id=owner.pk, triple_ids=triple_ids)
     if count:
         event_record(
             kind=Event.Kind.EDIT,
@@ -226,8 +233,7 @@ def triples_forget(*, owner, triple_ids: list[int]) -> int:
 
 @transaction.atomic
 def episodes_forget(*, owner, episode_ids: list[int]) -> int:
-    count = Episode.objects.filter(owner=owner, id__in=episode_ids).count()
-    Episode.objects.filter(owner=owner, id__in=episode_ids).delete()
+    count = forget_services.episodes_forget(owner_id=owner.pk, episode_ids=episode_ids)
     if count:
         event_record(
             kind=Event.Kind.EDIT,

@@ -170,7 +170,7 @@ _CURRENT_IDS_SQL = """
 SELECT 'memory', id FROM memory_memorynode
  WHERE id = ANY(%(memories)s::bigint[]) AND valid_to IS NULL AND state <> 'quarantined'
 UNION ALL
-SELECT 'triple', id FROM memory_triple WHERE id = ANY(%(triples)s::bigint[])
+SELECT 'triple', id FROM memory_triple WHERE id = ANY(%(triples)s::bigint[]) AND valid_to IS NULL
 UNION ALL
 SELECT 'episode', id FROM memory_episode WHERE id = ANY(%(episodes)s::bigint[])
 """
@@ -179,8 +179,8 @@ SELECT 'episode', id FROM memory_episode WHERE id = ANY(%(episodes)s::bigint[])
 def current_ids(
     *, memories: set[int], triples: set[int], episodes: set[int]
 ) -> tuple[set[int], set[int], set[int]]:
-    """Of these ids, the memories still current and not held for approval, and the facts and
-    episodes still there; one statement."""
+    """Of these ids, the memories and facts still current (a memory not held for approval
+    either), and the episodes still there; one statement."""
     found: dict[str, set[int]] = {"memory": set(), "triple": set(), "episode": set()}
     if memories or triples or episodes:
         params = {
