@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from apps.chat.models import Conversation, Message
 from apps.core.models import Event
 from apps.memory import services
 from apps.memory.models import Critique, MemoryNode
@@ -27,7 +28,22 @@ def _row(page, node):
 
 def test_a_user_searches_confirms_marks_wrong_and_forgets(page, asgi_server, log_in, memories):
     bees, tea, turin, _ = memories
+    # Turin was learnt from a turn that taught two facts.
+    reply = Message.objects.create(
+        conversation=Conversation.objects.create(owner=turin.owner), role="assistant", content="Ok"
+    )
+    MemoryNode.objects.filter(pk=turin.pk).update(source_message=reply)
+    for city, predicate in (("Turin", "lives_in"), ("Milan", "works_in")):
+        services.triple_upsert(
+            owner=turin.owner,
+            subject="user",
+            predicate=predicate,
+            object=city,
+            source_message=reply,
+        )
     log_in("alice")
+    page.goto(f"{asgi_server}/memory/knowledge")
+    assert "Turin" in page.content()
     page.goto(f"{asgi_server}/memory/")
     assert page.locator(".memory-row").count() == 3
     assert "Mallory" not in page.content()
@@ -45,6 +61,10 @@ def test_a_user_searches_confirms_marks_wrong_and_forgets(page, asgi_server, log
     _row(page, turin).wait_for(state="detached")
     turin.refresh_from_db()
     assert turin.valid_to is not None
+    # The fact its turn taught goes from the Facts page with it.
+    page.goto(f"{asgi_server}/memory/knowledge")
+    assert "Milan" in page.content() and "Turin" not in page.content()
+    page.goto(f"{asgi_server}/memory/")
 
     _row(page, tea).locator("button", has_text="Forget").click()
     _row(page, tea).wait_for(state="detached")
