@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from apps.core.db import QueryVector, fetch_hot
-from apps.memory.query_text import query_terms
+from apps.memory.models import STEMMED_LANGUAGES
+from apps.memory.query_text import query_words
 from apps.memory.search_selectors import RECENCY_HALF_LIFE_DAYS, Weights
 
 
@@ -30,14 +31,20 @@ class EpisodeHit:
 
 # Each of the owner's episodes is scored once (materialised), against a query parsed once: the
 # rank of its words only where they match (elsewhere it is 0 anyway), the recency in floating
-# point (numeric powers cost ~20 µs each); the texts are read for the few returned. The rank's
-# query keeps only the forms of the message's words that the matching episodes have (and any form
-# the parser would not keep as one word): ts_rank_cd costs by the query's size, ~70 µs an episode
-# against all ~45 forms, and a form an episode lacks changes nothing of its rank.
+# point (numeric powers cost ~20 µs each); the texts are read for the few returned. The message's
+# words are stemmed in every one of models.STEMMED_LANGUAGES, as the episodes' are. The rank's
+# query keeps only the forms that the matching episodes have: ts_rank_cd costs by the query's
+# size (~70 µs an episode against ~45 forms), and a form an episode lacks changes nothing of its
+# rank.
 _EPISODE_SEARCH_SQL = """
-WITH every_form AS MATERIALIZED (
-    SELECT to_tsquery('simple', string_agg(form, ' | ')) AS query
-      FROM unnest(%(forms)s::text[]) AS form
+WITH stemmed AS MATERIALIZED (
+    SELECT DISTINCT form
+      FROM unnest(%(words)s::text[]) AS word
+     CROSS JOIN unnest(%(languages)s::regconfig[]) AS language
+     CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(language, word))) AS form
+),
+every_form AS MATERIALIZED (
+    SELECT string_agg(quote_literal(form), ' | ')::tsquery AS query FROM stemmed
 ),
 scored AS MATERIALIZED (
     SELECT id, ended_at,
@@ -48,10 +55,9 @@ scored AS MATERIALIZED (
      WHERE owner_id = %(owner)s::int
 ),
 asked AS MATERIALIZED (
-    SELECT to_tsquery('simple', string_agg(form, ' | ')) AS query
-      FROM unnest(%(forms)s::text[]) AS form
+    SELECT string_agg(quote_literal(form), ' | ')::tsquery AS query
+      FROM stemmed
      WHERE form IN (SELECT lexeme FROM scored CROSS JOIN LATERAL unnest(scored.worded))
-        OR tsvector_to_array(to_tsvector('simple', form)) <> ARRAY[form]
 ),
 ranked AS MATERIALIZED (
     SELECT id, ended_at, vector, recency,
@@ -88,7 +94,8 @@ def episode_search(
     params = {
         "owner": int(user_id),
         "vector": QueryVector(vector) if vector is not None else None,
-        "forms": [form for _, forms in query_terms(text) for form in forms],
+        "words": query_words(text),
+        "languages": list(STEMMED_LANGUAGES),
         "half_life": RECENCY_HALF_LIFE_DAYS,
         "w_vector": w_vector,
         "w_text": weights.text,

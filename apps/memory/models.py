@@ -14,13 +14,30 @@ from pgvector.django import HalfVectorField, HnswIndex, VectorField
 
 from apps.core.categories import Category
 
+# The renderer's languages, whose snowball stemmers make the words of the full text: a word is
+# kept in each language's stem ("studies" → "studi", "stud", "studies"), so that a message in any
+# of them finds its other forms ("study" → "studi"). Irregular forms ("ran", "run") stay apart.
+STEMMED_LANGUAGES = ("english", "italian", "german", "french", "spanish")
 
-def _tsvector(*fields: str) -> models.Func:
-    """to_tsvector over text columns; `||` keeps it immutable (generated), CONCAT doesn't."""
+
+def _tsvector(*fields: str, positions: bool = True) -> models.Func:
+    """The words of text columns, stemmed in each of STEMMED_LANGUAGES; `||` keeps it immutable
+    (generated), CONCAT doesn't. Without positions where nothing ranks by them: smaller."""
+    stemmed = [
+        models.Func(
+            models.Func(
+                *[Coalesce(name, models.Value("")) for name in fields],
+                template="%(expressions)s",
+                arg_joiner=" || ' ' || ",
+            ),
+            template=f"to_tsvector('{language}'::regconfig, %(expressions)s)",
+        )
+        for language in STEMMED_LANGUAGES
+    ]
     return models.Func(
-        *[Coalesce(name, models.Value("")) for name in fields],
-        template="to_tsvector('simple'::regconfig, %(expressions)s)",
-        arg_joiner=" || ' ' || ",
+        *stemmed,
+        template="(%(expressions)s)" if positions else "strip(%(expressions)s)",
+        arg_joiner=" || ",
         output_field=SearchVectorField(),
     )
 
@@ -41,8 +58,9 @@ HALF_VECTOR_MAX_DIM = 1280
 
 
 # Memories whose words fit a B-tree entry: up to this many bytes of topic and description make a
-# tsvector of at most about 1.7 kB (two-letter words, each its own lexeme), under its 2,704.
-SHORT_TEXT_MAX_BYTES = 500
+# tsvector of at most about 2.3 kB, under the entry's 2,704 bytes, even for words each of the five
+# stemmers cuts differently (3.2 kB for 490 bytes of them, tests/memory/test_recall_scale.py).
+SHORT_TEXT_MAX_BYTES = 360
 SHORT_TEXT = Q(
     LessThanOrEqual(
         models.Func("topic", function="octet_length", output_field=models.IntegerField())
@@ -155,7 +173,7 @@ class MemoryNode(models.Model):
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="history"
     )
     tsv = models.GeneratedField(
-        expression=_tsvector("topic", "description"),
+        expression=_tsvector("topic", "description", positions=False),
         output_field=SearchVectorField(),
         db_persist=True,
     )

@@ -1,5 +1,6 @@
-"""The words and dates of a query: its meaningful words with their likely inflections, for
-the full-text match, and the periods it names, for matching memories made then."""
+"""The words and dates of a query: its meaningful words, for the full-text match (stemmed there
+by PostgreSQL's snowball stemmers, models.STEMMED_LANGUAGES), and the periods it names, for
+matching memories made then."""
 
 from __future__ import annotations
 
@@ -22,8 +23,6 @@ _STOPWORD_TEXT = """
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _WORD_RE = re.compile(r"\w+", re.UNICODE)
-_SUFFIXES = ("ing", "edly", "ed", "es", "s", "ly")
-_ENDINGS = ("", "s", "es", "ed", "ing", "er", "ers", "e", "ies")
 _MONTHS = [
     *("january", "february", "march", "april", "may", "june"),
     *("july", "august", "september", "october", "november", "december"),
@@ -40,42 +39,14 @@ _DATE_RE = re.compile(
 _RELATIVE_RE = re.compile(r"\b(yesterday|today|(?:last|this) (?:week|month|year))\b", re.IGNORECASE)
 
 
-def _stem(word: str) -> str:
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
-
-
-def word_forms(word: str) -> list[str]:
-    """The word and its likely inflections: "painting" also finds "paint", "paints", "painted".
-
-    Exact lexemes, not a prefix search (`paint:*`): a prefix makes the GIN index collect every
-    posting of the prefix before it can intersect them with the owner's, ten times slower.
-    """
-    stem = _stem(word)
-    bases = {stem}
-    if word.endswith("e") and len(word) >= 4:
-        bases.add(word[:-1])  # making → mak
-    if stem.endswith("i"):
-        bases.add(stem[:-1] + "y")  # hobbies → hobby
-    if len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiousl":
-        bases.add(stem[:-1])  # running → run
-    forms = {word}
-    for base in bases:
-        forms.update(base + ending for ending in _ENDINGS)
-    return sorted(forms)
-
-
-def query_terms(text: str) -> list[tuple[str, list[str]]]:
-    """The meaningful words of `text` as (to_tsquery group, its forms), one per distinct group."""
-    terms: dict[str, list[str]] = {}
+def query_words(text: str) -> list[str]:
+    """The meaningful words of `text`, lower-cased, each once; the search stems them in SQL."""
+    words: dict[str, None] = {}
     for word in _WORD_RE.findall(text.lower()):
         word = word.strip("_")
         if len(word) > 1 and word not in STOPWORDS:
-            forms = word_forms(word)
-            terms.setdefault("(" + " | ".join(forms) + ")", forms)
-    return list(terms.items())[:MAX_QUERY_WORDS]
+            words.setdefault(word)
+    return list(words)[:MAX_QUERY_WORDS]
 
 
 @dataclass

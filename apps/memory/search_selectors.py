@@ -13,8 +13,13 @@ from django.conf import settings
 from apps.core.db import QueryVector, fetch_hot
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
-from apps.memory.models import GLOBAL_COUNT_KEY, HALF_VECTOR_MAX_DIM, SHORT_TEXT_MAX_BYTES
-from apps.memory.query_text import named_dates, query_terms
+from apps.memory.models import (
+    GLOBAL_COUNT_KEY,
+    HALF_VECTOR_MAX_DIM,
+    SHORT_TEXT_MAX_BYTES,
+    STEMMED_LANGUAGES,
+)
+from apps.memory.query_text import named_dates, query_words
 
 # Up to this many visible rows (own + global) an exact scan is used: exact, and at 10k rows per
 # owner (1M rows, bench/README.md) much faster than the filtered HNSW path, whose recall there
@@ -108,11 +113,11 @@ class MemoryHit:
 # ("LeBron, no doubt") may share neither words nor meaning with the question. A memory made in
 # a period the query names gains DATE_MATCH_WEIGHT.
 #
-# A message's three words make some forty-five forms ("paint", "paints", "painted", …), most of
-# which no memory has, and testing each of an owner's rows against all of them cost ~1.2 µs a row
-# (12 ms at 10k rows). So the forms are first looked up in memnode_owner_lexemes, one short
-# posting list each (memory 0011), and only those some current memory of the owner or a global one
-# has are matched (`present`); a form the parser splits in two is kept as it is. With none present
+# Each word of the message is stemmed in every one of models.STEMMED_LANGUAGES, as the memories'
+# words are ("studies" → "studi", "stud", "studies"): two or three forms a word, most of which no
+# memory has. Testing each of an owner's rows against all of them costs by the forms, so they are
+# first looked up in memnode_owner_lexemes, one short posting list each (memory 0011), and only
+# those some current memory of the owner or a global one has are matched (`present`). With none,
 # the match is not run at all. Owners with fewer than FORM_LOOKUP_MIN_ROWS rows skip the lookups.
 # What the match ranks is bounded whatever the words (issue #29): every row of a rare word, and
 # of a common one only those in the window of the most recent rows (_WINDOW_SQL); a common word's
@@ -164,20 +169,17 @@ nearest AS MATERIALIZED (
 _NO_NEAREST = """
 nearest AS (SELECT NULL::bigint AS id WHERE false),
 """
-_FORM_PRESENT = """cardinality(parsed.lexemes) <> 1
-        OR EXISTS (SELECT FROM memory_memorynode
-                    WHERE memory_owner_lexemes(owner_id, tsv)
-                          && ARRAY[%(owner)s::int || '~' || parsed.lexemes[1],
-                                   'g~' || parsed.lexemes[1]]
-                      AND valid_to IS NULL)"""
+_FORM_PRESENT = """EXISTS (SELECT FROM memory_memorynode
+                WHERE memory_owner_lexemes(owner_id, tsv)
+                      && ARRAY[%(owner)s::int || '~' || stemmed.form, 'g~' || stemmed.form]
+                  AND valid_to IS NULL)"""
 # For an owner whose forms are looked up (FORM_LOOKUP_MIN_ROWS), each word's rows are read from
 # memnode_owner_lexemes, up to WORD_LOOKUP_MAX_ROWS + 1 of them: a few for words as rare as most
-# are. A word with no more is rare, and all its rows are candidates; a word with more is common
-# (or has a form the index cannot look up), and only the window finds its rows.
+# are. A word with no more is rare, and all its rows are candidates; a word with more is common,
+# and only the window finds its rows.
 _WORDS_LOOKED_UP = """
 term_keys AS MATERIALIZED (
-    SELECT term, bool_and(lexeme IS NOT NULL) AS possible,
-           array_agg(prefix || '~' || lexeme) FILTER (WHERE lexeme IS NOT NULL) AS keys
+    SELECT term, array_agg(prefix || '~' || form) AS keys
       FROM present CROSS JOIN (VALUES (%(owner)s::int::text), ('g')) AS owners(prefix)
      GROUP BY term
 ),
@@ -189,7 +191,6 @@ looked_up AS MATERIALIZED (
           WHERE memory_owner_lexemes(owner_id, tsv) && term_keys.keys AND valid_to IS NULL
           LIMIT %(word_lookup_max)s + 1
      ) AS found
-     WHERE term_keys.possible
 ),
 counted AS MATERIALIZED (
     SELECT term, count(*) AS found FROM looked_up GROUP BY term
@@ -254,21 +255,21 @@ worded AS MATERIALIZED (
 ),
 """
 _SEARCH_FORMS_SQL = """
+stemmed AS MATERIALIZED (
+    SELECT DISTINCT word AS term, form
+      FROM unnest(%(words)s::text[]) AS word
+     CROSS JOIN unnest(%(languages)s::regconfig[]) AS language
+     CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(language, word))) AS form
+),
 present AS MATERIALIZED (
-    SELECT asked_form.term, asked_form.form,
-           CASE WHEN cardinality(parsed.lexemes) = 1 THEN parsed.lexemes[1] END AS lexeme
-      FROM unnest(%(form_terms)s::text[], %(forms)s::text[]) AS asked_form(term, form)
-     CROSS JOIN LATERAL (
-         SELECT tsvector_to_array(to_tsvector('simple', asked_form.form)) AS lexemes
-     ) AS parsed
-     WHERE {present}
+    SELECT term, form FROM stemmed WHERE {present}
 ),
 asked AS MATERIALIZED (
-    SELECT term, to_tsquery('simple', string_agg(form, ' | ')) AS query
+    SELECT term, string_agg(quote_literal(form), ' | ')::tsquery AS query
       FROM present GROUP BY term
 ),
 any_asked AS MATERIALIZED (
-    SELECT to_tsquery('simple', string_agg(form, ' | ')) AS query FROM present
+    SELECT string_agg(quote_literal(form), ' | ')::tsquery AS query FROM present
 ),
 """
 _SEARCH_SCORES_SQL = """
@@ -383,13 +384,12 @@ def memory_search_query(
     dates = named_dates(text)
     # Only a query that names a date gives the date match a weight: scores keep their scale.
     w_date = DATE_MATCH_WEIGHT * w_total if dates else 0.0
-    forms = [(term, form) for term, term_forms in query_terms(text) for form in term_forms]
     candidates = max(limit * 4, 40)
     params = {
         "owner": int(user_id),
         "vector": QueryVector(vector) if vector is not None else None,
-        "form_terms": [term for term, _ in forms],
-        "forms": [form for _, form in forms],
+        "words": query_words(text),
+        "languages": list(STEMMED_LANGUAGES),
         "min_idf": MATCH_MIN_IDF,
         "candidates": candidates,
         "overfetch": candidates * HNSW_OVERFETCH,

@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from apps.memory import episode_selectors, search_selectors, services
 from apps.memory.embedding import vector_literal
-from apps.memory.models import SHORT_TEXT_MAX_BYTES, MemoryNode
-from apps.memory.query_text import query_terms
+from apps.memory.models import SHORT_TEXT_MAX_BYTES, STEMMED_LANGUAGES, MemoryNode
+from apps.memory.query_text import query_words
 from apps.memory.search_selectors import Weights, memory_search
 from apps.memory.selectors import knowledge_triples_for, plan_and_knowledge
 
@@ -247,7 +247,7 @@ def test_the_owners_words_index_has_no_pending_list_that_every_lookup_would_scan
 
 def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(user, other_user):
     """The episode search drops from its query the word forms no episode of the owner has; each
-    episode's text score stays what the whole query gives it (ts_rank_cd of every form)."""
+    episode's text score stays what the whole query gives it (ts_rank_cd of every stem)."""
     summaries = [
         "Painted the garden fence with Anna",
         "Paints for the gardens, then a walk",
@@ -260,12 +260,20 @@ def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(u
         services.episode_create(owner=user, summary=summary, embed=False)
     services.episode_create(owner=other_user, summary="Painting gardens all day", embed=False)
     for text in ("painting the garden", "jazz pianos", "e-mail to the dentist", "gardening"):
-        forms = [form for _, term_forms in query_terms(text) for form in term_forms]
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT id, ts_rank_cd(tsv, to_tsquery('simple', %s), 32) FROM memory_episode "
-                "WHERE owner_id = %s AND tsv @@ to_tsquery('simple', %s)",
-                [" | ".join(forms), user.pk, " | ".join(forms)],
+                """
+                WITH every_form AS (
+                    SELECT string_agg(quote_literal(form), ' | ')::tsquery AS query
+                      FROM unnest(%s::text[]) AS word
+                     CROSS JOIN unnest(%s::regconfig[]) AS language
+                     CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(language, word)))
+                           AS form
+                )
+                SELECT id, ts_rank_cd(tsv, query, 32) FROM memory_episode, every_form
+                 WHERE owner_id = %s AND tsv @@ query
+                """,
+                [query_words(text), list(STEMMED_LANGUAGES), user.pk],
             )
             expected = {episode_id: rank for episode_id, rank in cursor.fetchall()}
         hits = episode_selectors.episode_search(user_id=user.pk, text=text, vector=None, limit=10)
@@ -325,3 +333,20 @@ def test_a_common_word_is_ranked_in_a_bounded_window_and_a_rare_one_in_every_row
     assert matching > bound
     assert 0 < ranked <= bound
     assert [hit.id for hit in hits[:2]] == [old[0].pk, old[1].pk]
+
+
+def test_a_short_memory_whose_words_stem_apart_in_every_language_fits_its_index_entry(user):
+    """memnode_owner_recent_words holds a short memory's words in a B-tree entry (at most 2,704
+    bytes): words each of the five stemmers cuts differently make the largest ones."""
+    words = [f"{first}{vowel}ités" for first in "bcdfglmnprstv" for vowel in "aeiou"]
+    text = " ".join(words)[: SHORT_TEXT_MAX_BYTES - 10].rsplit(" ", 1)[0]
+    node = services.memory_node_create(owner=user, description=text, embed=False)
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_column_size(tsv) FROM memory_memorynode WHERE id = %s", [node.pk])
+        (size,) = cursor.fetchone()
+    hits = memory_search(user_id=user.pk, text=words[0], vector=None, limit=10)
+
+    assert len(text.encode()) > SHORT_TEXT_MAX_BYTES - 20
+    assert 1500 < size < 2600
+    assert [hit.id for hit in hits] == [node.pk]

@@ -110,6 +110,36 @@ def test_a_memory_past_its_valid_until_is_not_recalled_before_decay_closes_it(us
     assert [hit.id for hit in hits] == [coming.pk]
 
 
+@pytest.mark.parametrize(
+    ("asked", "said"),
+    [
+        ("study", "Studies law at night"),
+        ("studies", "Wants to study law"),
+        ("running", "Runs every morning"),
+        ("studiare", "Lo studio della legge"),
+        ("Bücher", "Liest jeden Abend ein Buch"),
+        ("chansons", "Aime la chanson française"),
+        ("canciones", "Canta una canción"),
+    ],
+)
+def test_a_word_finds_its_other_forms_by_each_languages_stemmer(user, asked, said):
+    found = services.memory_node_create(owner=user, description=said, embed=False)
+    services.memory_node_create(owner=user, description="Plays chess on Sundays", embed=False)
+
+    hits = memory_search(user_id=user.pk, text=asked, vector=None, limit=10)
+
+    assert [hit.id for hit in hits if hit.components["text"]] == [found.pk]
+
+
+def test_irregular_forms_are_not_stemmed_together(user):
+    """Snowball strips endings; it does not know that "ran" is a form of "run"."""
+    services.memory_node_create(owner=user, description="Will run a marathon", embed=False)
+
+    hits = memory_search(user_id=user.pk, text="ran", vector=None, limit=10)
+
+    assert [hit for hit in hits if hit.components["text"]] == []
+
+
 def test_hits_carry_their_score_components(user, llm_stub):
     services.memory_node_create(owner=user, description="Plays the cello on Sundays")
 
