@@ -87,13 +87,28 @@ def render_final_turn_status(message: Message) -> str:
 
 
 def render_composer(
-    conversation: Conversation, open_reply: Message | None, *, max_chars: int | None
+    conversation: Conversation,
+    open_reply: Message | None,
+    *,
+    max_chars: int | None,
+    draft: str = "",
 ) -> str:
-    """The message box; `max_chars` is the configured size limit, for its `maxlength`."""
+    """The message box; `max_chars` is the configured size limit, for its `maxlength`;
+    `draft` the text it holds (a message taken back to be edited)."""
     return render_to_string(
         "chat/_composer.html",
-        {"conversation": conversation, "open_reply": open_reply, "max_chars": max_chars},
+        {
+            "conversation": conversation,
+            "open_reply": open_reply,
+            "max_chars": max_chars,
+            "draft": draft,
+        },
     )
+
+
+def render_removed(message_ids: list[int]) -> str:
+    """Takes the messages off the page."""
+    return "".join(f'<div id="msg-{pk}" hx-swap-oob="delete"></div>' for pk in message_ids)
 
 
 def render_error(text: str) -> str:

@@ -17,6 +17,7 @@ from apps.chat.models import Conversation, Message
 from apps.chat.replying import start_reply
 from apps.chat.selectors import conversation_for_user, message_of, open_reply
 from apps.cognition.context import start_turn_embedding
+from apps.cognition.message_room import message_room
 from apps.cognition.pipeline import TurnRun, start_turn
 from apps.core.db import on_pool_thread
 from apps.core.models import RuntimeConfig
@@ -103,6 +104,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._reopen(_int(data.get("message_id")), services.message_retry)
         elif action == "continue":
             await self._reopen(_int(data.get("message_id")), services.message_continue)
+        elif action == "edit":
+            await self._withdraw(_int(data.get("message_id")))
 
     async def _send_message(self, content: str) -> None:
         # Recall what the memory knows while the message is being saved: both need only the
@@ -124,7 +127,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 # RecallBusy (a ChatError) when the recall's pools are full.
                 run = self._start(text, start_turn_embedding(text=text, config=self.config))
             user_message, reply, history, config = await on_pool_thread(_save_message)(
-                conversation=self.conversation, content=content
+                user=self.scope["user"], conversation=self.conversation, content=content
             )
         except services.ChatError as exc:
             admission.stream_slot_release(user_id=user_id, slot=slot)
@@ -199,6 +202,31 @@ class ChatConsumer(AsyncWebsocketConsumer):
             release=partial(admission.stream_slot_release, user_id=user_id, slot=slot),
         )
 
+    async def _withdraw(self, message_id: int | None) -> None:
+        """Edit the message of a failed answer: the turn leaves every open page, and its text
+        comes back into this page's composer."""
+        message = await on_pool_thread(message_of)(
+            conversation=self.conversation, message_id=message_id
+        )
+        if message is None:
+            return
+        try:
+            content = await on_pool_thread(services.message_withdraw)(message=message)
+        except services.ChatError as exc:
+            await self.send(text_data=broadcasts.render_error(str(exc)))
+            return
+        await broadcasts.push(
+            broadcasts.conversation_group(self.conversation.pk),
+            broadcasts.render_removed([message.reply_to_id, message.pk]),
+            sender=self,
+        )
+        await self.send(
+            text_data=broadcasts.render_composer(
+                self.conversation, None, max_chars=self.max_chars, draft=content
+            )
+            + broadcasts.render_error("")
+        )
+
     async def _fail_if_orphaned(self, message_id: int | None) -> None:
         """A Stop for a reply no process is generating (it died) fails it, and shows Retry."""
         reply = await on_pool_thread(_fail_if_orphaned)(
@@ -254,13 +282,15 @@ def _open_conversation(*, user, pk: int) -> tuple[Conversation | None, RuntimeCo
     return conversation_for_user(user=user, pk=pk), runtime_config()
 
 
-def _save_message(*, conversation: Conversation, content: str):
-    """Save the message and its pending reply, and read the history the reply answers."""
+def _save_message(*, user, conversation: Conversation, content: str):
+    """Save the message and its pending reply, and read the history the reply answers; a
+    message the model has no room for is refused before it is saved."""
     config = runtime_config()
     sent = services.message_send(
         conversation=conversation,
         content=content,
         config=config,
         history=config.short_term_window,
+        refusal=message_room(user=user, conversation=conversation, config=config).refusal,
     )
     return sent.question, sent.reply, sent.history, config

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -122,11 +122,13 @@ def message_send(
     content: str,
     config: RuntimeConfig | None = None,
     history: int = 0,
+    refusal: Callable[[str], str] | None = None,
 ) -> SentTurn:
     """Save the user's message and an empty reply to fill, before any LLM call.
 
     With `history`, also read the last that many messages the reply answers (as
-    `turn_history` would), in the same statement.
+    `turn_history` would), in the same statement. `refusal` says why a message within the size
+    limit cannot be sent ("" if it can): the chat model has no room for it.
     """
     # Browsers submit a form's newlines as CRLF but count them as one character for the box's
     # maxlength; a message is stored with plain newlines.
@@ -139,6 +141,8 @@ def message_send(
             f"Your message is {len(content):,} characters long; "
             f"the limit is {config.max_message_chars:,}."
         )
+    if refusal is not None and (why := refusal(content)):
+        raise ChatError(why)
     now = timezone.now()
     params = {
         "conversation": conversation.pk,

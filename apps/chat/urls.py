@@ -15,6 +15,7 @@ urlpatterns = [
     path("<int:pk>/send", views.message_send, name="send"),
     path("<int:pk>/retry", views.message_retry, name="retry"),
     path("<int:pk>/continue", views.message_continue, name="continue"),
+    path("<int:pk>/edit", views.message_edit, name="edit"),
     path("<int:pk>/stop", views.message_stop, name="stop"),
     path("<int:pk>/messages/<int:message_id>/used", views.message_used, name="message_used"),
     path("<int:pk>/memories/<int:node_id>/confirm", views.memory_confirm, name="memory_confirm"),

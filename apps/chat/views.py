@@ -22,14 +22,16 @@ from apps.chat.selectors import (
     messages_of,
 )
 from apps.cognition.answer import AnswerFailed
+from apps.cognition.message_room import message_room
 from apps.cognition.pipeline import answer_saved_reply
 from apps.core.selectors import runtime_config
 from apps.memory import browser_selectors, browser_services
 from apps.memory.models import MemoryNode
 
 PAGE_SIZE = 30
-# The home composer's first message, kept for the conversation page to send over its socket.
-FIRST_MESSAGE_KEY = "chat_first_message"
+# Text for the conversation page's composer: the home composer's first message, which the page
+# sends over its socket ("send"), or the message of a failed turn taken back to be edited.
+DRAFT_KEY = "chat_draft"
 
 
 def _get_conversation_for_user(request, pk: int) -> Conversation:
@@ -44,9 +46,18 @@ def _conversation_page(request, query: str = ""):
     return paginator.get_page(request.GET.get("page") or 1)
 
 
+def _send(*, user, conversation: Conversation, content: str) -> Message:
+    """Save a message and its pending reply; one the model has no room for is refused."""
+    room = message_room(user=user, conversation=conversation)
+    return services.message_send(
+        conversation=conversation, content=content, refusal=room.refusal
+    ).reply
+
+
 @require_GET
 def home(request):
     query = request.GET.get("q", "").strip()
+    config = runtime_config()
     return render(
         request,
         "chat/app.html",
@@ -54,7 +65,8 @@ def home(request):
             "page": _conversation_page(request, query),
             "q": query,
             "conversation": None,
-            "max_chars": runtime_config().max_message_chars,
+            "max_chars": config.max_message_chars,
+            "room": message_room(user=request.user, config=config),
         },
     )
 
@@ -64,8 +76,11 @@ def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A reply left open by a process that died is shown failed, with Retry.
     open_reply = services.live_open_reply(conversation=conversation)
-    first = request.session.pop(FIRST_MESSAGE_KEY, None) or {}
+    draft = request.session.pop(DRAFT_KEY, None) or {}
+    if draft.get("conversation") != pk:
+        draft = {}
     query = request.GET.get("q", "").strip()
+    config = runtime_config()
     return render(
         request,
         "chat/app.html",
@@ -75,8 +90,10 @@ def conversation_detail(request, pk: int):
             "conversation": conversation,
             "chat_messages": messages_of(conversation=conversation),
             "open_reply": open_reply,
-            "max_chars": runtime_config().max_message_chars,
-            "draft": first.get("content", "") if first.get("conversation") == pk else "",
+            "max_chars": config.max_message_chars,
+            "room": message_room(user=request.user, conversation=conversation, config=config),
+            "draft": draft.get("content", ""),
+            "autosend": draft.get("send", False),
         },
     )
 
@@ -108,12 +125,16 @@ def conversation_begin(request):
         return redirect("home")
     conversation = services.conversation_start(user=request.user)
     if request.POST.get("live") == "1":
-        request.session[FIRST_MESSAGE_KEY] = {"conversation": conversation.pk, "content": content}
+        request.session[DRAFT_KEY] = {
+            "conversation": conversation.pk,
+            "content": content,
+            "send": True,
+        }
         return redirect("chat:conversation", pk=conversation.pk)
     return _answer_and_show(
         request,
         conversation.pk,
-        lambda: services.message_send(conversation=conversation, content=content).reply,
+        lambda: _send(user=request.user, conversation=conversation, content=content),
     )
 
 
@@ -148,7 +169,7 @@ def message_send(request, pk: int):
     return _answer_and_show(
         request,
         pk,
-        lambda: services.message_send(conversation=conversation, content=content).reply,
+        lambda: _send(user=request.user, conversation=conversation, content=content),
     )
 
 
@@ -164,6 +185,20 @@ def message_continue(request, pk: int):
     """The no-JavaScript Continue of an answer cut short, written on without streaming."""
     reply = _get_reply_for_user(request, pk)
     return _answer_and_show(request, pk, lambda: services.message_continue(message=reply))
+
+
+@require_POST
+def message_edit(request, pk: int):
+    """The no-JavaScript Edit of a turn whose answer failed: the turn goes, and its message
+    comes back into the composer."""
+    reply = _get_reply_for_user(request, pk)
+    try:
+        content = services.message_withdraw(message=reply)
+    except services.ChatError as exc:
+        messages.error(request, str(exc))
+    else:
+        request.session[DRAFT_KEY] = {"conversation": pk, "content": content, "send": False}
+    return redirect("chat:conversation", pk=pk)
 
 
 def _get_reply_for_user(request, pk: int) -> Message:

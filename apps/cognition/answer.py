@@ -149,7 +149,12 @@ async def answer_reply(
     except MessageTooLong as exc:
         failed = await database_sync_to_async(
             chat_services.message_fail_open, thread_sensitive=False
-        )(reply_id=reply_id, error=str(exc))
+        )(
+            reply_id=reply_id,
+            error=str(exc),
+            # The page offers to edit the message rather than a Retry that would fail again.
+            trace={"too_long": {"needed": exc.needed, "budget": exc.budget}},
+        )
         if on_saved is not None and failed is not None:
             await on_saved(failed)
         raise AnswerFailed(str(exc)) from exc

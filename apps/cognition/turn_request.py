@@ -561,19 +561,34 @@ def _make_room(texts: list, *, first: int, count: int, budget: int, counter) -> 
 
 
 def _system_prompt(memory: MemoryForTurn, client_system: str) -> str:
+    return system_prompt(
+        template=memory.template,
+        time_zone=memory.time_zone,
+        user_name=memory.user_name,
+        world=memory.world,
+        instructions=memory.instructions,
+        client_system=client_system,
+    )
+
+
+def system_prompt(
+    *,
+    template: str,
+    time_zone: str,
+    user_name: str,
+    world: str,
+    instructions: str,
+    client_system: str = "",
+) -> str:
     """What stays the same from turn to turn: the instructions, the world state in the
     template's memory slot, the user's custom instructions after it (never dropped), an API
     client's own system prompt first."""
     system = fill_prompt(
-        "answer",
-        memory.template,
-        date=_today(memory),
-        user_name=memory.user_name,
-        memory=memory.world,
+        "answer", template, date=_today(time_zone), user_name=user_name, memory=world
     )
     system = BLANK_LINES.sub("\n\n", system).strip()
-    if memory.instructions:
-        system = f"{system}\n\n{memory.instructions}"
+    if instructions:
+        system = f"{system}\n\n{instructions}"
     if client_system:
         system = f"{client_system}\n\n{system}"
     return system
@@ -642,10 +657,10 @@ def turn_prompt(turn: PreparedTurn) -> PromptBuilder:
     return build
 
 
-def _today(memory: MemoryForTurn) -> str:
+def _today(time_zone: str) -> str:
     """Today's date where the user is (their time zone), the server's when unknown."""
-    if memory.time_zone:
-        return timezone.localdate(timezone=ZoneInfo(memory.time_zone)).isoformat()
+    if time_zone:
+        return timezone.localdate(timezone=ZoneInfo(time_zone)).isoformat()
     return timezone.localdate().isoformat()
 
 

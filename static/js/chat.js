@@ -30,6 +30,35 @@
     if (box.value.trim() && !box.disabled) box.form.requestSubmit();
   });
 
+  /* The room the chat model's window leaves a message (templates/chat/_room.html), counted
+   * as the server counts it: characters over the model's characters per token. Past it, Send
+   * is disabled and the box is invalid, so Enter does not send either; the server refuses such
+   * a message too. */
+  function tokensText(n) { return Number(n).toLocaleString('en-US'); }
+
+  function checkRoom() {
+    var room = document.getElementById('composer-room');
+    var box = document.querySelector('#composer textarea');
+    if (!room || !box) return;
+    var tokens = Number(room.getAttribute('data-tokens'));
+    var ratio = Number(room.getAttribute('data-chars-per-token')) || 3.2;
+    var text = box.value.replace(/\r\n/g, '\n').trim();
+    var needed = Math.ceil(Array.from(text).length / ratio);
+    var over = needed > tokens;
+    var refusal = over ? 'Your message is about ' + tokensText(needed) +
+      ' tokens; the model has room for about ' + tokensText(tokens) + '.' : '';
+    if (over) room.textContent = refusal + ' Shorten it to send it.';
+    else if (needed) room.textContent = 'About ' + tokensText(tokens - needed) + ' of ' + tokensText(tokens) + ' tokens left.';
+    else room.textContent = 'Room for about ' + tokensText(tokens) + ' tokens.';
+    room.classList.toggle('over', over);
+    box.setCustomValidity(refusal);
+    var send = box.form.querySelector('button[type="submit"]');
+    if (send) send.disabled = over;
+  }
+  document.addEventListener('input', function (e) {
+    if (e.target.matches && e.target.matches('#composer textarea')) checkRoom();
+  });
+
   var pinned = true;
   document.addEventListener('htmx:wsBeforeMessage', function () {
     var list = document.getElementById('messages');
@@ -38,6 +67,7 @@
   document.addEventListener('htmx:wsAfterMessage', function () {
     if (pinned) scrollToEnd(true);
     markActive();
+    checkRoom();
     var box = document.querySelector('#composer textarea');
     if (box && !box.disabled && document.activeElement === document.body) box.focus();
   });
@@ -127,6 +157,7 @@
 
   document.addEventListener('DOMContentLoaded', function () {
     markActive();
+    checkRoom();
     scrollToEnd(true);
     var box = document.querySelector('#composer textarea');
     if (box && !box.disabled) box.focus();
