@@ -327,6 +327,9 @@ def message_withdraw(*, message: Message) -> str:
     message it answers are deleted; the message's text is returned for the composer."""
     if message.role != Message.Role.ASSISTANT or message.status != Message.Status.FAILED:
         raise ChatError("Only the message of a failed answer can be edited.")
+    # The composer it goes back into is Stop's while another answer is written.
+    if live_open_reply(conversation=message.conversation) is not None:
+        raise ChatError(_BUSY)
     question = Message.objects.filter(pk=message.reply_to_id).first()
     Message.objects.filter(pk__in=[message.pk, message.reply_to_id]).delete()
     return question.content if question is not None else ""

@@ -130,3 +130,13 @@ def test_only_a_failed_answer_can_be_taken_back(user, conversation):
         services.message_withdraw(message=sent.reply)
     with pytest.raises(services.ChatError):
         services.message_withdraw(message=sent.question)
+
+
+def test_a_failed_turn_is_not_taken_back_while_another_answer_is_written(
+    user, conversation, small_window, llm_stub
+):
+    failed = _failed_as_too_long(user, conversation)
+    services.message_send(conversation=conversation, content="and this?")
+    with pytest.raises(services.ChatError, match="Wait for the current answer"):
+        services.message_withdraw(message=failed)
+    assert Message.objects.filter(pk=failed.pk).exists()
