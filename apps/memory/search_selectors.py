@@ -173,61 +173,22 @@ _FORM_PRESENT = """EXISTS (SELECT FROM memory_memorynode
                 WHERE memory_owner_lexemes(owner_id, tsv)
                       && ARRAY[%(owner)s::int || '~' || stemmed.form, 'g~' || stemmed.form]
                   AND valid_to IS NULL)"""
-# For an owner whose forms are looked up (FORM_LOOKUP_MIN_ROWS), each word's rows are read from
-# memnode_owner_lexemes, up to WORD_LOOKUP_MAX_ROWS + 1 of them: a few for words as rare as most
-# are. A word with no more is rare, and all its rows are candidates; a word with more is common,
-# and only the window finds its rows.
-_WORDS_LOOKED_UP = """
-term_keys AS MATERIALIZED (
-    SELECT term, array_agg(prefix || '~' || form) AS keys
-      FROM present CROSS JOIN (VALUES (%(owner)s::int::text), ('g')) AS owners(prefix)
-     GROUP BY term
-),
-looked_up AS MATERIALIZED (
-    SELECT term_keys.term, found.id, found.kind, found.tsv, found.created_at
-      FROM term_keys
-     CROSS JOIN LATERAL (
-         SELECT id, kind, tsv, created_at FROM memory_memorynode
-          WHERE memory_owner_lexemes(owner_id, tsv) && term_keys.keys AND valid_to IS NULL
-          LIMIT %(word_lookup_max)s + 1
-     ) AS found
-),
-counted AS MATERIALIZED (
-    SELECT term, count(*) AS found FROM looked_up GROUP BY term
-),
-"""
-_WORDS_NOT_LOOKED_UP = """
-looked_up AS (
-    SELECT NULL::text AS term, NULL::bigint AS id, NULL::varchar AS kind, NULL::tsvector AS tsv,
-           NULL::timestamptz AS created_at
-     WHERE false
-),
-counted AS (SELECT NULL::text AS term, NULL::bigint AS found WHERE false),
-"""
 # The window: the owner's TEXT_WINDOW_ROWS most recent current memories (and as many global
 # ones), read newest first from memnode_owner_recent_words (short ones, without the table) and
-# memnode_owner_recent_long, and tested against the words. It runs only when a word is not rare,
-# and bounds what a common word costs: matching, counting and ranking half of a 10k-row owner's
-# memories took the full text to 14 ms (bench/README.md). An owner with fewer rows than the
-# window is matched whole, as before.
+# memnode_owner_recent_long, and tested against the words. It bounds what a common word costs:
+# matching, counting and ranking half of a 10k-row owner's memories took the full text to 14 ms
+# (bench/README.md). An owner with fewer rows than the window is matched whole, as before.
 _WINDOW_SQL = """
-common AS MATERIALIZED (
-    SELECT EXISTS (SELECT FROM asked
-                    WHERE term NOT IN (SELECT term FROM counted
-                                        WHERE found <= %(word_lookup_max)s)) AS asked
-),
 recent AS MATERIALIZED (
     (SELECT id, kind, tsv, created_at FROM (
         (SELECT id, kind, tsv, created_at FROM memory_memorynode
           WHERE owner_id = %(owner)s::int AND valid_to IS NULL
             AND octet_length(topic) + octet_length(description) <= {short_text}
-            AND (SELECT asked FROM common)
           ORDER BY created_at DESC LIMIT %(window)s)
         UNION ALL
         (SELECT id, kind, tsv, created_at FROM memory_memorynode
           WHERE owner_id = %(owner)s::int AND valid_to IS NULL
             AND NOT octet_length(topic) + octet_length(description) <= {short_text}
-            AND (SELECT asked FROM common)
           ORDER BY created_at DESC LIMIT %(window)s)
      ) AS own ORDER BY created_at DESC LIMIT %(window)s)
     UNION ALL
@@ -235,23 +196,80 @@ recent AS MATERIALIZED (
         (SELECT id, kind, tsv, created_at FROM memory_memorynode
           WHERE owner_id IS NULL AND valid_to IS NULL
             AND octet_length(topic) + octet_length(description) <= {short_text}
-            AND (SELECT asked FROM common)
           ORDER BY created_at DESC LIMIT %(window)s)
         UNION ALL
         (SELECT id, kind, tsv, created_at FROM memory_memorynode
           WHERE owner_id IS NULL AND valid_to IS NULL
             AND NOT octet_length(topic) + octet_length(description) <= {short_text}
-            AND (SELECT asked FROM common)
           ORDER BY created_at DESC LIMIT %(window)s)
      ) AS global ORDER BY created_at DESC LIMIT %(window)s)
 ),
-worded AS MATERIALIZED (
-    SELECT id, kind, tsv, created_at, true AS in_window FROM recent
-     WHERE tsv @@ (SELECT query FROM any_asked)
-    UNION ALL
-    SELECT DISTINCT ON (id) id, kind, tsv, created_at, false FROM looked_up
-     WHERE term IN (SELECT term FROM counted WHERE found <= %(word_lookup_max)s)
-       AND id NOT IN (SELECT id FROM recent)
+window_size AS MATERIALIZED (SELECT GREATEST(count(*), 1) AS rows FROM recent),
+window_hits AS MATERIALIZED (
+    SELECT recent.id, recent.kind, recent.created_at, asked.term
+      FROM recent JOIN asked ON recent.tsv @@ asked.query
+     WHERE recent.tsv @@ (SELECT query FROM any_asked)
+),
+"""
+# For an owner whose forms are looked up (FORM_LOOKUP_MIN_ROWS), the rows of each word the window
+# finds rare (in at most WORD_LOOKUP_MAX_ROWS rows by its share of the window) are read from
+# memnode_owner_lexemes, up to one more than that: a word with no more is rare, and all its rows
+# are candidates; one with more is common, and only the window finds its rows. When the message
+# has several words and one is common, the rows with every word are read there too (up to
+# WORD_LOOKUP_MAX_ROWS): where all are common, the window holds only its share of the rows that
+# score highest (a fifth of them at 10k rows), and the index finds them all at once.
+_WORDS_LOOKED_UP = """
+term_keys AS MATERIALIZED (
+    SELECT term, array_agg(prefix || '~' || form) AS keys
+      FROM present CROSS JOIN (VALUES (%(owner)s::int::text), ('g')) AS owners(prefix)
+     GROUP BY term
+),
+looked_up AS MATERIALIZED (
+    SELECT term_keys.term, found.id, found.kind, found.created_at
+      FROM term_keys
+     CROSS JOIN LATERAL (
+         SELECT id, kind, created_at FROM memory_memorynode
+          WHERE memory_owner_lexemes(owner_id, tsv) && term_keys.keys AND valid_to IS NULL
+          LIMIT %(word_lookup_max)s + 1
+     ) AS found
+     WHERE (SELECT count(*) FROM window_hits WHERE window_hits.term = term_keys.term)
+           * %(visible)s <= %(word_lookup_max)s * (SELECT rows FROM window_size)
+),
+counted AS MATERIALIZED (
+    SELECT term, count(*) AS found FROM looked_up GROUP BY term
+),
+all_words AS MATERIALIZED (
+    SELECT id, kind, created_at FROM memory_memorynode
+     WHERE {all_words} AND valid_to IS NULL
+       AND EXISTS (SELECT FROM asked
+                    WHERE term NOT IN (SELECT term FROM counted
+                                        WHERE found <= %(word_lookup_max)s))
+     LIMIT %(word_lookup_max)s
+),
+beyond_window AS MATERIALIZED (
+    SELECT DISTINCT ON (id) id, kind, created_at FROM (
+        SELECT id, kind, created_at FROM looked_up
+         WHERE term IN (SELECT term FROM counted WHERE found <= %(word_lookup_max)s)
+        UNION ALL
+        SELECT id, kind, created_at FROM all_words
+    ) AS found
+     WHERE id NOT IN (SELECT id FROM recent)
+),
+beyond_hits AS MATERIALIZED (
+    SELECT beyond_window.id, beyond_window.kind, beyond_window.created_at, asked.term
+      FROM beyond_window
+      JOIN memory_memorynode AS n USING (id)
+      JOIN asked ON n.tsv @@ asked.query
+),
+"""
+_ALL_WORDS = """memory_owner_lexemes(owner_id, tsv)
+                && (SELECT keys FROM term_keys WHERE term = (%(words)s::text[])[{number}])"""
+_WORDS_NOT_LOOKED_UP = """
+counted AS (SELECT NULL::text AS term, NULL::bigint AS found WHERE false),
+beyond_hits AS (
+    SELECT NULL::bigint AS id, NULL::varchar AS kind, NULL::timestamptz AS created_at,
+           NULL::text AS term
+     WHERE false
 ),
 """
 _SEARCH_FORMS_SQL = """
@@ -274,8 +292,9 @@ any_asked AS MATERIALIZED (
 """
 _SEARCH_SCORES_SQL = """
 hits AS MATERIALIZED (
-    SELECT worded.id, worded.kind, worded.created_at, worded.in_window, asked.term
-      FROM worded JOIN asked ON worded.tsv @@ asked.query
+    SELECT id, kind, created_at, term, true AS in_window FROM window_hits
+    UNION ALL
+    SELECT id, kind, created_at, term, false FROM beyond_hits
 ),
 terms AS MATERIALIZED (
     SELECT term, idf,
@@ -285,7 +304,7 @@ terms AS MATERIALIZED (
                            CASE WHEN min(counted.found) <= %(word_lookup_max)s
                                 THEN min(counted.found)
                                 ELSE GREATEST(count(*) FILTER (WHERE in_window) * %(visible)s
-                                              / GREATEST((SELECT count(*) FROM recent), 1)::float,
+                                              / (SELECT rows FROM window_size)::float,
                                               count(*), min(counted.found))
                            END AS df
                       FROM hits LEFT JOIN counted USING (term)
@@ -433,10 +452,16 @@ def memory_search_query(
         nearest = _APPROXIMATE_NEAREST
     looked_up = params["visible"] >= FORM_LOOKUP_MIN_ROWS
     words = _WORDS_LOOKED_UP if looked_up else _WORDS_NOT_LOOKED_UP
-    sql = ("WITH" + nearest + _SEARCH_FORMS_SQL + words + _WINDOW_SQL + _SEARCH_SCORES_SQL).format(
+    all_words = "false"
+    if looked_up and len(params["words"]) > 1:
+        all_words = " AND ".join(
+            _ALL_WORDS.format(number=number) for number in range(1, len(params["words"]) + 1)
+        )
+    sql = ("WITH" + nearest + _SEARCH_FORMS_SQL + _WINDOW_SQL + words + _SEARCH_SCORES_SQL).format(
         kinds="AND kind = ANY(%(kinds)s)" if kinds else "",
         short_text=SHORT_TEXT_MAX_BYTES,
         present=_FORM_PRESENT if looked_up else "true",
+        all_words=all_words,
     )
     return sql, params
 

@@ -328,8 +328,9 @@ def test_a_common_word_is_ranked_in_a_bounded_window_and_a_rare_one_in_every_row
     hits = memory_search(user_id=user.pk, text=text, vector=None, limit=10)
 
     matching = MemoryNode.objects.filter(owner=user, description__icontains="turin").count()
-    ranked = _actual_rows(plan, "worded")
-    bound = search_selectors.TEXT_WINDOW_ROWS + search_selectors.WORD_LOOKUP_MAX_ROWS
+    # Each row here has one of the words (one has both): a (row, word) pair each.
+    ranked = _actual_rows(plan, "hits")
+    bound = search_selectors.TEXT_WINDOW_ROWS + 2 * search_selectors.WORD_LOOKUP_MAX_ROWS
     assert matching > bound
     assert 0 < ranked <= bound
     assert [hit.id for hit in hits[:2]] == [old[0].pk, old[1].pk]
