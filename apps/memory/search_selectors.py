@@ -29,11 +29,10 @@ EXACT_SCAN_MAX_ROWS = 20000
 # The HNSW path over-fetches this many times the candidates in relaxed order, then re-ranks them
 # by exact distance.
 HNSW_OVERFETCH = 2
-# From this many visible rows on, a message's word forms are looked up before the match (see
-# _SEARCH_FORMS_SQL). Below it, testing every row against every form is cheaper than the
-# lookups: ~1.2 µs a row against ~20 µs a form, and on a small table the planner reads each
-# lookup's rows from a B-tree instead (7 ms for 37 forms over 30 memories; at 50 users chatting,
-# PostgreSQL's CPU a turn doubled).
+# From this many visible rows on, the rows of a message's rare words are looked up (see
+# _WORDS_LOOKED_UP); below it, the window holds all of the owner's rows. On a small table the
+# planner reads each lookup's rows from a B-tree instead (7 ms for 37 forms over 30 memories; at
+# 50 users chatting, PostgreSQL's CPU a turn doubled).
 FORM_LOOKUP_MIN_ROWS = 2000
 # A word of the message in up to this many of the owner's (and global) rows is rare: the lookup
 # reads all its rows (each a table row). One in more is common (see _WORDS_LOOKED_UP).
@@ -114,11 +113,10 @@ class MemoryHit:
 # a period the query names gains DATE_MATCH_WEIGHT.
 #
 # Each word of the message is stemmed in every one of models.STEMMED_LANGUAGES, as the memories'
-# words are ("studies" → "studi", "stud", "studies"): two or three forms a word, most of which no
-# memory has. Testing each of an owner's rows against all of them costs by the forms, so they are
-# first looked up in memnode_owner_lexemes, one short posting list each (memory 0011), and only
-# those some current memory of the owner or a global one has are matched (`present`). With none,
-# the match is not run at all. Owners with fewer than FORM_LOOKUP_MIN_ROWS rows skip the lookups.
+# words are ("studies" → "studi", "stud", "studies"): two or three forms a word. (The made-up
+# suffix forms before, ~45 for three words, were first looked up one by one in
+# memnode_owner_lexemes to drop those no memory had; for three stems' ~5 forms those lookups cost
+# more than they saved: 23.0 → 15.7 ms median for common words, bench/README.md.)
 # What the match ranks is bounded whatever the words (issue #29): every row of a rare word, and
 # of a common one only those in the window of the most recent rows (_WINDOW_SQL); a common word's
 # document frequency is then estimated from its share of the window. Equal text scores rank the
@@ -169,10 +167,6 @@ nearest AS MATERIALIZED (
 _NO_NEAREST = """
 nearest AS (SELECT NULL::bigint AS id WHERE false),
 """
-_FORM_PRESENT = """EXISTS (SELECT FROM memory_memorynode
-                WHERE memory_owner_lexemes(owner_id, tsv)
-                      && ARRAY[%(owner)s::int || '~' || stemmed.form, 'g~' || stemmed.form]
-                  AND valid_to IS NULL)"""
 # The window: the owner's TEXT_WINDOW_ROWS most recent current memories (and as many global
 # ones), read newest first from memnode_owner_recent_words (short ones, without the table) and
 # memnode_owner_recent_long, and tested against the words. It bounds what a common word costs:
@@ -221,7 +215,7 @@ window_hits AS MATERIALIZED (
 _WORDS_LOOKED_UP = """
 term_keys AS MATERIALIZED (
     SELECT term, array_agg(prefix || '~' || form) AS keys
-      FROM present CROSS JOIN (VALUES (%(owner)s::int::text), ('g')) AS owners(prefix)
+      FROM stemmed CROSS JOIN (VALUES (%(owner)s::int::text), ('g')) AS owners(prefix)
      GROUP BY term
 ),
 looked_up AS MATERIALIZED (
@@ -279,15 +273,12 @@ stemmed AS MATERIALIZED (
      CROSS JOIN unnest(%(languages)s::regconfig[]) AS language
      CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(language, word))) AS form
 ),
-present AS MATERIALIZED (
-    SELECT term, form FROM stemmed WHERE {present}
-),
 asked AS MATERIALIZED (
     SELECT term, string_agg(quote_literal(form), ' | ')::tsquery AS query
-      FROM present GROUP BY term
+      FROM stemmed GROUP BY term
 ),
 any_asked AS MATERIALIZED (
-    SELECT string_agg(quote_literal(form), ' | ')::tsquery AS query FROM present
+    SELECT string_agg(quote_literal(form), ' | ')::tsquery AS query FROM stemmed
 ),
 """
 _SEARCH_SCORES_SQL = """
@@ -460,7 +451,6 @@ def memory_search_query(
     sql = ("WITH" + nearest + _SEARCH_FORMS_SQL + _WINDOW_SQL + words + _SEARCH_SCORES_SQL).format(
         kinds="AND kind = ANY(%(kinds)s)" if kinds else "",
         short_text=SHORT_TEXT_MAX_BYTES,
-        present=_FORM_PRESENT if looked_up else "true",
         all_words=all_words,
     )
     return sql, params
