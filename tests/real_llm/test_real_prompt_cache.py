@@ -54,8 +54,7 @@ async def test_after_the_first_turn_the_server_evaluates_only_the_new_part(
 
     assert all(reply.status == Message.Status.COMPLETE for reply in replies)
     assert any("note" in reply.trace for reply in replies[:-1]), "a note was replayed"
-    first = replies[0].trace["prompt_cache"]
-    assert first["evaluated"] == replies[0].prompt_tokens, "nothing cached on the first turn"
+    # The first turn's prompt may share its start with an earlier test's: the server is shared.
     for text, reply in zip(CONVERSATION[1:], replies[1:], strict=True):
         note = (reply.trace.get("note") or {}).get("text", "")
         allowed = _tokens(real_llm, text) + (_tokens(real_llm, note) if note else 0) + SLACK
