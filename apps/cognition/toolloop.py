@@ -4,7 +4,8 @@ One round is one request to the chat role's endpoint, then the tools it asked fo
 offered only the tools of the step's allowlist; a call to another, arguments that are not JSON
 or break the tool's schema, a tool that fails or takes longer than the runtime setting's
 `tool_timeout_seconds`: each becomes an observation the model reads in the next round, never an
-exception. At most `tool_rounds` rounds; an LLM error ends the loop with what was gathered.
+exception. A tool left behind is also stopped: its database work ends at the deadline. At most
+`tool_rounds` rounds; an LLM error ends the loop with what was gathered.
 
 Local models are weak at tool calling, and some servers refuse the `tools` parameter
 (llama.cpp without --jinja, Ollama for a model without a tool template). Such an endpoint gets
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 from pydantic import BaseModel, Field, ValidationError
 
 from apps.cognition.tools import TOOLS, Evidence, Tool, ToolContext, ToolError
@@ -58,9 +59,13 @@ REACT_PROMPT = (
     'can help, reply with the action "final".'
 )
 
-# Tool calls run on their own threads so that a slow one can be left behind; each closes its
-# database connection when done.
+# Tool calls run on their own threads so that a slow one can be left behind, and stopped: its
+# queries end at its deadline (`_run_and_close`); each closes its database connection when done.
 _TOOL_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="thalamus-tool")
+
+
+class ToolDeadlinePassed(Exception):
+    """A tool ran past its time: its caller stopped waiting, its queries stop."""
 
 
 @dataclass
@@ -303,15 +308,17 @@ def _call(
             # caller in atomic()): run here, without a time limit.
             found = tool.run(context, args)
         else:
-            future = _TOOL_POOL.submit(_run_and_close, tool, context, args)
+            deadline = time.monotonic() + config.tool_timeout_seconds
+            future = _TOOL_POOL.submit(_run_and_close, tool, context, args, deadline=deadline)
             try:
                 found = future.result(timeout=config.tool_timeout_seconds)
             except ToolTimeout:
                 future.cancel()
-                return done(
-                    "timeout",
-                    f"{tool.name} did not answer within {config.tool_timeout_seconds:g} s",
-                )
+                raise ToolDeadlinePassed from None
+    except ToolDeadlinePassed:
+        return done(
+            "timeout", f"{tool.name} did not answer within {config.tool_timeout_seconds:g} s"
+        )
     except ToolError as exc:
         return done("error", f"{tool.name} failed: {exc}"[:ERROR_CHARS])
     except Exception as exc:  # noqa: BLE001 — a broken tool is an observation, not a broken turn.
@@ -327,11 +334,38 @@ def _call(
     return _observation(found)
 
 
-def _run_and_close(tool: Tool, context: ToolContext, args: BaseModel) -> list[Evidence]:
+def _run_and_close(
+    tool: Tool, context: ToolContext, args: BaseModel, *, deadline: float
+) -> list[Evidence]:
+    """Run the tool until `deadline` (time.monotonic()) and no further: a thread cannot be
+    killed, so the tool's work is stopped where it happens, in the database. Every statement
+    runs with PostgreSQL's statement_timeout set to the time left, so a slow one is cancelled
+    by the server at the deadline, and none starts after it. (The embedder's call has its own
+    timeout within the tool's; the calculator bounds its own work.)"""
     try:
-        return tool.run(context, args)
+        with connection.execute_wrapper(_until(deadline)), transaction.atomic():
+            return tool.run(context, args)
+    except DatabaseError as exc:
+        # The server's cancellation may come back a moment before the caller stops waiting.
+        if time.monotonic() >= deadline:
+            raise ToolDeadlinePassed from exc
+        raise
     finally:
         connection.close()
+
+
+def _until(deadline: float):
+    def execute(run, sql, params, many, context):
+        left_ms = int((deadline - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            raise ToolDeadlinePassed
+        # Local to the tool's transaction: the pooled connection keeps no timeout of ours.
+        context["cursor"].cursor.execute(
+            "SELECT set_config('statement_timeout', %s, true)", [f"{left_ms}ms"]
+        )
+        return run(sql, params, many, context)
+
+    return execute
 
 
 def _record(

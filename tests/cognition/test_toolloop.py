@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import httpx
 import openai
 import pytest
+from django.db import connection
 
 from apps.chat.models import Conversation, Message
 from apps.cognition import tools as tool_module
@@ -20,6 +22,7 @@ from apps.cognition.tools import TOOLS, Tool, ToolContext
 from apps.core.llm.clients import ToolsRefused, outcome_of
 from apps.core.selectors import runtime_config
 from apps.memory import services as memory_services
+from apps.memory.models import MemoryNode
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -151,6 +154,53 @@ def test_a_tool_that_takes_too_long_is_left_behind(
     assert [e.text for e in result.evidence] == ["6*7 = 42"]
     observation = chat_requests(llm_stub)[1]["messages"][-2]
     assert observation["content"] == "current_time did not answer within 0.2 s"
+
+
+def test_a_tool_that_takes_too_long_is_stopped_and_its_work_does_not_go_on(
+    user, conversation, llm_stub, config, monkeypatch
+):
+    config(tool_timeout_seconds=0.3)
+    steps = []
+
+    def slow_then_writes(context, args):
+        # 20 steps of 0.1 s, then a write: 2 s of work the loop stops waiting for at 0.3 s.
+        with connection.cursor() as cursor:
+            for step in range(20):
+                cursor.execute("SELECT pg_sleep(0.1)")
+                steps.append(step)
+        memory_services.memory_node_create(owner=user, description="written after the time-out")
+        return []
+
+    def one_long_query(context, args):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(30)")
+        return []
+
+    monkeypatch.setitem(
+        TOOLS,
+        "current_time",
+        Tool("current_time", "Slow.", tool_module.CurrentTimeArgs, slow_then_writes),
+    )
+    monkeypatch.setitem(
+        TOOLS,
+        "chat_history_tail",
+        Tool("chat_history_tail", "Slower.", tool_module.ChatHistoryArgs, one_long_query),
+    )
+    llm_stub.script(calls(("current_time", {}), ("chat_history_tail", {})), "done")
+
+    result = gather(user, conversation)
+
+    assert [call["outcome"] for call in result.calls] == ["timeout", "timeout"]
+    # Longer than the slow tool would have taken: its steps stopped at the deadline.
+    time.sleep(2.5)
+    assert len(steps) <= 3
+    assert not MemoryNode.objects.filter(owner=user).exists()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%%'"
+            " AND state = 'active'"
+        )
+        assert cursor.fetchone()[0] == 0
 
 
 def test_the_loop_stops_at_the_round_cap(user, conversation, llm_stub, config):
