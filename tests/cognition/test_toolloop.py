@@ -197,8 +197,8 @@ def test_a_tool_that_takes_too_long_is_stopped_and_its_work_does_not_go_on(
     assert not MemoryNode.objects.filter(owner=user).exists()
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%%'"
-            " AND state = 'active'"
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query LIKE 'SELECT pg_sleep%%' AND state = 'active'"
         )
         assert cursor.fetchone()[0] == 0
 
