@@ -29,7 +29,6 @@ from apps.chat import broadcasts
 from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.cognition import statements as statement_rules
-from apps.cognition.quarantine import looks_like_instruction
 from apps.cognition.schemas import message_key, stated_quotes_schema
 from apps.cognition.statements import Statement
 from apps.core.llm.fitting import bodies, template_prompt
@@ -41,6 +40,7 @@ from apps.core.services import event_record
 from apps.memory import services as memory_services
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.models import MemoryNode
+from apps.memory.quarantine import looks_like_instruction
 from apps.memory.schemas import same_text
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,8 @@ logger = logging.getLogger(__name__)
 TRACE_KEY = "reflection"
 NOTHING_YET = "(nothing yet)"
 STARTING_CONFIDENCE = 1
+# How a withheld fact of no category is counted in the outcome's "withheld" categories.
+UNCLASSIFIED = "unclassified"
 # The extraction's reply: a few quotes per message fit well within it (about 30 tokens each).
 EXTRACTION_MAX_TOKENS = 256
 # Measured with SmolLM2-135M (tests/real_llm/test_real_reflection.py): greedy decoding copies
@@ -271,10 +273,10 @@ def _remember_all(
     allowed = set(user_settings_for(user=owner).learn_categories)
     kept = []
     for statement in found:
-        if statement.category in allowed:
+        if statement_rules.category_allowed(statement.category, allowed=allowed):
             kept.append(statement)
         else:
-            _withhold(outcome, "memories", statement.category)
+            _withhold(outcome, "memories", statement.category or UNCLASSIFIED)
     vectors = _embed([statement.description for statement in kept]) if kept else None
     with transaction.atomic():
         claim = {"at": timezone.now().isoformat()}

@@ -48,6 +48,46 @@ _RELATIVES = (
     "|niece|nephew|fiancée?|friend|boss|colleague"
 )
 _PETS = "dog|cat|puppy|kitten|parrot|rabbit|hamster|horse|pet"
+# A clause no rule places is classified by its words, in this order; one that none of them
+# names has no category (see `category_of_words`).
+_CATEGORY_WORDS = [
+    (Category.HEALTH, _HEALTH),
+    (Category.RELATIONSHIPS, re.compile(rf"\b(?:{_RELATIVES}|{_PETS}|married|divorced)s?\b")),
+    (
+        Category.WORK,
+        re.compile(
+            r"\b(?:work\w*|job|office|career|company|employer|client\w*|colleague\w*|school"
+            r"|universit\w*|college|degree|stud(?:y|ies|ying|ent)|exams?|thesis|lessons?)\b"
+        ),
+    ),
+    (
+        Category.PLACES,
+        re.compile(r"\b(?:live[sd]?|living|moved?|city|town|village|country|home|house|flat)\b"),
+    ),
+    (
+        Category.GOALS,
+        re.compile(r"\b(?:want(?:s|ed)? to|plan\w*|goals?|hop(?:e|es|ing) to|aim\w*|dream\w*)\b"),
+    ),
+    (
+        Category.PREFERENCES,
+        re.compile(
+            r"\b(?:prefer\w*|lik(?:e|es|ed)|lov(?:e|es|ed)|enjoy\w*|hat(?:e|es|ed)|dislik\w*"
+            r"|favou?rite|rather|fan of|tiring|boring|annoying)\b"
+        ),
+    ),
+    (
+        Category.SKILLS,
+        re.compile(r"\b(?:speak\w*|fluent|skill\w*|learn\w*|can (?:play|code|cook|drive))\b"),
+    ),
+    (
+        Category.EXPERIENCES,
+        re.compile(
+            r"\b(?:went|visited|travell?ed|trip|holiday|vacation|forgot|lost|met|saw|bought"
+            r"|yesterday|last (?:week|month|year|night))\b"
+        ),
+    ),
+    (Category.KNOWLEDGE, re.compile(r"\b(?:know[sn]?|knew|learnt|read about|believes?|facts?)\b")),
+]
 
 
 @dataclass(frozen=True)
@@ -180,7 +220,8 @@ class Statement:
     kind: str
     topic: str
     fact_key: str
-    category: str
+    # None: neither a rule nor the words say what the fact is about (`category_of_words`).
+    category: str | None
     importance: float
     # (predicate, object, category) of the triple (user, predicate, object), if a rule knows it.
     triple: tuple[str, str, str] | None = None
@@ -278,15 +319,14 @@ def _statement(clause: str, original: str, *, today: date) -> Statement:
     category = Category.HEALTH if _HEALTH.search(clause) else None
     found = _rule_for(clause)
     if found is None:
+        category = category_of_words(clause)
         return Statement(
             description=description,
             quote=original,
             kind=MemoryNode.Kind.FACT,
-            topic="health" if category else "",
+            topic="health" if category == Category.HEALTH else "",
             fact_key="",
-            # What no rule places is general knowledge: a user who lets nothing but some
-            # categories be learnt keeps it out too.
-            category=category or Category.KNOWLEDGE,
+            category=category,
             importance=DEFAULT_IMPORTANCE,
             valid_until=valid_until,
         )
@@ -314,6 +354,26 @@ def _statement(clause: str, original: str, *, today: date) -> Statement:
         triple=(rule.predicate, obj[:1000], rule.category) if obj and rule.predicate else None,
         valid_until=valid_until,
     )
+
+
+def category_of_words(clause: str) -> str | None:
+    """The category a clause's words name, or None when none does ("I collect old stamps").
+
+    No category is a default: a user who lets reflection learn only some categories has a
+    fact of no category withheld (`category_allowed`), not filed under one they allowed.
+    """
+    folded = clause.casefold()
+    for category, words in _CATEGORY_WORDS:
+        if words.search(folded):
+            return category
+    return None
+
+
+def category_allowed(category: str | None, *, allowed: set[str]) -> bool:
+    """May a fact of this category be learnt? One of no category only when every one may."""
+    if category is None:
+        return allowed >= set(Category.values)
+    return category in allowed
 
 
 def _value(original: str, match: re.Match) -> str:

@@ -24,13 +24,13 @@ from pydantic import BaseModel, Field
 from starlette.types import ASGIApp
 
 from apps.accounts.selectors import user_knowledge_language
-from apps.cognition.quarantine import looks_like_instruction
 from apps.core.db import on_pool_thread
 from apps.core.selectors import runtime_config
 from apps.mcp_server.auth import ApiKeyAuth, current_user
 from apps.memory import browser_selectors, browser_services
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.models import MemoryNode
+from apps.memory.quarantine import looks_like_instruction
 from apps.memory.renderer import render_knowledge, render_world
 from apps.memory.search_selectors import EMBED_TIMEOUT_SECONDS, memory_search
 from apps.memory.selectors import shared_memory_count, world_state_for
@@ -151,9 +151,10 @@ def _remember(user, fact: str) -> Remembered:
         description=fact,
         source=MemoryNode.Source.USER,
         quote=fact,
-        state=MemoryNode.State.QUARANTINED if held else MemoryNode.State.VOLATILE,
         vector=vector,
     )
+    # The write service holds what reads as an instruction (apps.memory.quarantine).
+    held = node.state == MemoryNode.State.QUARANTINED
     return Remembered(memory=_memory(node), already_known=False, awaiting_approval=held)
 
 

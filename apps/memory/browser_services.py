@@ -322,6 +322,8 @@ class MemoryImportReceipt:
 
     added: dict[str, int]
     known: dict[str, int]
+    # Quarantined memories the file's instruction-like texts became.
+    held: int = 0
 
     _WORDS = {
         "memories": ("memory", "memories"),
@@ -332,7 +334,15 @@ class MemoryImportReceipt:
     @property
     def sentence(self) -> str:
         """ "Imported 1 memory; 1 was already known.", "Imported 2 memories and 1 fact.",
-        "Nothing new: 2 memories and 1 episode were already known." """
+        "Nothing new: 2 memories and 1 episode were already known.", each followed by how many
+        texts wait for approval, if any."""
+        if not self.held:
+            return self._added_and_known()
+        reads = "reads as an instruction" if self.held == 1 else "read as instructions"
+        them = "it" if self.held == 1 else "them"
+        return f"{self._added_and_known()} {self.held} {reads}: approve or delete {them} below."
+
+    def _added_and_known(self) -> str:
         added, known = self._counted(self.added), self._counted(self.known)
         were = "was" if sum(self.known.values()) == 1 else "were"
         if added and known:
@@ -381,6 +391,16 @@ def memories_export(*, owner) -> dict:
     return {"exported_at": timezone.now().isoformat(), **export.model_dump(mode="json")}
 
 
+# What an imported memory starts at: the confidence reflection gives a new memory.
+IMPORTED_CONFIDENCE = 1
+
+
+def _held_count(owner) -> int:
+    return MemoryNode.objects.filter(
+        owner=owner, state=MemoryNode.State.QUARANTINED, valid_to=None
+    ).count()
+
+
 @transaction.atomic
 def memories_import(*, owner, data) -> MemoryImportReceipt:
     """Load an export back; raises pydantic.ValidationError on a malformed file, writing nothing.
@@ -388,9 +408,14 @@ def memories_import(*, owner, data) -> MemoryImportReceipt:
     Facts with a fact_key evolve the current value as any new memory does, and restated triples
     only raise their confidence, so importing the same file twice adds nothing the second time
     (and the receipt says each was already known).
+
+    A file is not the user's word: its memories arrive volatile at the starting confidence,
+    whatever state and confidence it gives them, and pass the same gate as every other write
+    (apps.memory.quarantine): what reads as an instruction is held for the user's approval.
     """
     export = MemoryExport.model_validate(data)
     added = {"memories": 0, "episodes": 0, "triples": 0}
+    held_before = _held_count(owner)
     known_nodes = {
         normal_text(text)
         for text in MemoryNode.objects.filter(owner=owner, valid_to=None).values_list(
@@ -402,7 +427,11 @@ def memories_import(*, owner, data) -> MemoryImportReceipt:
             continue
         known_nodes.add(normal_text(item.description))
         node = services.memory_node_create(
-            owner=owner, embed=False, **item.model_dump(exclude={"created_at"})
+            owner=owner,
+            embed=False,
+            source=MemoryNode.Source.IMPORTED,
+            confidence_score=IMPORTED_CONFIDENCE,
+            **item.model_dump(exclude={"created_at", "state", "confidence_score"}),
         )
         if item.created_at:
             MemoryNode.objects.filter(pk=node.pk).update(created_at=item.created_at)
@@ -414,21 +443,31 @@ def memories_import(*, owner, data) -> MemoryImportReceipt:
     for item in export.episodes:
         if normal_text(item.summary) not in known_episodes:
             known_episodes.add(normal_text(item.summary))
-            services.episode_create(owner=owner, embed=False, **item.model_dump())
+            services.episode_create(
+                owner=owner, embed=False, source=MemoryNode.Source.IMPORTED, **item.model_dump()
+            )
             added["episodes"] += 1
     # A restated triple only raises its confidence; a new one (or a single-valued one's new
     # value, which closes the old) is a new row.
     triples_before = Triple.objects.filter(owner=owner).count()
+    in_file_held = 0
     for item in export.triples:
-        services.triple_upsert(owner=owner, **item.model_dump())
+        try:
+            services.triple_upsert(
+                owner=owner, source=MemoryNode.Source.IMPORTED, **item.model_dump()
+            )
+        except services.TripleHeld:
+            in_file_held += 1
     added["triples"] = Triple.objects.filter(owner=owner).count() - triples_before
     in_file = {
         "memories": len(export.memories),
         "episodes": len(export.episodes),
-        "triples": len(export.triples),
+        "triples": len(export.triples) - in_file_held,
     }
     receipt = MemoryImportReceipt(
-        added=added, known={name: in_file[name] - added[name] for name in added}
+        added=added,
+        known={name: in_file[name] - added[name] for name in added},
+        held=_held_count(owner) - held_before,
     )
     event_record(
         kind=Event.Kind.EDIT,

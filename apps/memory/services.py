@@ -7,6 +7,7 @@ Consolidation, forgetting, the world state and the filling in of vectors are in 
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -32,7 +33,9 @@ from apps.memory.models import (
     RetrievalPlan,
     Triple,
 )
+from apps.memory.quarantine import looks_like_instruction
 from apps.memory.schemas import RetrievalPlanSchema, canonical_predicate_name, same_text
+from apps.memory.support import quote_supports
 
 
 def memory_node_create(
@@ -57,6 +60,12 @@ def memory_node_create(
     `vector`, when the caller already embedded "topic: description", saves embedding it again.
     `source` by default: inferred from the message that formed it, else added by an admin.
 
+    The gate before every prompt (apps.memory.quarantine): a description or quote that reads
+    as an instruction is stored quarantined, without a fact key, whatever state was asked for,
+    unless an admin wrote it.
+    A memory said to be the user's own whose description adds words to its quote is stored as
+    inferred, at confidence 0 (apps.memory.support).
+
     The current row keeps its id (links and traces still point at it); its previous value is
     copied into a superseded row. Without a vector (embedder down, or `embed=False`) the node is
     saved pending and a task embeds it after commit.
@@ -64,6 +73,13 @@ def memory_node_create(
     description = description.strip()
     if source is None:
         source = MemoryNode.Source.INFERRED if source_message else MemoryNode.Source.ADMIN
+    # A person writing in the admin (or a seed) is the approval; every other door is gated.
+    held = looks_like_instruction(description) or looks_like_instruction(quote)
+    if held and source != MemoryNode.Source.ADMIN:
+        state, fact_key = MemoryNode.State.QUARANTINED, ""
+    said = source == MemoryNode.Source.USER
+    if said and not quote_supports(description=description, quote=quote):
+        source, confidence_score = MemoryNode.Source.INFERRED, 0
     embedding_text = f"{topic}: {description}" if topic else description
     if vector is not None:
         marker = get_embedder().marker
@@ -123,6 +139,37 @@ def memory_node_create(
     return node
 
 
+def memory_hold(
+    *,
+    owner: AbstractBaseUser,
+    text: str,
+    held_from: str,
+    source: str = MemoryNode.Source.INFERRED,
+    source_message: Message | None = None,
+) -> MemoryNode:
+    """Keep an instruction-like text that came by a door other than a memory (a world-state
+    operation, a triple, an episode's summary) as a quarantined memory, once per text.
+
+    The memory browser's approval section shows it; approving it makes it an ordinary memory,
+    recalled like any other. The write it came from is not replayed: it stays undone.
+    """
+    text = " ".join(text.split())
+    held = MemoryNode.objects.filter(
+        owner=owner, state=MemoryNode.State.QUARANTINED, valid_to=None, description__iexact=text
+    ).first()
+    if held is not None:
+        return held
+    return memory_node_create(
+        owner=owner,
+        description=text,
+        topic=f"held {held_from}"[:200],
+        origin_context=f"held from {held_from}",
+        state=MemoryNode.State.QUARANTINED,
+        source=source,
+        source_message=source_message,
+    )
+
+
 def _copy_into_history(*, current: MemoryNode, now: datetime) -> MemoryNode:
     """A superseded copy of a node's present value, before the node (same id) changes."""
     return MemoryNode.objects.create(
@@ -169,15 +216,20 @@ def episode_create(
     started_at: datetime | None = None,
     ended_at: datetime | None = None,
     embed: bool = True,
+    source: str = MemoryNode.Source.INFERRED,
 ) -> Episode:
+    """Store an episode. Its sentences that read as instructions are held (`memory_hold`)
+    instead: recalled episodes reach the answer's prompt."""
     now = timezone.now()
+    texts = {"summary": summary, "decisions": decisions, "outcome": outcome, "lesson": lesson}
+    kept = {name: _held_sentences_out(owner, text, source=source) for name, text in texts.items()}
     episode = Episode(
         owner=owner,
         conversation=conversation,
-        summary=summary.strip(),
-        decisions=decisions,
-        outcome=outcome,
-        lesson=lesson,
+        summary=kept["summary"].strip() or HELD_SUMMARY,
+        decisions=kept["decisions"],
+        outcome=kept["outcome"],
+        lesson=kept["lesson"],
         started_at=started_at or now,
         ended_at=ended_at or now,
     )
@@ -193,6 +245,27 @@ def episode_create(
         if vector is None:
             embeddings_fill_later()
     return episode
+
+
+HELD_SUMMARY = "(This episode's summary is held for the user's approval.)"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _held_sentences_out(owner: AbstractBaseUser, text: str, *, source: str) -> str:
+    """`text` without its instruction-like sentences, each held for approval."""
+    if not looks_like_instruction(text):
+        return text
+    kept = []
+    for sentence in _SENTENCE_END.split(text):
+        if looks_like_instruction(sentence):
+            memory_hold(owner=owner, text=sentence, held_from="episode", source=source)
+        else:
+            kept.append(sentence)
+    rest = " ".join(kept)
+    if looks_like_instruction(rest):
+        memory_hold(owner=owner, text=rest, held_from="episode", source=source)
+        return ""
+    return rest
 
 
 def episode_failure_record(
@@ -256,6 +329,15 @@ def predicate_upsert(
     return predicate
 
 
+class TripleHeld(ValueError):
+    """The triple was not stored: it reads as an instruction, and waits as a quarantined
+    memory (`node`) for the user's approval."""
+
+    def __init__(self, node: MemoryNode):
+        super().__init__("held for the user's approval: it reads as an instruction")
+        self.node = node
+
+
 def triple_upsert(
     *,
     owner: AbstractBaseUser | None,
@@ -266,12 +348,26 @@ def triple_upsert(
     confidence: float = 0.5,
     provenance: str = "",
     source_message: Message | None = None,
+    source: str = MemoryNode.Source.INFERRED,
 ) -> Triple:
     """Record a statement; restating it raises its confidence, and a new value of a
-    single-valued predicate (a name) closes the old one instead of adding a second."""
-    canonical = predicate_resolve(name=predicate, category=category)
+    single-valued predicate (a name) closes the old one instead of adding a second.
+
+    A subject or object that reads as an instruction is held (`memory_hold`) instead, and
+    TripleHeld raised: facts reach the answer's prompt.
+    """
     subject = subject.strip()
     object = object.strip()
+    if owner is not None and (looks_like_instruction(subject) or looks_like_instruction(object)):
+        held = memory_hold(
+            owner=owner,
+            text=f"{subject} {predicate}: {object}",
+            held_from="fact",
+            source=source,
+            source_message=source_message,
+        )
+        raise TripleHeld(held)
+    canonical = predicate_resolve(name=predicate, category=category)
     now = timezone.now()
     with transaction.atomic():
         current = list(

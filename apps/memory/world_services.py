@@ -5,13 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from apps.core.models import Event
 from apps.core.services import events_record
 from apps.memory.models import WorldState
+from apps.memory.quarantine import looks_like_instruction
 from apps.memory.schemas import WORLD_LIST_PATHS, WorldOp, world_op_parse
+from apps.memory.services import memory_hold
 
+# Operations a person wrote by hand: their approval is the writing.
+BY_HAND = frozenset({"browser", "admin"})
 # A turn that proposes more than this is rambling; the rest are rejected, not guessed at.
 MAX_WORLD_OPS = 20
 
@@ -94,6 +99,27 @@ def _world_op_apply(state: WorldState, op: WorldOp) -> str:
     return ""
 
 
+def _held(user_id: int, op: WorldOp) -> WorldOp | str:
+    """The operation, or why it is not applied: its instruction-like texts, held. A removal
+    writes no text."""
+    if op.op == "remove":
+        return op
+    texts = [text for text in [op.value, *(op.values or [])] if text]
+    held = [
+        memory_hold(owner=_owner(user_id), text=text, held_from=f"world {op.path}")
+        for text in texts
+        if looks_like_instruction(text)
+    ]
+    if not held:
+        return op
+    numbers = ", ".join(str(node.pk) for node in held)
+    return f"it reads as an instruction: held for the user's approval (memory {numbers})"
+
+
+def _owner(user_id: int):
+    return get_user_model().objects.get(pk=user_id)
+
+
 def world_apply(*, user_id: int, ops: Sequence[WorldOp | dict], source: str) -> WorldChange:
     """Apply the valid operations to a user's world state in one transaction.
 
@@ -102,6 +128,10 @@ def world_apply(*, user_id: int, ops: Sequence[WorldOp | dict], source: str) -> 
     still apply. The row is locked while they do, created if missing; the version goes up once,
     and one event records what changed, when anything did. `source`: "turn", "reflection",
     "browser", "admin".
+
+    The world state is in every answer's prompt: unless the user wrote the operation by hand
+    (in the memory browser or the admin), one whose text reads as an instruction is rejected,
+    its text held for the user's approval as a quarantined memory (apps.memory.quarantine).
     """
     parsed: list[tuple[WorldOp | dict, WorldOp]] = []
     rejected: list[dict] = []
@@ -109,6 +139,8 @@ def world_apply(*, user_id: int, ops: Sequence[WorldOp | dict], source: str) -> 
         result = world_op_parse(raw)
         if index >= MAX_WORLD_OPS:
             result = f"at most {MAX_WORLD_OPS} operations are applied at once"
+        if not isinstance(result, str) and source not in BY_HAND:
+            result = _held(user_id, result)
         if isinstance(result, str):
             rejected.append({"op": _op_json(raw), "reason": result})
         else:

@@ -9,7 +9,7 @@ from apps.accounts import services as account_services
 from apps.chat import services as chat_services
 from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import reflect_on_message
-from apps.memory.models import MemoryNode, Triple
+from apps.memory.models import Category, MemoryNode, Triple
 from tests.cognition.conftest import EXTRACT, reflection
 
 pytestmark = pytest.mark.django_db
@@ -186,3 +186,28 @@ def test_an_idle_kept_chat_is_still_due_for_its_episode(user, turn, config):
     )
 
     assert episodes.idle_conversations(idle_minutes=10, limit=10) == [conversation.pk]
+
+
+def test_a_fact_of_no_category_is_withheld_from_a_user_who_narrowed_the_categories(
+    user, turn, llm_stub, config
+):
+    config(critic_enabled=False)
+    every_but_health = [value for value in Category.values if value != "health"]
+    account_services.user_settings_update(user=user, learn_categories=every_but_health)
+    reply = turn("I collect old stamps", "Nice.")
+    llm_stub.script(reflection("I collect old stamps"))
+
+    outcome = reflect_on_message(message_id=reply.pk)
+
+    assert not MemoryNode.objects.filter(owner=user).exists()
+    assert outcome["withheld"] == {"memories": 1, "triples": 0, "categories": ["unclassified"]}
+
+
+def test_a_fact_of_no_category_is_learnt_by_default(user, turn, llm_stub, config):
+    config(critic_enabled=False)
+    reply = turn("I collect old stamps", "Nice.")
+    llm_stub.script(reflection("I collect old stamps"))
+
+    reflect_on_message(message_id=reply.pk)
+
+    assert MemoryNode.objects.filter(owner=user, description="The user collects old stamps")

@@ -6,7 +6,14 @@ from datetime import date
 
 import pytest
 
-from apps.cognition.statements import quoted_sentences, statements_of, states_something
+from apps.cognition.statements import (
+    category_allowed,
+    quoted_sentences,
+    statements_of,
+    states_something,
+)
+from apps.memory.models import Category
+from apps.memory.support import quote_supports
 
 TODAY = date(2026, 11, 26)
 
@@ -67,7 +74,7 @@ def _one(sentence: str):
             "",
             ("has_relative", "Sofia (daughter)", "relationships"),
         ),
-        ("I collect old stamps", "The user collects old stamps", "fact", "knowledge", "", None),
+        ("I collect old stamps", "The user collects old stamps", "fact", None, "", None),
     ],
 )
 def test_a_statement_is_typed_by_its_words(said, description, kind, category, fact_key, triple):
@@ -119,3 +126,49 @@ def test_a_quote_points_at_the_sentence_that_holds_it_and_a_run_on_quote_at_each
 def test_what_holds_only_until_tomorrow_ends_then():
     assert _one("I have an exam tomorrow").valid_until == date(2026, 11, 27)
     assert _one("I have an exam").valid_until is None
+
+
+@pytest.mark.parametrize(
+    ("said", "category"),
+    [
+        ("I forgot my umbrella at the office", "work"),
+        ("I run every Sunday morning", None),
+        ("I find long explanations tiring", "preferences"),
+        ("I visited Lisbon last year", "experiences"),
+        ("I collect old stamps", None),
+    ],
+)
+def test_a_fact_no_rule_places_is_classified_by_its_words_or_left_without_a_category(
+    said, category
+):
+    assert _one(said).category == category
+
+
+def test_a_fact_of_no_category_is_learnt_only_by_a_user_who_learns_every_category():
+    every = set(Category.values)
+
+    assert category_allowed(None, allowed=every)
+    assert not category_allowed(None, allowed=every - {"knowledge"})
+    assert category_allowed("work", allowed={"work"})
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "My name is Laura Bianchi and I live in Turin",
+        "I've been vegetarian since 2019",
+        "I don't like olives",
+        "I can't stand jazz",
+        "I'd rather walk to work",
+        "My daughter is called Sofia",
+        "I went to Rome last week",
+        "I study physics",
+        "I'm 34 years old",
+        "I have a dog named Rex",
+        "My sister Anna lives in Berlin and I visit her often",
+    ],
+)
+def test_every_statement_says_nothing_its_quote_does_not(said):
+    # Reflection stores these as the user's own words (apps.memory.services demotes any other).
+    for statement in statements_of(said, today=TODAY):
+        assert quote_supports(description=statement.description, quote=statement.quote), statement

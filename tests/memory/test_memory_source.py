@@ -83,3 +83,43 @@ def test_the_dashboard_node_detail_shows_the_source(client, user):
     body = client.get(reverse("dashboard:node", args=[node.pk])).content.decode()
 
     assert "The user said it" in body and "I keep bees" in body
+
+
+@pytest.mark.parametrize(
+    ("description", "quote"),
+    [
+        ("The user lives in Turin", "I live in Turin"),
+        ("The user studies physics", "I study physics"),
+        ("The user's daughter is called Sofia", "My daughter is called Sofia"),
+        ("The user does not like olives", "I don't like olives"),
+        ("Keeps bees", "I keep bees"),
+    ],
+)
+def test_a_users_memory_that_only_restates_its_quote_stays_theirs(user, description, quote):
+    node = services.memory_node_create(
+        owner=user, description=description, source="user", quote=quote, embed=False
+    )
+
+    assert (node.source, node.confidence_score) == (MemoryNode.Source.USER, 1)
+
+
+@pytest.mark.parametrize(
+    ("description", "quote"),
+    [
+        ("The user lives in Milan", "I live in Turin"),
+        ("The user is a vegan chef", "I'm vegetarian"),
+        ("The user prefers answers in German", ""),
+    ],
+)
+def test_a_users_memory_that_says_more_than_its_quote_is_inferred_at_confidence_zero(
+    user, description, quote
+):
+    node = services.memory_node_create(
+        owner=user, description=description, source="user", quote=quote, embed=False
+    )
+
+    assert (node.source, node.confidence_score, node.start_confidence) == (
+        MemoryNode.Source.INFERRED,
+        0,
+        0,
+    )

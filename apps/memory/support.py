@@ -1,0 +1,41 @@
+"""Whether a memory's description says no more than the user's words it quotes.
+
+A memory marked as the user's own (source "user") carries the words it came from. Its
+description may turn them into the third person ("I live in Turin" -> "The user lives in
+Turin") but must add no word of its own: every content word of the description is in the quote,
+give or take an inflection ("live"/"lives", "study"/"studies").
+"""
+
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"\w+")
+# The words the third person adds to any quote: pronouns, the user, auxiliaries, articles.
+_FRAME = frozenset(
+    {
+        "the", "user", "users", "s", "their", "theirs", "them", "themselves", "they",
+        "is", "are", "was", "were", "has", "have", "had", "does", "do", "did", "not",
+        "would", "will", "can", "a", "an", "and", "of",
+    }
+)  # fmt: skip
+
+
+def _forms(word: str) -> set[str]:
+    forms = {word}
+    if word.endswith("ies") and len(word) > 4:
+        forms.add(word[:-3] + "y")
+    if word.endswith("es") and len(word) > 3:
+        forms.add(word[:-2])
+    if word.endswith("s") and len(word) > 2:
+        forms.add(word[:-1])
+    return forms
+
+
+def quote_supports(*, description: str, quote: str) -> bool:
+    """Does every content word of `description` come from `quote`?"""
+    quoted: set[str] = set()
+    for word in _WORD.findall(quote.casefold()):
+        quoted |= _forms(word)
+    added = [word for word in _WORD.findall(description.casefold()) if word not in _FRAME]
+    return all(_forms(word) & quoted for word in added)
