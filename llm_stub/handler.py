@@ -21,6 +21,16 @@ from llm_stub.state import StubState
 logger = logging.getLogger("thalamus.llm_stub")
 
 HANG_SECONDS = 30.0
+# Faults answered at once with an error no retry can fix: (status, message, type, code).
+REFUSALS = {
+    "http_401": (401, "Incorrect API key provided", "invalid_request_error", "invalid_api_key"),
+    "http_422": (
+        422,
+        "Unprocessable request: 'messages' has an unsupported shape",
+        "invalid_request_error",
+        "unprocessable_entity",
+    ),
+}
 
 
 class StubHTTPServer(ThreadingHTTPServer):
@@ -219,6 +229,10 @@ class BaseHandler(BaseHTTPRequestHandler):
     def _apply_fault(self, plan: Plan, stream: bool = False) -> bool:
         """Answer error faults up front; a streaming "drop" is left to the stream itself."""
         dropped = plan.fault in ("drop", "drop_done") and not stream
+        if plan.fault in REFUSALS:
+            self._note = f" [{plan.fault}]"
+            self._send_error_json(*REFUSALS[plan.fault])
+            return True
         if plan.fault in ("http_500", "http_429") or dropped:
             self._note = f" [{plan.fault}]"
             if self._abort_if_stopping(plan.ttft):

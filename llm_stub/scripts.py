@@ -13,7 +13,10 @@ from llm_stub.schemas import is_number, is_positive_int
 
 # "drop_done": a streamed reply arrives whole, finish reason and usage included, then the
 # connection drops before "data: [DONE]" (non-streamed, it is "drop").
-FAULTS = frozenset({"http_500", "http_429", "drop", "drop_done", "garbage", "hang"})
+# "http_401" and "http_422": a server that refuses the key, or the request's shape.
+FAULTS = frozenset(
+    {"http_500", "http_429", "http_401", "http_422", "drop", "drop_done", "garbage", "hang"}
+)
 ENDPOINTS = frozenset({"chat", "embeddings"})
 REPLY_KEYS = frozenset(
     {

@@ -5,36 +5,48 @@ is shown what could contradict the node — the owner's nearest long-term (promo
 first, then unconfirmed ones, and the known facts that share its words — and a known memory it
 names as contradicted or supported gets a `contradicts` or `supports` link. A critique is unique
 per node and turn, so a redelivered task never counts a verdict twice; a sweep reviews the
-volatile nodes no turn ever brought before the critic, oldest first.
+volatile nodes no turn ever brought before the critic, oldest first. A node the critic cannot
+judge (a reply it cannot read, a refusal, a prompt too long, a fault of ours) gets an error event
+naming it, and the sweep leaves it alone; a turn's outcome, its verdicts and failures with why,
+is kept in its reply's trace.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, IntegerField, OuterRef, Q
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
+from django.utils import timezone
 
+from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.cognition.reflection import (
     NOTHING_YET,
     TRACE_KEY,
-    error_record,
     exchange_lines,
     node_line,
 )
 from apps.cognition.schemas import CriticVerdict
 from apps.core.llm.fitting import bodies, fixed_lines, ranked_lines, template_prompt
 from apps.core.llm.limits import CRITIC, role_endpoint
-from apps.core.llm.outcomes import InvalidReply, Refused, TooLong
+from apps.core.llm.outcomes import InvalidReply, Refused, TooLong, Unreachable
 from apps.core.llm.structured import complete_as
-from apps.core.models import RuntimeConfig
+from apps.core.models import Event, RuntimeConfig
 from apps.core.selectors import runtime_config
+from apps.core.services import event_record
 from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
 from apps.memory.models import Critique, MemoryLink, MemoryNode, Triple
 from apps.memory.query_text import STOPWORDS
 
+logger = logging.getLogger(__name__)
+
+# The critic's outcome in a reply's trace (critic_outcome_record).
+TRACE_KEY_CRITIC = "critic"
 # LLM calls one sweep may make: on a one-slot server the chat must not wait behind a backlog.
 SWEEP_MAX_NODES = 3
 # Facts shown to the critic beside the nearest memories.
@@ -61,11 +73,16 @@ def nodes_to_doubt(*, reply: Message, limit: int) -> list[MemoryNode]:
 
 
 def unreviewed_nodes(*, limit: int) -> list[MemoryNode]:
-    """Volatile nodes the critic never judged, oldest first."""
+    """Volatile nodes the critic never judged nor failed to judge for good, oldest first: a
+    node it cannot judge would otherwise hold a place in every sweep."""
+    failed = Event.objects.filter(kind=Event.Kind.ERROR, payload__step="critique").annotate(
+        node_id=Cast(KeyTextTransform("node_id", "payload"), IntegerField())
+    )
     return list(
         MemoryNode.objects.filter(state=MemoryNode.State.VOLATILE, valid_to=None)
         .exclude(owner=None)
         .filter(~Exists(Critique.objects.filter(node=OuterRef("pk"))))
+        .filter(~Exists(failed.filter(node_id=OuterRef("pk"))))
         .select_related("owner", "source_message__reply_to")
         .order_by("created_at", "pk")[:limit]
     )
@@ -132,13 +149,8 @@ def node_criticise(
     try:
         verdict = complete_as(CriticVerdict, role="critic", prompt=prompt)
     except (InvalidReply, Refused, TooLong) as exc:
-        error_record(
-            owner=owner,
-            step="critique",
-            message_id=message.pk if message else None,
-            error=str(exc),
-        )
-        return None
+        # Asking again would not mend these; an Unreachable server goes to the task's retries.
+        raise CritiqueFailed(str(exc)) from exc
     similarity = {near.pk: (near, score) for near, score in known}
     contradicts = [pk for pk in verdict.contradicts if pk in similarity]
     supports = [pk for pk in verdict.supports if pk in similarity and pk not in contradicts]
@@ -171,6 +183,7 @@ def node_criticise(
 
 
 def criticise_turn(*, message_id: int) -> list[Critique]:
+    """Judge the nodes the turn touched; what came of it is kept in the reply's trace."""
     config = runtime_config()
     if not config.critic_enabled:
         return []
@@ -183,23 +196,81 @@ def criticise_turn(*, message_id: int) -> list[Critique]:
         return []
     already = set(Critique.objects.filter(message=reply).values_list("node_id", flat=True))
     critiques = []
+    failed = []
     for node in nodes_to_doubt(reply=reply, limit=config.max_memory_results):
         if node.pk in already:
             continue
-        critique = node_criticise(node=node, message=reply, config=config)
+        try:
+            critique = _criticise_or_record(node=node, message=reply, config=config)
+        except CritiqueFailed as exc:
+            failed.append({"node": node.pk, "error": str(exc)})
+            continue
         if critique is not None:
             critiques.append(critique)
+    critic_outcome_record(message_id=reply.pk, failed=failed)
     return critiques
 
 
 def criticise_unreviewed(*, limit: int = SWEEP_MAX_NODES) -> list[Critique]:
-    """Judge up to `limit` volatile nodes no critic ever judged, oldest first."""
+    """Judge up to `limit` volatile nodes no critic ever judged nor failed to, oldest first."""
     config = runtime_config()
     if not config.critic_enabled:
         return []
     critiques = []
     for node in unreviewed_nodes(limit=limit):
-        critique = node_criticise(node=node, message=None, config=config)
+        try:
+            critique = _criticise_or_record(node=node, message=None, config=config)
+        except CritiqueFailed:
+            continue
         if critique is not None:
             critiques.append(critique)
     return critiques
+
+
+class CritiqueFailed(Exception):
+    """The critic could not judge a node, for a reason asking again would not mend."""
+
+
+def _criticise_or_record(
+    *, node: MemoryNode, message: Message | None, config: RuntimeConfig
+) -> Critique | None:
+    """node_criticise; when it fails for good, an error event names the node (the sweep does
+    not take it again) and CritiqueFailed says why."""
+    try:
+        return node_criticise(node=node, message=message, config=config)
+    except Unreachable:
+        raise
+    except Exception as exc:
+        error = str(exc) if isinstance(exc, CritiqueFailed) else _unexpected(exc)
+        event_record(
+            kind=Event.Kind.ERROR,
+            summary=f"critique failed: {error}",
+            owner=node.owner,
+            payload={
+                "step": "critique",
+                "message_id": message.pk if message else None,
+                "node_id": node.pk,
+                "error": error[:2000],
+            },
+        )
+        raise CritiqueFailed(error) from exc
+
+
+def _unexpected(exc: Exception) -> str:
+    logger.error("critique failed", exc_info=exc)
+    return f"unexpected error: {type(exc).__name__}: {exc}"[:500]
+
+
+def critic_outcome_record(*, message_id: int, failed: list[dict], error: str = "") -> None:
+    """The critic's outcome in the reply's trace: the verdicts on the nodes it judged for this
+    turn, the nodes it could not judge and why, and `error` when it gave up on the turn."""
+    judged = [
+        {"node": node_id, "verdict": verdict}
+        for node_id, verdict in Critique.objects.filter(message_id=message_id)
+        .order_by("node_id")
+        .values_list("node_id", "verdict")
+    ]
+    outcome = {"judged": judged, "failed": failed, "at": timezone.now().isoformat()}
+    if error:
+        outcome["error"] = error[:500]
+    chat_services.message_trace_put(message_id=message_id, key=TRACE_KEY_CRITIC, value=outcome)

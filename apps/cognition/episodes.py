@@ -2,9 +2,10 @@
 
 A stretch is the complete messages after the last one an episode of the conversation holds;
 the episode is written under a lock on the conversation after re-checking that stretch, so a
-repeated or concurrent run writes it once. A stretch whose summary fails every attempt (see
-tasks.summarise_episode) is marked (EpisodeFailure): neither the sweep nor the turns ask for it
-again until the conversation has moved on.
+repeated or concurrent run writes it once. A stretch too long for the model's window is
+summarised in parts, one episode each. A stretch whose summary fails every attempt, or fails in
+a way no attempt can mend (see tasks.summarise_episode), is marked (EpisodeFailure): neither
+the sweep nor the turns ask for it again until the conversation has moved on.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import error_record
 from apps.cognition.schemas import EpisodeSummary
 from apps.core.llm.fitting import bodies, template_prompt
+from apps.core.llm.outcomes import TooLong
 from apps.core.llm.structured import complete_as
 from apps.core.models import Event
 from apps.core.selectors import runtime_config
@@ -111,12 +113,7 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
     stretch = _stretch(conversation_id, covered)
     if len(stretch) < MIN_STRETCH:
         return None
-    # Every message of the stretch stays in the transcript; long ones lose their middle.
-    prompt = template_prompt(
-        "episode",
-        slots={"transcript": bodies([f"{m.role}: {m.content}" for m in stretch])},
-    )
-    summary = complete_as(EpisodeSummary, role="episode", prompt=prompt)
+    summary, stretch = _first_part_summarised(stretch)
     with transaction.atomic():
         Conversation.objects.select_for_update().filter(pk=conversation_id).first()
         if _covered_up_to(conversation_id) != covered:
@@ -143,6 +140,25 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
             },
         )
     return episode
+
+
+def _first_part_summarised(stretch: list[Message]) -> tuple[EpisodeSummary, list[Message]]:
+    """The summary of the stretch, or of its first half, quarter… when the stretch does not fit
+    the episode model's window (an imported chat of hundreds of messages): each part becomes an
+    episode of its own, and the rest is the next stretch. TooLong only when two messages do
+    not fit."""
+    part = stretch
+    while True:
+        # Every message of the part stays in the transcript; long ones lose their middle.
+        prompt = template_prompt(
+            "episode", slots={"transcript": bodies([f"{m.role}: {m.content}" for m in part])}
+        )
+        try:
+            return complete_as(EpisodeSummary, role="episode", prompt=prompt), part
+        except TooLong:
+            if len(part) // 2 < MIN_STRETCH:
+                raise
+            part = part[: len(part) // 2]
 
 
 def episode_give_up(*, conversation_id: int, attempts: int, error: str) -> None:

@@ -4,12 +4,16 @@ Every task is acks_late with reject-on-worker-lost (a killed worker's task comes
 a time limit below the broker's visibility timeout. Transient LLM failures retry with
 exponential backoff; when the last retry fails too, an error event says so. A reflection the
 model answers unusably is asked again a few times, with backoff, then marked failed on its
-messages: no turn is dropped without a trace. Reflection waits for a conversation to go quiet
-and takes its waiting turns in one call (reflection_timing).
+messages; a refusal, a prompt too long or a fault of ours is marked failed at once, since asking
+again would fail the same way (and a sweep would ask for ever). No turn is dropped without a
+trace: each reply's trace holds its reflection's and its critic's outcome, and each stretch of
+conversation ends in an episode or an EpisodeFailure. Reflection waits for a conversation to go
+quiet and takes its waiting turns in one call (reflection_timing).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,6 +25,8 @@ from apps.chat.models import Message
 from apps.cognition import critic, episodes, reflection, reflection_timing
 from apps.core.llm.outcomes import InvalidReply, Refused, TooLong, Unreachable
 from apps.core.selectors import runtime_config
+
+logger = logging.getLogger(__name__)
 
 # Unreachable: no answer, a timeout, a 5xx, a rate limit: the server may answer later.
 TRANSIENT_LLM_ERRORS = (Unreachable,)
@@ -173,22 +179,34 @@ def _reflect(task, *, reply_ids: list[int], invalid_replies: int, retry_args: li
     except TRANSIENT_LLM_ERRORS as exc:
         if not out_of_retries:
             raise
-        error = f"gave up after {attempts} attempts: {exc}"
-        replies = [reflection.reflectable_reply(reply_id) for reply_id in reply_ids]
-        for reply in replies:
-            if reply is not None:
-                reflection.reflection_fail(reply=reply, error=error, attempts=attempts)
-        if not any(replies):
-            reflection.error_record(
-                owner=_owner_of_message(reply_ids[0]),
-                step="reflection",
-                message_id=None,
-                error=error,
-            )
+        _fail_replies(
+            reply_ids, error=f"gave up after {attempts} attempts: {exc}", attempts=attempts
+        )
+        return None
+    except Exception as exc:
+        # A fault of ours, or the soft time limit: asking again would fail the same way, and
+        # the sweep would ask for ever.
+        _fail_replies(reply_ids, error=_unexpected(exc), attempts=attempts)
         return None
     if outcomes:
         _after_reflection(outcomes)
     return outcomes
+
+
+def _unexpected(exc: Exception) -> str:
+    logger.error("background step failed", exc_info=exc)
+    return f"unexpected error: {type(exc).__name__}: {exc}"[:500]
+
+
+def _fail_replies(reply_ids: list[int], *, error: str, attempts: int) -> None:
+    replies = [reflection.reflectable_reply(reply_id) for reply_id in reply_ids]
+    for reply in replies:
+        if reply is not None:
+            reflection.reflection_fail(reply=reply, error=error, attempts=attempts)
+    if not any(replies):
+        reflection.error_record(
+            owner=_owner_of_message(reply_ids[0]), step="reflection", message_id=None, error=error
+        )
 
 
 def _after_reflection(outcomes: dict[int, dict]) -> None:
@@ -209,10 +227,24 @@ def _after_reflection(outcomes: dict[int, dict]) -> None:
 
 @shared_task(name="cognition.criticise", **LLM_TASK)
 def criticise(self, message_id: int) -> None:
-    with _last_retry_recorded(
-        self, step="critique", owner_of=lambda: _owner_of_message(message_id)
-    ):
+    """A node the critic cannot judge is recorded as it goes (critic.criticise_turn); an LLM
+    error is retried, and the last one, or a fault of ours, is recorded on the reply."""
+    try:
         critic.criticise_turn(message_id=message_id)
+    except TRANSIENT_LLM_ERRORS as exc:
+        if self.request.retries < self.max_retries:
+            raise
+        _critic_gives_up(message_id, f"gave up after {self.request.retries + 1} attempts: {exc}")
+    except Exception as exc:
+        _critic_gives_up(message_id, _unexpected(exc))
+
+
+def _critic_gives_up(message_id: int, error: str) -> None:
+    reflection.error_record(
+        owner=_owner_of_message(message_id), step="critique", message_id=message_id, error=error
+    )
+    if Message.objects.filter(pk=message_id).exists():
+        critic.critic_outcome_record(message_id=message_id, failed=[], error=error)
 
 
 @shared_task(name="cognition.criticise_unreviewed", **LLM_TASK)
@@ -230,7 +262,7 @@ def summarise_episode(self, conversation_id: int, invalid_replies: int = 0) -> N
     nor the next turn runs it again until the conversation moves on."""
     attempts = self.request.retries + 1
     try:
-        episodes.episode_summarise(conversation_id=conversation_id)
+        episode = episodes.episode_summarise(conversation_id=conversation_id)
     except InvalidReply as exc:
         if invalid_replies + 1 >= INVALID_REPLY_ATTEMPTS:
             episodes.episode_give_up(
@@ -253,6 +285,14 @@ def summarise_episode(self, conversation_id: int, invalid_replies: int = 0) -> N
     except (Refused, TooLong) as exc:
         # The server refuses this prompt; asking again would be refused the same way.
         episodes.episode_give_up(conversation_id=conversation_id, attempts=attempts, error=str(exc))
+    except Exception as exc:
+        episodes.episode_give_up(
+            conversation_id=conversation_id, attempts=attempts, error=_unexpected(exc)
+        )
+    else:
+        # A stretch too long for one summary was summarised in part: the next part is due.
+        if episode is not None and episodes.due_after_turn(conversation_id=conversation_id):
+            summarise_episode.delay(conversation_id)
 
 
 @shared_task(
