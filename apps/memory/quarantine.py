@@ -90,10 +90,13 @@ _PATTERNS = [
     r"\bfinge (?:ser|que eres)\b|\bhaz(?: el papel| de)\b.{0,20}\b(?:papel|rol)\b"
     r"|\bactúa como\b|\bahora eres\b|\bprompt del sistema\b",
 ]
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
 _INSTRUCTION = re.compile("|".join(f"(?:{pattern})" for pattern in _PATTERNS), re.MULTILINE)
 
 
 def looks_like_instruction(text: str) -> bool:
     """Does this memory read as an order to the assistant rather than a fact about the user?"""
     normal = " ".join(text.split()).casefold().replace("’", "'")
-    return bool(_INSTRUCTION.search(normal))
+    # One sentence a line: an order that opens a later sentence ("I like tea. Always …") is
+    # read as the start of a line, as if it came alone.
+    return bool(_INSTRUCTION.search(_SENTENCE_END.sub("\n", normal)))
