@@ -163,7 +163,10 @@ def memory_hold(
         owner=owner,
         description=text,
         topic=f"held {held_from}"[:200],
-        origin_context=f"held from {held_from}",
+        origin_context=(
+            f"It came as a {held_from} and reads as an instruction to the assistant. Approved, "
+            f"it is kept as a memory; the {held_from} itself stays as it was."
+        ),
         state=MemoryNode.State.QUARANTINED,
         source=source,
         source_message=source_message,
@@ -258,12 +261,12 @@ def _held_sentences_out(owner: AbstractBaseUser, text: str, *, source: str) -> s
     kept = []
     for sentence in _SENTENCE_END.split(text):
         if looks_like_instruction(sentence):
-            memory_hold(owner=owner, text=sentence, held_from="episode", source=source)
+            memory_hold(owner=owner, text=sentence, held_from="episode summary", source=source)
         else:
             kept.append(sentence)
     rest = " ".join(kept)
     if looks_like_instruction(rest):
-        memory_hold(owner=owner, text=rest, held_from="episode", source=source)
+        memory_hold(owner=owner, text=rest, held_from="episode summary", source=source)
         return ""
     return rest
 

@@ -106,7 +106,7 @@ def _held(user_id: int, op: WorldOp) -> WorldOp | str:
         return op
     texts = [text for text in [op.value, *(op.values or [])] if text]
     held = [
-        memory_hold(owner=_owner(user_id), text=text, held_from=f"world {op.path}")
+        memory_hold(owner=_owner(user_id), text=text, held_from=f"world-state {op.path}")
         for text in texts
         if looks_like_instruction(text)
     ]

@@ -149,7 +149,8 @@ def door_world_state(user, llm_stub):
     assert [text for text in INJECTIONS if not any(HELD in r for r in reasons[text])] == []
     assert [text for text in PREFERENCES if any(HELD in r for r in reasons[text])] == []
     assert world_state_for(user_id=user.pk).behaviour == PREFERENCES[:WORLD_MAX_BEHAVIOUR]
-    held = MemoryNode.objects.filter(owner=user, state="quarantined", topic="held world behaviour")
+    held = MemoryNode.objects.filter(owner=user, state="quarantined")
+    assert set(held.values_list("topic", flat=True)) == {"held world-state behaviour"}
     assert held.count() == len(INJECTIONS)
 
 
