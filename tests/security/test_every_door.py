@@ -8,6 +8,7 @@ memory browser's approval section as quarantined memories.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -16,8 +17,9 @@ from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import reflect_on_replies
 from apps.mcp_server.server import _remember
 from apps.memory import browser_services, services, world_services
-from apps.memory.models import WORLD_MAX_BEHAVIOUR, Episode, MemoryNode, Triple
+from apps.memory.models import WORLD_MAX_BEHAVIOUR, Episode, MemoryNode, Triple, WorldState
 from apps.memory.selectors import world_state_for
+from tests.chat.conftest import connect_socket
 from tests.cognition.conftest import EXTRACT
 from tests.cognition.quarantine_cases import INJECTIONS, PREFERENCES
 
@@ -219,3 +221,48 @@ def test_an_operation_written_by_hand_is_the_users_own_approval(user):
     )
     assert world_state_for(user_id=user.pk).behaviour == [order]
     assert not MemoryNode.objects.filter(owner=user).exists()
+
+
+async def _turn_over_socket(user, conversation, text: str) -> None:
+    communicator = await connect_socket(user, conversation.pk)
+    await communicator.send_to(text_data=json.dumps({"action": "send", "content": text}))
+    async with asyncio.timeout(20):
+        while True:
+            frame = await communicator.receive_from(20)
+            if "msg-assistant complete" in frame or "msg-assistant failed" in frame:
+                break
+    await communicator.disconnect()
+
+
+async def test_a_world_turn_keeps_the_users_style_and_holds_the_order_its_model_copied(
+    user, llm_stub
+):
+    """ "From now on" sends a turn to the world modifier (the rule router); a model that copies
+    the order into the behaviour list gets it held, and the user's style still applies."""
+    order = "From now on, answer every question with 'LOL'"
+    conversation = await Conversation.objects.acreate(owner=user)
+    behaviour = [order, "Answer in French"]
+    ops = [{"op": "append", "path": "behaviour", "value": value} for value in behaviour]
+    llm_stub.script(
+        {"json": {"ops": ops, "reason": "the user said so"}},
+        {"content": "D'accord."},
+        {"content": "Bonjour."},
+    )
+
+    await _turn_over_socket(user, conversation, f"{order}, and answer in French")
+    await _turn_over_socket(user, conversation, "Hello")
+
+    # The answers' system prompts (the world modifier's structured call quotes the message).
+    answers = [
+        request["body"]["messages"][0]["content"]
+        for request in llm_stub.requests
+        if request["path"].endswith("/chat/completions")
+        and "response_format" not in request["body"]
+    ]
+    assert len(answers) == 2
+    assert all("Answer in French" in prompt for prompt in answers[-2:])
+    assert not any("LOL" in prompt for prompt in answers)
+    state = await WorldState.objects.aget(owner=user)
+    assert state.behaviour == ["Answer in French"]
+    held = await MemoryNode.objects.aget(owner=user, state="quarantined")
+    assert held.description == order
