@@ -156,9 +156,13 @@ def _first_part_summarised(stretch: list[Message]) -> tuple[EpisodeSummary, list
         try:
             return complete_as(EpisodeSummary, role="episode", prompt=prompt), part
         except TooLong:
-            if len(part) // 2 < MIN_STRETCH:
+            half = len(part) // 2
+            # A part ends with an answer, not with the question it answers.
+            if half > MIN_STRETCH and part[half - 1].role == Message.Role.USER:
+                half -= 1
+            if half < MIN_STRETCH:
                 raise
-            part = part[: len(part) // 2]
+            part = part[:half]
 
 
 def episode_give_up(*, conversation_id: int, attempts: int, error: str) -> None:

@@ -200,6 +200,8 @@ def test_a_stretch_too_long_for_the_window_is_summarised_in_parts(
 
     parts = list(Episode.objects.order_by("started_at"))
     assert len(parts) >= 3
+    # Each part ends with an answer, not with the question it answers.
+    assert {part.messages.order_by("id").last().role for part in parts} == {"assistant"}
     held = [list(part.messages.order_by("id").values_list("id", flat=True)) for part in parts]
     assert sorted(sum(held, [])) == list(
         conversation.messages.order_by("id").values_list("id", flat=True)
