@@ -15,7 +15,7 @@ _WORD = re.compile(r"\w+")
 _FRAME = frozenset(
     {
         "the", "user", "users", "s", "their", "theirs", "them", "themselves", "they",
-        "is", "are", "was", "were", "has", "have", "had", "does", "do", "did", "not",
+        "is", "are", "was", "were", "has", "have", "had", "does", "do", "did",
         "would", "will", "can", "a", "an", "and", "of",
     }
 )  # fmt: skip
@@ -37,5 +37,8 @@ def quote_supports(*, description: str, quote: str) -> bool:
     quoted: set[str] = set()
     for word in _WORD.findall(quote.casefold()):
         quoted |= _forms(word)
+    # A negation must be the quote's own: "don't" gives "not", "I like" does not.
+    if quoted & {"t", "no", "never", "cannot"}:
+        quoted.add("not")
     added = [word for word in _WORD.findall(description.casefold()) if word not in _FRAME]
     return all(_forms(word) & quoted for word in added)

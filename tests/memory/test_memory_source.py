@@ -107,6 +107,7 @@ def test_a_users_memory_that_only_restates_its_quote_stays_theirs(user, descript
     ("description", "quote"),
     [
         ("The user lives in Milan", "I live in Turin"),
+        ("The user does not like olives", "I like olives"),
         ("The user is a vegan chef", "I'm vegetarian"),
         ("The user prefers answers in German", ""),
     ],
