@@ -1,7 +1,9 @@
 """The memory receipt under an answer: what it recalled, what reflection learnt from it.
 
-Counts come from the answer's trace; the memories themselves are read again (only the
-conversation owner's, only current ones), so a memory forgotten since is no longer listed.
+The answer's trace names what it recalled; the memories themselves are read again (only the
+conversation owner's, only current ones), and the receipt counts what it lists, so a memory
+forgotten since is neither listed nor counted. Global knowledge is shown apart, as shared
+facts: it is no one's memory and the user cannot correct it here.
 """
 
 from __future__ import annotations
@@ -10,18 +12,32 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from apps.chat.models import Message
+from apps.chat.recall import Recalled
+from apps.chat.turn_status import learns_nothing
 from apps.memory.models import MemoryNode
 
 
 @dataclass
 class Receipt:
     message_id: int
-    used: int
     # None until reflection has run on the answer.
     learned: int | None
     awaiting: int
+    # A temporary chat, or memory off for the turn: reflection never reads the answer.
+    learns_nothing: bool = False
     used_nodes: list[MemoryNode] = field(default_factory=list)
+    # The user's facts and past conversations it recalled, by text: nothing to correct here.
+    used_texts: list[str] = field(default_factory=list)
+    shared_texts: list[str] = field(default_factory=list)
     learned_nodes: list[MemoryNode] = field(default_factory=list)
+
+    @property
+    def used(self) -> int:
+        return len(self.used_nodes) + len(self.used_texts)
+
+    @property
+    def shared(self) -> int:
+        return len(self.shared_texts)
 
     @property
     def groups(self) -> list[tuple[str, list[MemoryNode]]]:
@@ -60,15 +76,34 @@ def receipt_nodes(*, conversation_id: int, messages: Iterable[Message]) -> dict[
     return {node.pk: node for node in nodes}
 
 
-def receipt_for(message: Message, nodes: dict[int, MemoryNode]) -> Receipt:
+def receipt_for(message: Message, nodes: dict[int, MemoryNode], recalled: Recalled) -> Receipt:
+    """`nodes` are the owner's current memories (receipt_nodes); `recalled` the texts of what
+    the answers recalled, the owner's or global (recall.recalled_texts)."""
     outcome = message.trace.get("reflection")
     reflected = bool(outcome) and not outcome.get("failed") and "created" in outcome
     learned_ids = _learned_ids(message)
+    memory = message.trace.get("memory") or {}
+    used_texts, shared_texts = [], []
+    for item in memory.get("memories") or []:
+        # Current and the owner's or global: a global one, as only the owner's are in `nodes`.
+        if item.get("id") in recalled.memories and item["id"] not in nodes:
+            shared_texts.append(recalled.memories[item["id"]])
+    for item in memory.get("triples") or []:
+        if item.get("id") in recalled.triples:
+            found = shared_texts if item.get("global") else used_texts
+            found.append(recalled.triples[item["id"]])
+    for item in memory.get("episodes") or []:
+        if item.get("id") in recalled.episodes:
+            used_texts.append(recalled.episodes[item["id"]])
+    learned_nodes = [nodes[pk] for pk in dict.fromkeys(learned_ids) if pk in nodes]
+    awaiting = sum(1 for node in learned_nodes if node.state == MemoryNode.State.QUARANTINED)
     return Receipt(
         message_id=message.pk,
-        used=len(_used_ids(message)),
-        learned=len(outcome["created"]) + len(outcome.get("updated", [])) if reflected else None,
-        awaiting=len(outcome.get("quarantined", [])) if reflected else 0,
+        learned=len(learned_nodes) - awaiting if reflected else None,
+        awaiting=awaiting if reflected else 0,
+        learns_nothing=learns_nothing(message),
         used_nodes=[nodes[pk] for pk in _used_ids(message) if pk in nodes],
-        learned_nodes=[nodes[pk] for pk in dict.fromkeys(learned_ids) if pk in nodes],
+        used_texts=used_texts,
+        shared_texts=shared_texts,
+        learned_nodes=learned_nodes,
     )

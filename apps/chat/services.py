@@ -339,6 +339,8 @@ def message_start_streaming(*, message: Message, model: str, trace: dict) -> Non
     Message.objects.filter(pk=message.pk).update(
         status=Message.Status.STREAMING, model=model, trace=trace
     )
+    # The finished reply is pushed from this instance: its status line names the model.
+    message.model = model
 
 
 def message_finish(

@@ -57,12 +57,11 @@ def final_parts(message: Message) -> list[Part]:
         parts.append(Part("router", "error" if failed else "ok", text))
     recall = spans.get("recall")
     if recall:
-        memory = trace.get("memory") or {}
-        used = sum(len(memory.get(kind, [])) for kind in ("memories", "episodes", "triples"))
         if recall.get("outcome") == "error":
             parts.append(Part("retrieval", "error", "full-text only: the embedding failed"))
         else:
-            parts.append(Part("retrieval", "ok", f"{used} used · {_ms(recall['ms'])}"))
+            used = recall_words(*recall_counts(trace.get("memory") or {}))
+            parts.append(Part("retrieval", "ok", f"{used} · {_ms(recall['ms'])}"))
     for name, subsystem in (("tools", "tools"), ("world", "world")):
         span = spans.get(name)
         if span and span.get("outcome") != "skipped":
@@ -71,13 +70,16 @@ def final_parts(message: Message) -> list[Part]:
             parts.append(Part(subsystem, state, f"{text} · {_ms(span['ms'])}"))
     if message.status == Message.Status.COMPLETE:
         seconds = f" · {_ms(message.latency_ms)}" if message.latency_ms is not None else ""
-        parts.append(Part("llm", "ok", f"{message.model}{seconds}"))
+        answered_by = (trace.get("answered_by") or {}).get("model") or message.model
+        parts.append(Part("llm", "ok", f"{answered_by}{seconds}"))
     elif message.status == Message.Status.FAILED:
         parts.append(Part("llm", "error", message.error or "failed"))
     elif message.status == Message.Status.CANCELLED:
         parts.append(Part("llm", "skipped", "stopped"))
     reflection = trace.get("reflection")
-    if isinstance(reflection, dict) and reflection.get("failed"):
+    if learns_nothing(message):
+        parts.append(Part("reflection", "skipped", "nothing is learned here"))
+    elif isinstance(reflection, dict) and reflection.get("failed"):
         parts.append(Part("reflection", "error", "failed: " + reflection.get("error", "")[:120]))
     elif isinstance(reflection, dict):
         learned = len(reflection.get("created", [])) + len(reflection.get("updated", []))
@@ -85,6 +87,29 @@ def final_parts(message: Message) -> list[Part]:
     elif message.status == Message.Status.COMPLETE:
         parts.append(Part("reflection", "running", "queued"))
     return parts
+
+
+def recall_counts(memory: dict) -> tuple[int, int]:
+    """(the user's own, shared) of what a turn recalled (its trace's "memory"): the user's
+    memories, facts and past conversations; global knowledge, which is no one's memory."""
+    recalled = [
+        item for kind in ("memories", "episodes", "triples") for item in memory.get(kind) or []
+    ]
+    shared = sum(1 for item in recalled if item.get("global"))
+    return len(recalled) - shared, shared
+
+
+def recall_words(own: int, shared: int) -> str:
+    words = f"{own} memor{'y' if own == 1 else 'ies'}"
+    if shared:
+        words += f", {shared} shared fact{'' if shared == 1 else 's'}"
+    return words
+
+
+def learns_nothing(message: Message) -> bool:
+    """A reply of a temporary chat, or of a turn with memory off: no reflection ever reads it."""
+    memory_off = bool(((message.trace or {}).get("memory") or {}).get("off"))
+    return memory_off or message.conversation.temporary
 
 
 def _ms(ms: float | None) -> str:

@@ -33,6 +33,7 @@ from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from apps.chat.models import Message
+from apps.chat.turn_status import recall_counts, recall_words
 from apps.cognition.answer import answer_reply
 from apps.cognition.route import (
     ANSWER,
@@ -497,9 +498,8 @@ def _plain(messages: list[Message]) -> list[dict]:
 
 
 def _recalled(memory: MemoryForTurn) -> str:
-    context = memory.context
-    found = len(context.memories) + len(context.episodes) + len(context.knowledge)
-    return f"{found} item{'s' if found != 1 else ''}"
+    """What the status line will say once the reply is saved, counted from the same trace."""
+    return recall_words(*recall_counts(memory.context.trace))
 
 
 def _tools_detail(result) -> str:

@@ -97,3 +97,27 @@ def test_a_held_memory_waits_for_approval_in_the_memory_browser(
     page.reload()
     assert page.locator("#awaiting-approval").count() == 0
     page.locator(".memory-row", has_text="answer like a pirate").wait_for()
+
+
+def test_a_new_users_answer_shows_global_knowledge_as_shared_facts_as_its_status_line_does(
+    page, asgi_server, log_in, user, llm_stub
+):
+    services.memory_node_create(owner=None, description="Bees sleep in the hive at night")
+    llm_stub.script({"content": "In the hive, asleep.", "match": "bees"})
+    log_in("alice")
+    page.click("text=+ New conversation")
+    page.wait_for_selector(".chat[data-live='on']", state="attached")
+    page.fill("#composer textarea", "Where do bees sleep at night?")
+    page.keyboard.press("Enter")
+
+    answer = page.locator(".msg-assistant.complete")
+    receipt = answer.locator("details.receipt")
+    receipt.locator("summary", has_text="used 0 memories · 1 shared fact").wait_for()
+    retrieval = answer.locator(".msg-turn [data-subsystem='retrieval']")
+    assert retrieval.inner_text().startswith("retrieval 0 memories, 1 shared fact")
+    receipt.locator("summary").click()
+    shared = receipt.locator(".receipt-shared .receipt-memory")
+    shared.first.wait_for()
+    assert shared.count() == 1 and "Bees sleep in the hive" in shared.inner_text()
+    assert shared.locator("button").count() == 0, "everyone's knowledge is not corrected here"
+    assert "No memories of yours were used" in receipt.inner_text()

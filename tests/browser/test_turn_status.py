@@ -46,3 +46,23 @@ def test_the_status_line_and_the_steps_show_under_an_answer(
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
         answer.screenshot(path=str(SHOTS / f"turn-status-{scheme}.png"))
+
+
+def test_a_temporary_chat_says_nothing_is_learned_instead_of_queueing_reflection(
+    page, asgi_server, log_in, user, llm_stub
+):
+    llm_stub.script({"content": "Noted, for this chat only."})
+    log_in("alice")
+    page.click(".new-conversation button[name=temporary]")
+    page.wait_for_selector(".chat[data-live='on']", state="attached")
+    page.fill("#composer textarea", "My bees are called Ada and Bob.")
+    page.keyboard.press("Enter")
+
+    answer = page.locator(".msg-assistant.complete")
+    reflection = answer.locator(".msg-turn [data-subsystem='reflection']")
+    reflection.wait_for()
+    assert reflection.inner_text() == "reflection nothing is learned here"
+    assert "nothing is learned here" in answer.locator("details.receipt summary").inner_text()
+    page.reload()
+    reflection.wait_for()
+    assert reflection.inner_text() == "reflection nothing is learned here"

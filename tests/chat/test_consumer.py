@@ -287,6 +287,48 @@ async def test_the_reply_trace_shows_the_memories_used(user, conversation, llm_s
     await communicator.disconnect()
 
 
+async def test_the_pushed_receipt_and_status_line_count_the_same_memories(
+    user, conversation, llm_stub
+):
+    from apps.memory import services as memory_services
+
+    await sync_to_async(memory_services.memory_node_create)(
+        owner=user, description="Alice keeps bees on her balcony", kind="fact", topic="hobbies"
+    )
+    await sync_to_async(memory_services.memory_node_create)(
+        owner=None, description="Bees sleep in the hive at night", kind="fact", topic="bees"
+    )
+    llm_stub.script({"content": "Your bees are asleep."})
+    communicator = await connect_socket(user, conversation.pk)
+    await send_action(communicator, content="where are my bees on the balcony at night?")
+    frames = await receive_until(communicator, "msg-assistant complete")
+    reply = await Message.objects.filter(role="assistant").alast()
+    memory = reply.trace["memory"]
+    own = sum(not item["global"] for item in memory["memories"])
+    shared = len(memory["memories"]) - own + sum(t["global"] for t in memory["triples"])
+    own += len(memory["episodes"]) + sum(not t["global"] for t in memory["triples"])
+    assert own >= 1 and shared >= 1, "both were recalled"
+    memories = f"{own} memor{'y' if own == 1 else 'ies'}"
+    facts = f"{shared} shared fact{'' if shared == 1 else 's'}"
+    receipt = frames[-1].split('class="receipt-line">')[1].split("</span>")[0]
+    status = frames[-1].split('data-subsystem="retrieval">')[1].split("</span>", 2)[1]
+    assert receipt.startswith(f"used {memories} · {facts}")
+    assert status.strip().startswith(f"{memories}, {facts}")
+    assert f'data-subsystem="llm"><span class="turn-name">LLM</span> {reply.model}' in frames[-1]
+    await communicator.disconnect()
+
+
+async def test_a_temporary_chats_answer_says_nothing_is_learned_instead_of_queued(user, llm_stub):
+    temporary = await Conversation.objects.acreate(owner=user, temporary=True)
+    llm_stub.script({"content": "Noted, for now."})
+    communicator = await connect_socket(user, temporary.pk)
+    await send_action(communicator, content="my bees are called Ada and Bob")
+    frames = await receive_until(communicator, "msg-assistant complete")
+    assert "nothing is learned here" in frames[-1]
+    assert "queued" not in frames[-1].split('data-subsystem="reflection"')[1].split("</p>")[0]
+    await communicator.disconnect()
+
+
 async def test_stop_on_a_reply_no_process_is_writing_fails_it_and_offers_retry(user, conversation):
     from datetime import timedelta
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -64,11 +65,14 @@ def test_the_receipt_counts_what_the_answer_used_and_what_it_taught(
 
     page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
 
-    assert "used 4 memories · learned 1" in page
+    # It counts what it lists: the owner's two, the global one apart, never another user's.
+    assert "used 2 memories · 1 shared fact · learned 1" in page
     assert "The user likes tea" in page and "The user has a cat named Miso" in page
     assert "user said" in page and "inferred" in page
     receipt = page.split('class="receipt"')[1].split('class="trace"')[0]
-    assert "Water boils" not in receipt, "only the owner's memories are corrected here"
+    shared = receipt.split('class="receipt-memories receipt-shared"')[1]
+    assert "Water boils" in shared and "<form" not in shared, "global knowledge is not corrected"
+    assert receipt.count('class="receipt-memory"') == 4
     # The "What I used" panel names global knowledge the answer used; never another user's.
     assert "Water boils" in page and "Mallory" not in page
 
@@ -192,7 +196,9 @@ def test_a_pushed_answers_panel_is_read_when_opened_and_only_by_its_owner(
     # Pushed to every open page: the panel is there, empty, and says where to read it.
     pushed = render_message(reply)
     assert "What I used" in pushed and f'hx-get="{url}"' in pushed
-    assert "Water boils" not in pushed
+    assert "Water boils" not in pushed.split('class="trace"')[1]
+    # Its receipt names the global memory as a shared fact.
+    assert "used 1 memory · 1 shared fact" in pushed
     # Opened: the panel names the owner's and global memories, never another user's.
     panel = alice_client.get(url, HTTP_HX_REQUEST="true")
     html = panel.content.decode()
@@ -209,3 +215,57 @@ def test_a_pushed_answers_panel_is_read_when_opened_and_only_by_its_owner(
         f"/c/{conversation.pk}/messages/{reply.reply_to_id}/used",
     ):
         assert alice_client.get(other, HTTP_HX_REQUEST="true").status_code == 404, other
+
+
+def _status_line(page: str, reply: Message) -> dict[str, str]:
+    """Each part's text on the reply's status line, by subsystem."""
+    line = page.split(f'id="msg-{reply.pk}-turn"')[1].split("</p>")[0]
+    found = re.findall(r'data-subsystem="(\w+)"><span class="turn-name">[^<]*</span> ([^<]*)', line)
+    return dict(found)
+
+
+def test_global_knowledge_is_shown_as_shared_facts_and_counted_alike_on_the_status_line(
+    alice_client, user, conversation
+):
+    from apps.memory import services as memory_services
+
+    water = memory_services.triple_upsert(
+        owner=None, subject="water", predicate="boils_at", object="100 °C"
+    )
+    rome = memory_services.triple_upsert(
+        owner=None, subject="Rome", predicate="is_capital_of", object="Italy"
+    )
+    reply = _answer(conversation)
+    reply.model = "demo"
+    reply.trace["memory"]["triples"] = [
+        {"id": triple.pk, "category": "knowledge", "global": True} for triple in (water, rome)
+    ]
+    reply.trace["spans"] = [{"name": "recall", "ms": 12}]
+    reply.trace["answered_by"] = {"model": "demo", "fallback_from": ["qwen2.5:7b"]}
+    reply.save()
+
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+
+    # A new user's first answer: no memory of theirs, two facts everyone shares.
+    assert "used 0 memories · 2 shared facts</span>" in page
+    shared = page.split('class="receipt-memories receipt-shared"')[1].split("</ul>")[0]
+    assert shared.count("<li") == 2 and "Italy" in shared
+    line = _status_line(page, reply)
+    assert line["retrieval"].startswith("0 memories, 2 shared facts")
+    assert line["llm"] == "demo", "the model that answered, not the configured one"
+    assert line["reflection"] == "queued"
+
+
+@pytest.mark.parametrize("where", ["memory off", "temporary chat"])
+def test_where_nothing_is_learned_the_receipt_and_the_status_line_say_so(alice_client, user, where):
+    conversation = Conversation.objects.create(owner=user, temporary=where == "temporary chat")
+    reply = _answer(conversation)
+    reply.trace["spans"] = [{"name": "recall", "ms": 3}]
+    reply.trace["memory"]["off"] = where == "memory off"
+    reply.save()
+
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+
+    assert "used 0 memories · nothing is learned here</span>" in page
+    assert _status_line(page, reply)["reflection"] == "nothing is learned here"
+    assert "reflection queued" not in page
