@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -136,17 +138,14 @@ async def _run(port: int, secret: str, server: _llama.RealServer, rounds: int) -
     )
 
 
-def main() -> None:
-    logging.basicConfig(level=logging.WARNING)
-    for name in ("httpx", "httpx2", "thalamus.llm_stub"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+@contextlib.contextmanager
+def real_stack(prefix: str, **env: str) -> Iterator[tuple[int, _llama.RealServer]]:
+    """The real llama-server, the stub's embeddings and `manage.py up` on a throwaway data dir
+    pointed at them, with one user (bench0); yields up's port and the server."""
     llama, server = _llama.start(4096)
     stub = StubServer(port=0).start()
     try:
-        with tempfile.TemporaryDirectory(prefix="thalamus-real-llm-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
             data_dir = Path(tmp) / "data"
             port = free_port()
             process = start_up(
@@ -156,17 +155,32 @@ def main() -> None:
                 THALAMUS_LLM_BASE_URL=server.url,
                 THALAMUS_CHAT_MODEL=_llama.MODEL_NAME,
                 THALAMUS_EMBED_BASE_URL=stub.url,
+                **env,
             )
             try:
                 wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
                 _setup_users(data_dir, 1)
-                secret = _api_key("bench0")
-                asyncio.run(_run(port, secret, server, args.rounds))
+                yield port, server
             finally:
                 stop_up(process)
     finally:
         stub.stop()
         _llama.stop(llama)
+
+
+def quiet_logs() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    for name in ("httpx", "httpx2", "thalamus.llm_stub"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def main() -> None:
+    quiet_logs()
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    with real_stack("thalamus-real-llm-") as (port, server):
+        asyncio.run(_run(port, _api_key("bench0"), server, args.rounds))
     sys.exit(0)
 
 

@@ -25,26 +25,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import re
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import httpx
 import openai
 from asgiref.sync import sync_to_async
 
 from bench import _llama
-from bench._harness import cpu_reference_ms, free_port, start_up, stop_up, summary, wait_for_page
+from bench._harness import cpu_reference_ms, summary
 from bench.api_ttft import _api_key
 from bench.real_llm_turn import CONVERSATION as ISSUE_CONVERSATION
-from bench.real_llm_turn import MAX_TOKENS, _ttft
-from bench.turn_overhead import _setup_users
-from llm_stub import StubServer
+from bench.real_llm_turn import MAX_TOKENS, _ttft, quiet_logs, real_stack
 
 # Issue 26's eight messages and four more: at a message every 10 s, two minutes of chat.
 CONVERSATION = [
@@ -246,43 +241,20 @@ async def _run(port: int, secret: str, server: _llama.RealServer, pace: float) -
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.WARNING)
-    for name in ("httpx", "httpx2", "thalamus.llm_stub"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+    quiet_logs()
     parser = argparse.ArgumentParser()
     parser.add_argument("--pace", type=float, default=10.0, help="seconds between messages")
     parser.add_argument(
         "--quiet-seconds", type=int, default=None, help="reflection_quiet_seconds to set"
     )
     args = parser.parse_args()
-    llama, server = _llama.start(4096)
-    stub = StubServer(port=0).start()
-    code = 1
-    try:
-        with tempfile.TemporaryDirectory(prefix="thalamus-real-model-") as tmp:
-            data_dir = Path(tmp) / "data"
-            port = free_port()
-            process = start_up(
-                data_dir,
-                port,
-                Path(tmp) / "up.log",
-                THALAMUS_LLM_BASE_URL=server.url,
-                THALAMUS_CHAT_MODEL=_llama.MODEL_NAME,
-                THALAMUS_EMBED_BASE_URL=stub.url,
-                THALAMUS_METRICS_TOKEN=METRICS_TOKEN,
-            )
-            try:
-                wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
-                _setup_users(data_dir, 1)
-                if args.quiet_seconds is not None:
-                    _set_quiet(args.quiet_seconds)
-                secret = _api_key("bench0")
-                code = asyncio.run(_run(port, secret, server, args.pace))
-            finally:
-                stop_up(process)
-    finally:
-        stub.stop()
-        _llama.stop(llama)
+    with real_stack("thalamus-real-model-", THALAMUS_METRICS_TOKEN=METRICS_TOKEN) as (
+        port,
+        server,
+    ):
+        if args.quiet_seconds is not None:
+            _set_quiet(args.quiet_seconds)
+        code = asyncio.run(_run(port, _api_key("bench0"), server, args.pace))
     sys.exit(code)
 
 

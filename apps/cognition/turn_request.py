@@ -452,7 +452,9 @@ def build_turn(
     kept_evidence = [text for text in texts[offset : offset + len(evidence)] if text]
     offset += len(evidence)
     _make_room(texts, first=offset, count=len(earlier), budget=room.budget, counter=room.counter)
-    kept_history = [message for message, text in zip(earlier, texts[offset:], strict=False) if text]
+    # Each with its text as fitted: a user's message with the note it was sent with.
+    kept = [(message, text) for message, text in zip(earlier, texts[offset:], strict=False) if text]
+    kept_history = [message for message, _ in kept]
     replayed = [memory.notes[m.pk] for m in kept_history if m.pk in memory.notes]
     note = _note(
         memory,
@@ -462,7 +464,7 @@ def build_turn(
         evidence=kept_evidence,
     )
     messages = [{"role": "system", "content": system}] + [
-        {"role": m.role, "content": _as_sent(m, memory.notes)} for m in kept_history
+        {"role": message.role, "content": text} for message, text in kept
     ]
     if question is not None:
         content = note.attached(question.content) if note else question.content
