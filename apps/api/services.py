@@ -20,7 +20,7 @@ def api_turn_start(
     With `history`, the turn also carries the last that many saved messages it answers.
     """
     if conversation is None:
-        conversation = conversation_create(user=user)
+        conversation = conversation_create(user=user, via_api=True)
     try:
         return message_send(conversation=conversation, content=content, history=history)
     except ChatError as exc:

@@ -22,6 +22,10 @@ class Conversation(models.Model):
     # A temporary chat reads and writes no memory and is deleted TEMPORARY_LIFETIME after it
     # was started (chat.delete_expired_temporary, every 15 minutes).
     temporary = models.BooleanField(default=False)
+    # Started by a client of the OpenAI-compatible API (/v1), not in the browser.
+    via_api = models.BooleanField(default=False, db_default=False)
+    # The chat model the user picked for this conversation; blank for the configured one.
+    chat_model = models.CharField(max_length=200, blank=True, default="", db_default="")
 
     class Meta:
         indexes = [models.Index(fields=["owner", "-updated_at"], name="conv_owner_recent")]
@@ -81,6 +85,14 @@ class Message(models.Model):
     reply_to = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies"
     )
+    # Branches: a conversation is a tree. `parent` is the message this one follows (None for
+    # the first); an edited question or a regenerated answer is a sibling of the one it
+    # replaces. `active` marks the branch shown, whose messages in created_at order are the
+    # history the model answers.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    active = models.BooleanField(default=True, db_default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     search = models.GeneratedField(
         expression=models.Func(
@@ -100,6 +112,11 @@ class Message(models.Model):
             # /v1 finds the conversation a client's history continues by its last question.
             models.Index(MD5("content"), name="msg_content_md5"),
             GinIndex(fields=["search"], name="msg_search"),
+            models.Index(
+                fields=["conversation", "-id"],
+                name="msg_conv_active",
+                condition=models.Q(active=True),
+            ),
         ]
         constraints = [
             # One reply is generated at a time in a conversation; message_send and message_retry

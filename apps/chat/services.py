@@ -23,8 +23,12 @@ from apps.core.services import task_send_on_commit
 TITLE_FALLBACK_CHARS = 60
 
 
-def conversation_create(*, user, title: str = "", temporary: bool = False) -> Conversation:
-    return Conversation.objects.create(owner=user, title=title[:200], temporary=temporary)
+def conversation_create(
+    *, user, title: str = "", temporary: bool = False, via_api: bool = False
+) -> Conversation:
+    return Conversation.objects.create(
+        owner=user, title=title[:200], temporary=temporary, via_api=via_api
+    )
 
 
 def conversation_start(*, user, temporary: bool = False) -> Conversation:
