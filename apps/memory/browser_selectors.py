@@ -12,7 +12,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
-from apps.memory.models import Episode, MemoryNode, Triple
+from apps.memory.models import Episode, MemoryNode, Triple, score_at_least, score_at_most
 from apps.memory.selectors import memories_as_of
 
 
@@ -50,10 +50,15 @@ def memories_for_browser(
         nodes = nodes.filter(state=filters["state"])
     else:
         nodes = nodes.exclude(state=MemoryNode.State.QUARANTINED)
-    if filters["min_confidence"] is not None:
-        nodes = nodes.filter(confidence_score__gte=filters["min_confidence"])
-    if filters["max_confidence"] is not None:
-        nodes = nodes.filter(confidence_score__lte=filters["max_confidence"])
+    # The form's bounds are percents of confidence_share, which grows with the score: each is a
+    # bound on the score (a score at or below 0 is 0%).
+    low, high = filters["min_confidence"], filters["max_confidence"]
+    if low is not None and low >= 100:
+        nodes = nodes.none()
+    elif low:
+        nodes = nodes.filter(confidence_score__gte=score_at_least(low))
+    if high is not None and high < 100:
+        nodes = nodes.filter(confidence_score__lte=score_at_most(high))
     text = filters["q"].strip()
     if text:
         query = SearchQuery(filters["q"], config="simple", search_type="websearch")

@@ -162,7 +162,7 @@ def memory_node_mark_wrong(*, node: MemoryNode) -> MemoryNode:
     event_record(
         kind=Event.Kind.EDIT,
         owner=node.owner,
-        summary=f"Marked wrong: {node.description[:200]}",
+        summary=f"You said this is wrong, so I stopped using it: {node.description[:200]}",
         payload={
             "action": "wrong",
             "node_id": node.pk,

@@ -32,8 +32,13 @@ def _words(text: str) -> str:
 # triple's object is in the memory's text or the user's words it comes from ("user has_name
 # Laura" restates "The user's name is Laura"). Not every triple of the turn: one message often
 # states several facts ("I'm Laura and I live in Lisbon"), and forgetting one keeps the others.
+# A fact said again moves its triple to the later turn, whose reflection left the memory as it
+# was and lists it as "left" in the reply's trace (cognition.reflection): that turn counts too.
 _RESTATES = f"""t.owner_id = f.owner_id
-       AND t.source_message_id = f.source_message_id
+       AND (t.source_message_id = f.source_message_id
+            OR EXISTS (SELECT 1 FROM chat_message AS restated
+                        WHERE restated.id = t.source_message_id
+                          AND restated.trace -> 'reflection' -> 'left' @> to_jsonb(f.id)))
        AND cardinality({_words("t.object")}) > 0
        AND {_words("t.object")} <@ {_words("f.description || ' ' || f.quote")}"""
 

@@ -13,8 +13,11 @@ class MemoryFilterForm(forms.Form):
     similar = forms.CharField(required=False, label="Similar to", max_length=500)
     kind = forms.ChoiceField(required=False, choices=BLANK + MemoryNode.Kind.choices)
     state = forms.ChoiceField(required=False, choices=BLANK + MemoryNode.State.choices)
-    min_confidence = forms.IntegerField(required=False, label="Confidence from")
-    max_confidence = forms.IntegerField(required=False, label="to")
+    # In percent, the scale every page shows confidence on (models.confidence_share).
+    min_confidence = forms.IntegerField(
+        required=False, label="Confidence from %", min_value=0, max_value=100
+    )
+    max_confidence = forms.IntegerField(required=False, label="to %", min_value=0, max_value=100)
     as_of = forms.DateField(
         required=False,
         label="As of",

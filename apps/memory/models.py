@@ -70,6 +70,24 @@ SHORT_TEXT = Q(
 )
 
 
+def confidence_share(score: int) -> float:
+    """A memory's confidence score (its votes: confirmations and the critic's verdicts) on the
+    facts' 0 to 1 scale, as the recall weighs it (search_selectors' `confidence`): a new memory
+    (1) is a third, one confirmation makes it a half, and it nears 1 as votes add up."""
+    votes = max(score, 0)
+    return votes / (votes + 2)
+
+
+def score_at_least(percent: int) -> int:
+    """The lowest score whose share is at least `percent` (below 100): s / (s + 2) >= p / 100."""
+    return -(-2 * percent // (100 - percent))
+
+
+def score_at_most(percent: int) -> int:
+    """The highest score whose share is at most `percent` (below 100)."""
+    return 2 * percent // (100 - percent)
+
+
 class EmbeddingStatus(models.TextChoices):
     PENDING = "pending", "Pending"
     READY = "ready", "Ready"
@@ -269,6 +287,11 @@ class MemoryNode(models.Model):
     def embedding_text(self) -> str:
         return f"{self.topic}: {self.description}" if self.topic else self.description
 
+    @property
+    def confidence(self) -> float:
+        """Its confidence on the one scale the pages show (a fact's, 0 to 1)."""
+        return confidence_share(self.confidence_score)
+
 
 # The owner key of the global memories' count: no user has id 0.
 GLOBAL_COUNT_KEY = 0
@@ -381,6 +404,11 @@ class Predicate(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def english_label(self) -> str:
+        """Its label in English: the pages' language (a template cannot pass one)."""
+        return self.label("en")
 
     def label(self, language: str) -> str:
         return (

@@ -318,6 +318,7 @@ components AS MATERIALIZED (
            power(0.5, date_part('epoch', now() - GREATEST(n.created_at, n.last_accessed_at))
                       / 86400.0 / %(half_life)s) AS recency,
            n.importance,
+           -- models.confidence_share: the score on the facts' 0 to 1 scale
            GREATEST(n.confidence_score, 0)::float / (GREATEST(n.confidence_score, 0) + 2)
                AS confidence,
            (EXISTS (SELECT FROM unnest(%(date_from)s::timestamptz[], %(date_to)s::timestamptz[])

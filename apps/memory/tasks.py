@@ -3,7 +3,13 @@ from __future__ import annotations
 from celery import shared_task
 
 from apps.core.selectors import runtime_config
-from apps.memory import consolidation_services, embedding_services, forget_services, services
+from apps.memory import (
+    consolidation_services,
+    embedding_services,
+    forget_services,
+    services,
+    undo_services,
+)
 from apps.memory.embedding import EmbeddingConfigError, EmbeddingError
 
 
@@ -53,10 +59,19 @@ def promote_and_link() -> int:
     time_limit=300,
 )
 def decay() -> int:
-    """Close the facts whose time ran out, then forget the stale, unconfirmed ones."""
+    """Close the facts whose time ran out, finish the forgets whose task was lost, then forget
+    the stale, unconfirmed ones."""
     config = runtime_config()
     services.memories_expire()
+    undo_services.memories_forget_overdue()
     counts = forget_services.memories_decay(
         decay_hours=config.decay_hours, minimum_score=config.minimum_score
     )
     return sum(counts.values())
+
+
+@shared_task(name="memory.forget_pending", acks_late=True, ignore_result=True)
+def forget_pending(node_id: int) -> bool:
+    """A Forget's Undo has passed: the memory goes for good (nothing if it was undone, or its
+    page already finished it)."""
+    return undo_services.memory_node_forget_now(node_id=node_id) is not None

@@ -11,13 +11,20 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pydantic import ValidationError
 
 from apps.core.selectors import runtime_config
 from apps.core.validation import UnreadableJSON, json_load, validation_problem
-from apps.memory import browser_selectors, browser_services, selectors, world_services
+from apps.memory import (
+    browser_selectors,
+    browser_services,
+    selectors,
+    undo_services,
+    world_services,
+)
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.forget_services import ForgetReceipt
 from apps.memory.forms import (
@@ -31,6 +38,7 @@ from apps.memory.models import MemoryNode
 
 PAGE_SIZE = 50
 RECEIPT_KEY = "memory_forget_receipt"
+UNDO_KEY = "memory_undo"
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
 
 
@@ -71,6 +79,7 @@ def memory_list(request):
         return render(request, "memory/_list.html", context)
     receipt = request.session.pop(RECEIPT_KEY, None)
     context["receipt"] = ForgetReceipt(**receipt) if receipt else None
+    context["undo"] = request.session.pop(UNDO_KEY, None)
     counts = browser_selectors.memory_counts_for_user(user=request.user)
     awaiting = browser_selectors.memories_awaiting_approval(user=request.user)
     context.update(counts=counts, awaiting=awaiting, decay_hours=runtime_config().decay_hours)
@@ -102,14 +111,69 @@ def memory_edit(request, pk: int):
     return render(request, "memory/edit.html", {"form": form, "node": node})
 
 
+def _undo_offer(node: MemoryNode, *, forgotten: bool) -> dict:
+    """What the Undo notice after a Wrong or a Forget says and where its buttons post."""
+    action = "forget" if forgotten else "wrong"
+    offer = {
+        "said": "Forgotten" if forgotten else "Marked wrong",
+        "text": node.description,
+        "undo_url": reverse(f"memory:{action}_undo", args=[node.pk]),
+        "seconds": undo_services.UNDO_SECONDS,
+    }
+    if forgotten:
+        offer["finish_url"] = reverse("memory:forget_now", args=[node.pk])
+    return offer
+
+
+def _after_correction(request, undo: dict, *, refresh: bool = False):
+    """The answer to Wrong, Forget and their Undo: with htmx, the row goes (an empty swap), the
+    notice and the page's counts come out of band, and the list reads itself again
+    (`memory-changed`); without, the memory browser shows the notice after a redirect."""
+    if not request.htmx:
+        request.session[UNDO_KEY] = undo
+        return redirect("memory:list")
+    counts = browser_selectors.memory_counts_for_user(user=request.user)
+    response = render(request, "memory/_correction.html", {"undo": undo, "counts": counts})
+    if refresh:
+        # What came back belongs in the awaiting-approval section, which only the page draws.
+        response["HX-Refresh"] = "true"
+    else:
+        response["HX-Trigger"] = "memory-changed"
+    return response
+
+
 @require_POST
 def memory_forget(request, pk: int):
+    """Forget one memory at once for every answer, and for good once its Undo has passed."""
+    node = undo_services.memory_node_forget_soon(node=_get_node_for_user(request, pk))
+    return _after_correction(request, _undo_offer(node, forgotten=True))
+
+
+@require_POST
+def memory_forget_now(request, pk: int):
+    """The Undo notice ran out or was dismissed: the pending memory goes for good, and the
+    receipt says what went with it."""
     node = _get_node_for_user(request, pk)
-    receipt = browser_services.memory_nodes_forget(node_ids=[node.pk])
+    receipt = undo_services.memory_node_forget_now(node_id=node.pk)
     if request.htmx:
-        # The row goes (an empty swap) and the receipt replaces the page's receipt slot.
-        return render(request, "memory/_receipt.html", {"receipt": receipt, "oob": True})
+        return render(request, "memory/_receipt.html", {"receipt": receipt})
+    if receipt is None:
+        return redirect("memory:list")
     return _show_receipt(request, receipt)
+
+
+@require_POST
+def memory_forget_undo(request, pk: int):
+    node = _get_node_for_user(request, pk)
+    try:
+        undo_services.memory_node_unforget(node=node)
+    except undo_services.CannotUndo as exc:
+        return _after_correction(request, {"said": str(exc)})
+    return _after_correction(
+        request,
+        {"said": "Kept", "text": node.description},
+        refresh=node.state == MemoryNode.State.QUARANTINED,
+    )
 
 
 @require_POST
@@ -128,7 +192,17 @@ def memory_confirm(request, pk: int):
 @require_POST
 def memory_wrong(request, pk: int):
     node = browser_services.memory_node_mark_wrong(node=_get_node_for_user(request, pk))
-    return _row_or_redirect(request, node)
+    return _after_correction(request, _undo_offer(node, forgotten=False))
+
+
+@require_POST
+def memory_wrong_undo(request, pk: int):
+    node = _get_node_for_user(request, pk)
+    try:
+        undo_services.memory_node_unmark_wrong(node=node)
+    except undo_services.CannotUndo as exc:
+        return _after_correction(request, {"said": str(exc)})
+    return _after_correction(request, {"said": "Back in use", "text": node.description})
 
 
 @require_GET

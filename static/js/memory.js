@@ -32,3 +32,40 @@
   document.addEventListener('htmx:afterSwap', refresh);
   document.addEventListener('DOMContentLoaded', refresh);
 })();
+
+/* The notice after Wrong or Forget: its Undo lasts data-seconds, then it goes as if dismissed
+   (a pending Forget then posts its "forget now", whose receipt takes the receipt's place). */
+(function () {
+  'use strict';
+  var timer = null;
+
+  function hide(notice) {
+    notice.hidden = true;
+    notice.removeAttribute('data-seconds');
+  }
+
+  function start() {
+    var notice = document.getElementById('memory-undo');
+    if (!notice || notice.hidden || notice.dataset.started) return;
+    var seconds = parseFloat(notice.getAttribute('data-seconds'));
+    if (!seconds) return;
+    notice.dataset.started = '1';
+    clearTimeout(timer);
+    timer = setTimeout(function () {
+      var dismiss = notice.querySelector('.undo-dismiss');
+      if (dismiss && notice.isConnected && !notice.hidden) dismiss.click();
+    }, seconds * 1000);
+  }
+
+  document.addEventListener('click', function (e) {
+    var dismiss = e.target.closest && e.target.closest('#memory-undo .undo-dismiss');
+    if (!dismiss) return;
+    clearTimeout(timer);
+    // A Forget's dismiss posts (htmx); the notice goes either way.
+    setTimeout(function () { hide(document.getElementById('memory-undo')); }, 0);
+  });
+
+  document.addEventListener('htmx:oobAfterSwap', start);
+  document.addEventListener('htmx:afterSettle', start);
+  document.addEventListener('DOMContentLoaded', start);
+})();
