@@ -46,10 +46,9 @@ def demo_reply(user_text: str) -> str:
 
 
 def demo_title(prompt: str) -> str:
-    """A title for the demo: the first words the user wrote in the quoted exchange."""
-    match = re.search(r"^user: (.+)$", prompt, flags=re.MULTILINE)
-    words = re.sub(r"[^\w\s'-]", "", match.group(1) if match else "").split()
-    return " ".join(words[:6]) or "Demo conversation"
+    """The demo model gives no title (an empty reply): the product then names the conversation
+    by the user's first words, as it does whenever a model gives none worth keeping."""
+    return ""
 
 
 # ------------------------------------------------------------------------ demo memory

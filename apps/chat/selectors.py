@@ -5,9 +5,15 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from apps.chat.models import OPEN_STATUSES, Conversation, Message
 
+# The sidebar's filters besides "all": the chats started here, and those /v1 started.
+VIA_FILTERS = ("chat", "api")
 
-def conversations_for_user(*, user, query: str = "") -> QuerySet[Conversation]:
+
+def conversations_for_user(*, user, query: str = "", via: str = "") -> QuerySet[Conversation]:
+    """The user's conversations, newest first; `via` one of VIA_FILTERS narrows them."""
     conversations = Conversation.objects.filter(owner=user)
+    if via:
+        conversations = conversations.filter(via_api=via == "api")
     query = query.strip()
     if query:
         matching_messages = Message.objects.filter(

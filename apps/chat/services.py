@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timedelta
@@ -427,11 +428,24 @@ def message_queue_background(*, message: Message, learn: bool = True) -> None:
     )
 
 
+# Where a sentence of the user's ends: ".", "!", "?" or "…" before a space.
+_SENTENCE_END = re.compile(r"[.!?…](?=\s)")
+
+
 def fallback_title(text: str) -> str:
-    words = " ".join(text.split())
-    if len(words) <= TITLE_FALLBACK_CHARS:
-        return words
-    return words[:TITLE_FALLBACK_CHARS].rsplit(" ", 1)[0] + "…"
+    """The user's first words, when the model gives no title: their first line as they wrote
+    it, punctuation kept; longer than TITLE_FALLBACK_CHARS, it ends with the last sentence that
+    fits ("Hi! My name is Laura."), or else at the last word that fits, with an ellipsis."""
+    line = next((line for line in text.splitlines() if line.strip()), "")
+    line = " ".join(line.split())
+    if len(line) <= TITLE_FALLBACK_CHARS:
+        return line
+    head = line[: TITLE_FALLBACK_CHARS + 1]
+    ends = [match.end() for match in _SENTENCE_END.finditer(head)]
+    if ends and ends[-1] >= TITLE_FALLBACK_CHARS // 3:
+        return head[: ends[-1]]
+    cut = head.rsplit(" ", 1)[0] if " " in head else line[:TITLE_FALLBACK_CHARS]
+    return cut.rstrip(",;:-–— ") + "…"
 
 
 def conversation_set_title_if_empty(*, conversation_id: int, title: str) -> bool:

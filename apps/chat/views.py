@@ -16,6 +16,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from apps.chat import broadcasts, services, stops
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import (
+    VIA_FILTERS,
     conversation_for_user,
     conversations_for_user,
     message_of,
@@ -42,8 +43,16 @@ def _get_conversation_for_user(request, pk: int) -> Conversation:
 
 
 def _conversation_page(request, query: str = ""):
-    paginator = Paginator(conversations_for_user(user=request.user, query=query), PAGE_SIZE)
+    paginator = Paginator(
+        conversations_for_user(user=request.user, query=query, via=_via(request)), PAGE_SIZE
+    )
     return paginator.get_page(request.GET.get("page") or 1)
+
+
+def _via(request) -> str:
+    """The sidebar's filter: every conversation (""), the chats of this site, or the API's."""
+    via = request.GET.get("via", "")
+    return via if via in VIA_FILTERS else ""
 
 
 def _send(*, user, conversation: Conversation, content: str) -> Message:
@@ -64,6 +73,7 @@ def home(request):
         {
             "page": _conversation_page(request, query),
             "q": query,
+            "via": _via(request),
             "conversation": None,
             "max_chars": config.max_message_chars,
             "room": message_room(user=request.user, config=config),
@@ -87,6 +97,7 @@ def conversation_detail(request, pk: int):
         {
             "page": _conversation_page(request, query),
             "q": query,
+            "via": _via(request),
             "conversation": conversation,
             "chat_messages": messages_of(conversation=conversation),
             "open_reply": open_reply,
@@ -104,7 +115,7 @@ def conversation_list(request):
     return render(
         request,
         "chat/_conversation_list_page.html",
-        {"page": _conversation_page(request, query), "q": query},
+        {"page": _conversation_page(request, query), "q": query, "via": _via(request)},
     )
 
 
@@ -142,8 +153,19 @@ def conversation_begin(request):
 def conversation_rename(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     services.conversation_rename(conversation=conversation, title=request.POST.get("title", ""))
+    # The other open pages of this user follow: their sidebar item and, on this conversation,
+    # its header.
+    broadcasts.conversation_changed(conversation=conversation)
     if request.htmx:
-        return render(request, "chat/_conversation_item.html", {"conversation": conversation})
+        current = request.htmx.current_url_abs_path or ""
+        return render(
+            request,
+            "chat/_renamed.html",
+            {
+                "conversation": conversation,
+                "here": current.startswith(reverse("chat:conversation", args=[pk])),
+            },
+        )
     return redirect("chat:conversation", pk=pk)
 
 
