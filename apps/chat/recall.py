@@ -7,6 +7,7 @@ kind for a whole conversation page).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -57,18 +58,147 @@ def recalled_texts(*, conversation_id: int, messages: Iterable[Message]) -> Reca
     )
 
 
-def panel_items(trace: dict, recalled: Recalled) -> dict[str, list[tuple[str, float | None]]]:
-    """(text, score) per kind for one answer, leaving out what has been forgotten since."""
+@dataclass
+class Used:
+    """One thing an answer recalled, as its panel shows it: the text, why it was chosen in
+    words, and the score behind it (for the panel's details)."""
+
+    text: str
+    why: str
+    score: float | None
+
+
+# A memory this close in meaning (the cosine of the two vectors) is "similar in meaning".
+SIMILAR_MEANING = 0.5
+# Recency halves every RECENCY_HALF_LIFE_DAYS: above this, it was made or used in the last days.
+RECENT = 0.8
+# Words too common to say a memory was chosen for them.
+_COMMON = frozenset(
+    [
+        "the",
+        "and",
+        "for",
+        "are",
+        "but",
+        "not",
+        "you",
+        "your",
+        "yours",
+        "with",
+        "this",
+        "that",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "how",
+        "was",
+        "were",
+        "have",
+        "has",
+        "had",
+        "its",
+        "it's",
+        "i'm",
+        "i've",
+        "don't",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "from",
+        "into",
+        "about",
+        "there",
+        "their",
+        "they",
+        "them",
+        "then",
+        "than",
+        "just",
+        "also",
+        "very",
+        "some",
+        "any",
+        "all",
+        "our",
+        "out",
+        "get",
+        "got",
+        "like",
+        "tell",
+        "know",
+        "does",
+        "did",
+        "one",
+        "two",
+    ]
+)
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+
+
+def _words(text: str) -> dict[str, str]:
+    """The words of a text worth naming, lower case, each with its first spelling."""
+    words: dict[str, str] = {}
+    for word in _WORD.findall(text):
+        key = word.lower()
+        if len(key) >= 3 and key not in _COMMON and not key.isdigit():
+            words.setdefault(key, word)
+    return words
+
+
+def _why(item: dict, text: str, said: dict[str, str], *, kind: str) -> str:
+    """Why recall chose it, from its trace's scores: the user's words it shares, its meaning,
+    its neighbours, its age."""
+    components = item.get("components") or {}
+    reasons = []
+    shared = [said[word] for word in _words(text) if word in said][:3]
+    if shared:
+        reasons.append("matched your words " + ", ".join(f"“{word}”" for word in shared))
+    elif components.get("text", 0) > 0:
+        reasons.append("matched words of your message")
+    if components.get("vector", 0) >= SIMILAR_MEANING:
+        reasons.append("similar in meaning to your message")
+    if not reasons and item.get("context", 0) > 0:
+        reasons.append("said together with another memory that matched")
+    if components.get("recency", 0) >= RECENT:
+        reasons.append("recent")
+    if not reasons:
+        reasons.append(
+            "one of the best matches I had" if kind == "memories" else "the closest I had"
+        )
+    if item.get("global"):
+        reasons.append("shared knowledge, not a memory of yours")
+    why = "; ".join(reasons)
+    return why[0].upper() + why[1:]
+
+
+def panel_items(trace: dict, recalled: Recalled, said: str = "") -> dict[str, list[Used]]:
+    """What one answer used, per kind, with why, leaving out what has been forgotten since;
+    `said` is the user's message it answered."""
     memory = trace.get("memory") or {}
+    said_words = _words(said)
     found = {}
-    for kind, texts in (
-        ("memories", recalled.memories),
-        ("episodes", recalled.episodes),
-        ("triples", recalled.triples),
-    ):
+    for kind, texts in (("memories", recalled.memories), ("episodes", recalled.episodes)):
         found[kind] = [
-            (texts[item["id"]], item.get("score"))
+            Used(
+                texts[item["id"]],
+                _why(item, texts[item["id"]], said_words, kind=kind),
+                item.get("score"),
+            )
             for item in memory.get(kind) or []
             if item.get("id") in texts
         ]
+    found["triples"] = [
+        Used(
+            recalled.triples[item["id"]],
+            "Shared knowledge" if item.get("global") else "A fact I keep about you",
+            None,
+        )
+        for item in memory.get("triples") or []
+        if item.get("id") in recalled.triples
+    ]
     return found

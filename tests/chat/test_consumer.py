@@ -281,7 +281,9 @@ async def test_the_reply_trace_shows_the_memories_used(user, conversation, llm_s
     client = AsyncClient()
     await client.aforce_login(user)
     panel = (await client.get(url, headers={"hx-request": "true"})).content.decode()
-    assert "<dt>Memories</dt>" in panel and "Alice keeps bees on her balcony" in panel
+    assert "What I remembered" in panel and "Alice keeps bees on her balcony" in panel
+    # Why, in words, from the answer's own trace.
+    assert "Matched your words “bees”, “balcony”" in panel
     message = llm_stub.requests[-1]["body"]["messages"][-1]["content"]
     assert "Alice keeps bees on her balcony" in message, "in the note before the message"
     await communicator.disconnect()

@@ -202,7 +202,7 @@ def test_a_pushed_answers_panel_is_read_when_opened_and_only_by_its_owner(
     # Opened: the panel names the owner's and global memories, never another user's.
     panel = alice_client.get(url, HTTP_HX_REQUEST="true")
     html = panel.content.decode()
-    assert panel.status_code == 200 and html.startswith("<dl>")
+    assert panel.status_code == 200 and html.strip().startswith('<div class="trace-used">')
     assert "The user likes tea" in html and "Water boils" in html and "Mallory" not in html
     # Without htmx: the conversation, where every panel is drawn.
     assert alice_client.get(url)["Location"] == f"/c/{conversation.pk}/#msg-{reply.pk}"

@@ -32,17 +32,22 @@ def memory_receipt(context, message) -> Receipt:
 
 @register.simple_tag(takes_context=True)
 def recalled(context, message) -> dict:
-    """The texts of what one answer recalled, for its "What I used" panel; read once per page
-    (for every answer on it), or for the one answer a push renders."""
+    """What one answer recalled and why, for its "What I used" panel; the texts read once per
+    page (for every answer on it), or for the one answer a push renders."""
     conversation_id = message.conversation_id
     messages = context.get("chat_messages")
     if messages is None:
         texts = recalled_texts(conversation_id=conversation_id, messages=[message])
-        return panel_items(message.trace, texts)
+        said = message.reply_to.content if message.reply_to_id else ""
+        return panel_items(message.trace, texts, said)
     cache = context.render_context.dicts[0]
     if "recalled_texts" not in cache:
         cache["recalled_texts"] = recalled_texts(conversation_id=conversation_id, messages=messages)
-    return panel_items(message.trace, cache["recalled_texts"])
+    if "said" not in cache:
+        # The page's messages are read already: the user's words each answer replied to.
+        cache["said"] = {m.pk: m.content for m in messages if m.role == m.Role.USER}
+    said = cache["said"].get(message.reply_to_id, "")
+    return panel_items(message.trace, cache["recalled_texts"], said)
 
 
 @register.simple_tag
