@@ -46,7 +46,7 @@ def conversation_sharing_history(*, user, turns: list[tuple[str, str]]) -> Conve
         saved = [
             (role, _same(content))
             for role, content in conversation.messages.filter(
-                status=Message.Status.COMPLETE
+                status=Message.Status.COMPLETE, active=True
             ).values_list("role", "content")[: len(wanted) + 1]
         ]
         if saved and len(saved) <= len(wanted) and saved == wanted[-len(saved) :]:

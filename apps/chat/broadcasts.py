@@ -15,6 +15,7 @@ from django.utils.html import escape
 from redis.exceptions import RedisError
 
 from apps.chat.models import Conversation, Message
+from apps.chat.selectors import messages_of
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,12 @@ def render_new_messages(messages: list[Message]) -> str:
         '<div id="chat-empty" hx-swap-oob="delete"></div>'
         f'<div id="messages" hx-swap-oob="beforeend">{inner}</div>'
     )
+
+
+def render_branch(conversation: Conversation) -> str:
+    """The messages of the branch shown, in place of those the page shows."""
+    inner = "".join(render_message(m) for m in messages_of(conversation=conversation))
+    return f'<div id="messages" class="messages-list" aria-live="polite">{inner}</div>'
 
 
 def render_source(message_id: int, text: str) -> str:
@@ -162,6 +169,12 @@ def conversation_changed(*, conversation: Conversation) -> None:
     )
     async_to_sync(push)(user_group(conversation.owner_id), html)
     async_to_sync(push)(conversation_group(conversation.pk), title)
+
+
+def branch_changed(*, conversation: Conversation) -> None:
+    """Another branch is shown (a page without the socket switched it): push it to the
+    conversation's open pages."""
+    async_to_sync(push)(conversation_group(conversation.pk), render_branch(conversation))
 
 
 def receipt_changed(*, message_id: int) -> None:

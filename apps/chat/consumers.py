@@ -16,6 +16,7 @@ from apps.chat import admission, broadcasts, services, stops
 from apps.chat.models import Conversation, Message
 from apps.chat.replying import start_reply
 from apps.chat.selectors import conversation_for_user, message_of, open_reply
+from apps.cognition.branching import message_edit
 from apps.cognition.context import start_turn_embedding
 from apps.cognition.message_room import message_room
 from apps.cognition.pipeline import TurnRun, start_turn
@@ -106,6 +107,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._reopen(_int(data.get("message_id")), services.message_continue)
         elif action == "edit":
             await self._withdraw(_int(data.get("message_id")))
+        elif action == "revise":
+            await self._branch(
+                _int(data.get("message_id")),
+                partial(_revise, user=self.scope["user"], content=str(data.get("content", ""))),
+            )
+        elif action == "regenerate":
+            await self._branch(_int(data.get("message_id")), services.message_regenerate)
+        elif action == "branch":
+            await self._branch(_int(data.get("message_id")), _show_branch)
 
     async def _send_message(self, content: str) -> None:
         # Recall what the memory knows while the message is being saved: both need only the
@@ -202,6 +212,46 @@ class ChatConsumer(AsyncWebsocketConsumer):
             release=partial(admission.stream_slot_release, user_id=user_id, slot=slot),
         )
 
+    async def _branch(self, message_id: int | None, change: Callable[..., Message | None]) -> None:
+        """Change the branch shown: an edit or a regeneration (`change` returns the reply to
+        write, answered as a Retry is) or a switch to another branch (it returns None). Every
+        open page of the conversation shows the new branch."""
+        message = await on_pool_thread(message_of)(
+            conversation=self.conversation, message_id=message_id
+        )
+        if message is None:
+            return
+        user_id = self.scope["user"].pk
+        try:
+            slot = admission.turn_admit(user_id=user_id, config=self.config, new_turn=False)
+        except services.ChatError as exc:
+            await self.send(text_data=broadcasts.render_error(str(exc)))
+            return
+        try:
+            reply = await on_pool_thread(change)(message=message)
+            shown = await on_pool_thread(broadcasts.render_branch)(self.conversation)
+        except services.ChatError as exc:
+            admission.stream_slot_release(user_id=user_id, slot=slot)
+            await self.send(text_data=broadcasts.render_error(str(exc)))
+            return
+        await broadcasts.push(
+            broadcasts.conversation_group(self.conversation.pk),
+            shown
+            + broadcasts.render_composer(self.conversation, reply, max_chars=self.max_chars)
+            + broadcasts.render_error(""),
+            sender=self,
+        )
+        if reply is None:
+            admission.stream_slot_release(user_id=user_id, slot=slot)
+            return
+        start_reply(
+            self.conversation,
+            reply.pk,
+            max_chars=self.max_chars,
+            sender=self,
+            release=partial(admission.stream_slot_release, user_id=user_id, slot=slot),
+        )
+
     async def _withdraw(self, message_id: int | None) -> None:
         """Edit the message of a failed answer: the turn leaves every open page, and its text
         comes back into this page's composer."""
@@ -280,6 +330,15 @@ def _fail_if_orphaned(*, message_id: int | None, conversation: Conversation) -> 
 def _open_conversation(*, user, pk: int) -> tuple[Conversation | None, RuntimeConfig]:
     """The user's conversation (None if it is not theirs) and the runtime configuration."""
     return conversation_for_user(user=user, pk=pk), runtime_config()
+
+
+def _revise(*, message: Message, user, content: str) -> Message:
+    """Edit the user's message: a new branch, and its pending reply."""
+    return message_edit(user=user, message=message, content=content).reply
+
+
+def _show_branch(*, message: Message) -> None:
+    services.branch_show(message=message)
 
 
 def _save_message(*, user, conversation: Conversation, content: str):

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from django.contrib.postgres.search import SearchQuery
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from apps.chat.models import OPEN_STATUSES, Conversation, Message
 
@@ -28,7 +29,50 @@ def conversation_for_user(*, user, pk: int) -> Conversation | None:
 
 
 def messages_of(*, conversation: Conversation) -> QuerySet[Message]:
-    return conversation.messages.order_by("created_at", "id")
+    """The branch shown, in order, each message with its place among its siblings."""
+    return with_branch_places(conversation.messages.filter(active=True)).order_by(
+        "created_at", "id"
+    )
+
+
+def with_branch_places(messages: QuerySet[Message]) -> QuerySet[Message]:
+    """Annotate each message with its place among its siblings (the messages following the same
+    message in the same role, oldest first): `branch_count`, `branch_index` (from 1), and the
+    ids of the sibling before and after it (`branch_previous`, `branch_next`, or None)."""
+    siblings = (
+        Message.objects.annotate(after=Coalesce("parent_id", 0))
+        .filter(
+            conversation_id=OuterRef("conversation_id"),
+            role=OuterRef("role"),
+            after=Coalesce(OuterRef("parent_id"), 0),
+        )
+        .order_by()
+        .values("role")
+    )
+    return messages.annotate(
+        branch_count=Subquery(siblings.annotate(n=Count("id")).values("n")),
+        branch_index=Subquery(
+            siblings.filter(id__lte=OuterRef("id")).annotate(n=Count("id")).values("n")
+        ),
+        branch_previous=Subquery(
+            siblings.filter(id__lt=OuterRef("id")).annotate(n=Max("id")).values("n")
+        ),
+        branch_next=Subquery(
+            siblings.filter(id__gt=OuterRef("id")).annotate(n=Min("id")).values("n")
+        ),
+    )
+
+
+def branch_place(*, message: Message) -> Message:
+    """`message` with its place among its siblings (with_branch_places), read if not yet."""
+    if hasattr(message, "branch_count") or message.pk is None:
+        return message
+    placed = with_branch_places(Message.objects.filter(pk=message.pk)).values(
+        "branch_count", "branch_index", "branch_previous", "branch_next"
+    )
+    for name, value in (placed.first() or {}).items():
+        setattr(message, name, value)
+    return message
 
 
 def open_reply(*, conversation: Conversation) -> Message | None:
@@ -50,10 +94,12 @@ def message_of(*, conversation: Conversation, message_id: int | None) -> Message
 
 
 def history_before(*, message: Message, limit: int) -> list[Message]:
-    """The last usable messages before `message`, oldest first: at most `limit`, as many as
-    `history_kept` keeps."""
+    """The last usable messages of the branch shown before `message`, oldest first: at most
+    `limit`, as many as `history_kept` keeps."""
     usable = (
-        Message.objects.filter(conversation_id=message.conversation_id, pk__lt=message.pk)
+        Message.objects.filter(
+            conversation_id=message.conversation_id, pk__lt=message.pk, active=True
+        )
         .exclude(status=Message.Status.FAILED)
         .exclude(content="")
     )
@@ -93,6 +139,7 @@ def reply_traces(*, conversation_id: int, limit: int) -> list[tuple[int, object,
             conversation_id=conversation_id,
             role=Message.Role.ASSISTANT,
             reply_to__isnull=False,
+            active=True,
         )
         .order_by("-pk")
         .values_list("reply_to_id", "trace__note", "trace__history_from")[:limit]

@@ -87,27 +87,44 @@ WITH open_reply AS (
 ), allowed AS (
     SELECT NOT EXISTS (SELECT FROM open_reply) AND NOT EXISTS (SELECT FROM limiting) AS ok
 ), question AS (
+    -- None for a regenerated answer. A new message follows the branch shown (msg_conv_active
+    -- finds its last message); an edited one takes the place of the one it replaces.
     INSERT INTO chat_message (conversation_id, role, content, status, model, error, trace,
-                              created_at)
-    SELECT %(conversation)s, 'user', %(content)s, 'complete', '', '', '{}', %(now)s
-    FROM allowed WHERE ok
+                              created_at, parent_id)
+    SELECT %(conversation)s, 'user', %(content)s::text, 'complete', '', '', '{}', %(now)s,
+           CASE WHEN %(cut)s::bigint IS NULL
+                THEN (SELECT id FROM chat_message WHERE conversation_id = %(conversation)s
+                      AND active ORDER BY id DESC LIMIT 1)
+                ELSE %(parent)s::bigint END
+    FROM allowed WHERE ok AND %(content)s::text IS NOT NULL
     RETURNING id
 ), reply AS (
     INSERT INTO chat_message (conversation_id, role, content, status, model, error, trace,
-                              created_at, reply_to_id)
-    SELECT %(conversation)s, 'assistant', '', 'pending', '', '', '{}', %(now)s, id FROM question
+                              created_at, reply_to_id, parent_id)
+    SELECT %(conversation)s, 'assistant', '', 'pending', '', '', '{}', %(now)s,
+           coalesce(q.id, %(reply_to)s::bigint), coalesce(q.id, %(parent)s::bigint)
+    FROM allowed LEFT JOIN question q ON true
+    WHERE ok AND (q.id IS NOT NULL OR %(content)s::text IS NULL)
     RETURNING id
+), retired AS (
+    -- An edit or a regeneration: the message replaced and the rest of its branch leave it.
+    UPDATE chat_message SET active = false
+    WHERE %(cut)s::bigint IS NOT NULL AND conversation_id = %(conversation)s AND active
+      AND id >= %(cut)s::bigint AND EXISTS (SELECT FROM reply)
 ), touched AS (
     UPDATE chat_conversation SET updated_at = %(now)s
     WHERE id = %(conversation)s AND EXISTS (SELECT FROM reply)
 ), earlier AS (
-    -- As history_before: the usable messages before the new one, newest first.
+    -- As history_before: the usable messages of the branch before the new one, newest first.
     SELECT id, role, content, status, created_at FROM chat_message
-    WHERE conversation_id = %(conversation)s AND status <> 'failed' AND content <> ''
+    WHERE conversation_id = %(conversation)s AND active
+      AND (%(cut)s::bigint IS NULL OR id < %(cut)s::bigint)
+      AND status <> 'failed' AND content <> ''
     ORDER BY id DESC LIMIT %(earlier)s
 ), usable AS (
     SELECT count(*) AS n FROM chat_message
-    WHERE %(earlier)s > 0 AND conversation_id = %(conversation)s
+    WHERE %(earlier)s > 0 AND conversation_id = %(conversation)s AND active
+      AND (%(cut)s::bigint IS NULL OR id < %(cut)s::bigint)
       AND status <> 'failed' AND content <> ''
 )
 SELECT (SELECT json_build_array(id, created_at) FROM open_reply LIMIT 1),
@@ -128,13 +145,20 @@ def message_send(
     config: RuntimeConfig | None = None,
     history: int = 0,
     refusal: Callable[[str], str] | None = None,
+    replacing: Message | None = None,
 ) -> SentTurn:
     """Save the user's message and an empty reply to fill, before any LLM call.
 
     With `history`, also read the last that many messages the reply answers (as
     `turn_history` would), in the same statement. `refusal` says why a message within the size
-    limit cannot be sent ("" if it can): the chat model has no room for it.
+    limit cannot be sent ("" if it can): the chat model has no room for it. `replacing` is the
+    user's message this one edits: the new one starts a branch beside it, and the old one with
+    the rest of its branch leaves the branch shown.
     """
+    if replacing is not None and (
+        replacing.role != Message.Role.USER or replacing.conversation_id != conversation.pk
+    ):
+        raise ChatError("Only your own messages can be edited.")
     # Browsers submit a form's newlines as CRLF but count them as one character for the box's
     # maxlength; a message is stored with plain newlines.
     content = content.replace("\r\n", "\n").strip()
@@ -157,20 +181,11 @@ def message_send(
         "since": now - TURN_RATE_WINDOW,
         "limit": config.turns_per_minute,
         "earlier": max(history - 1, 0),
+        "cut": replacing.pk if replacing is not None else None,
+        "parent": replacing.parent_id if replacing is not None else None,
+        "reply_to": None,
     }
-    busy, limiting, question_id, reply_id, earlier, usable = _send_statement(params)
-    if busy:
-        # The open reply may be one a process that died left behind: then it goes, and the
-        # statement runs again.
-        busy_id, busy_since = json_value(busy)
-        if message_fail_if_orphaned(
-            reply_id=busy_id, created_at=datetime.fromisoformat(busy_since)
-        ):
-            busy, limiting, question_id, reply_id, earlier, usable = _send_statement(params)
-        if busy:
-            raise ChatError(_BUSY)
-    if reply_id is None:
-        raise too_fast(limiting=limiting, limit=config.turns_per_minute, now=now)
+    question_id, reply_id, earlier, usable = _open_turn(params, limit=config.turns_per_minute)
     question = _saved(
         id=question_id,
         conversation=conversation,
@@ -184,6 +199,7 @@ def message_send(
         role=Message.Role.ASSISTANT,
         status=Message.Status.PENDING,
         reply_to_id=question_id,
+        parent_id=question_id,
         created_at=now,
     )
     previous = [
@@ -203,6 +219,102 @@ def message_send(
     reply_lease_renew(reply_id=reply.pk)
     turn_record(user_id=conversation.owner_id, reply_id=reply.pk, now=now)
     return SentTurn(question, reply, previous + [question] if history else [])
+
+
+def message_regenerate(*, message: Message, config: RuntimeConfig | None = None) -> Message:
+    """Open a new answer beside a finished one: the model answers the branch up to the message
+    the old answer follows, and the old answer with the rest of its branch leaves the branch
+    shown (it stays a branch to switch back to)."""
+    if message.role != Message.Role.ASSISTANT or message.is_open or message.parent_id is None:
+        raise ChatError("Only a finished answer can be regenerated.")
+    config = config or runtime_config()
+    now = timezone.now()
+    params = {
+        "conversation": message.conversation_id,
+        "owner": message.conversation.owner_id,
+        "content": None,
+        "now": now,
+        "since": now - TURN_RATE_WINDOW,
+        "limit": config.turns_per_minute,
+        "earlier": 0,
+        "cut": message.pk,
+        "parent": message.parent_id,
+        "reply_to": message.reply_to_id,
+    }
+    _, reply_id, _, _ = _open_turn(params, limit=config.turns_per_minute)
+    reply = _saved(
+        id=reply_id,
+        conversation=message.conversation,
+        role=Message.Role.ASSISTANT,
+        status=Message.Status.PENDING,
+        reply_to_id=message.reply_to_id,
+        parent_id=message.parent_id,
+        created_at=now,
+    )
+    reply_lease_renew(reply_id=reply.pk)
+    turn_record(user_id=message.conversation.owner_id, reply_id=reply.pk, now=now)
+    return reply
+
+
+def _open_turn(params: dict, *, limit: int) -> tuple:
+    """Run the send statement: (question id, reply id, earlier messages, usable count), or
+    refuse as busy or too fast."""
+    busy, limiting, question_id, reply_id, earlier, usable = _send_statement(params)
+    if busy:
+        # The open reply may be one a process that died left behind: then it goes, and the
+        # statement runs again.
+        busy_id, busy_since = json_value(busy)
+        if message_fail_if_orphaned(
+            reply_id=busy_id, created_at=datetime.fromisoformat(busy_since)
+        ):
+            busy, limiting, question_id, reply_id, earlier, usable = _send_statement(params)
+        if busy:
+            raise ChatError(_BUSY)
+    if reply_id is None:
+        raise too_fast(limiting=limiting, limit=limit, now=params["now"])
+    return question_id, reply_id, earlier, usable
+
+
+# Show another branch: the chosen message and, at each level below it, its newest child become
+# the branch shown; what was shown from the chosen message's level down leaves it. (The newest
+# child, not the last one shown: a branch reads as it was last written.)
+_BRANCH_SHOW_SQL = """
+WITH RECURSIVE path AS (
+    SELECT id FROM chat_message WHERE id = %(chosen)s AND conversation_id = %(conversation)s
+    UNION ALL
+    SELECT child.id FROM path CROSS JOIN LATERAL (
+        SELECT id FROM chat_message c WHERE c.parent_id = path.id ORDER BY c.id DESC LIMIT 1
+    ) AS child
+), level AS (
+    -- The message shown at the chosen one's level (its sibling on the branch shown).
+    SELECT min(id) AS id FROM chat_message
+    WHERE conversation_id = %(conversation)s AND active AND role = %(role)s
+      AND parent_id IS NOT DISTINCT FROM %(parent)s::bigint
+)
+UPDATE chat_message SET active = id IN (SELECT id FROM path)
+WHERE conversation_id = %(conversation)s
+  AND ((active AND id >= coalesce((SELECT id FROM level), %(chosen)s))
+       OR id IN (SELECT id FROM path))
+"""
+
+
+@transaction.atomic
+def branch_show(*, message: Message) -> None:
+    """Show the branch through `message` (one of a set of siblings: the messages that follow
+    the same message in the same role)."""
+    Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
+    if live_open_reply(conversation=message.conversation) is not None:
+        raise ChatError(_BUSY)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _BRANCH_SHOW_SQL,
+            {
+                "chosen": message.pk,
+                "conversation": message.conversation_id,
+                "role": message.role,
+                "parent": message.parent_id,
+            },
+        )
 
 
 @contextmanager

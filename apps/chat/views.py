@@ -22,6 +22,7 @@ from apps.chat.selectors import (
     message_of,
     messages_of,
 )
+from apps.cognition import branching
 from apps.cognition.answer import AnswerFailed
 from apps.cognition.message_room import message_room
 from apps.cognition.pipeline import answer_saved_reply
@@ -221,6 +222,40 @@ def message_edit(request, pk: int):
     else:
         request.session[DRAFT_KEY] = {"conversation": pk, "content": content, "send": False}
     return redirect("chat:conversation", pk=pk)
+
+
+@require_POST
+def message_revise(request, pk: int):
+    """The no-JavaScript Edit of one of the user's messages: a new branch, answered without
+    streaming."""
+    message = _get_reply_for_user(request, pk)
+    content = request.POST.get("content", "")
+    return _answer_and_show(
+        request,
+        pk,
+        lambda: branching.message_edit(user=request.user, message=message, content=content).reply,
+    )
+
+
+@require_POST
+def message_regenerate(request, pk: int):
+    """The no-JavaScript Regenerate of an answer: a new branch, answered without streaming."""
+    reply = _get_reply_for_user(request, pk)
+    return _answer_and_show(request, pk, lambda: services.message_regenerate(message=reply))
+
+
+@require_POST
+def branch_show(request, pk: int):
+    """Show another version of a message (‹ k / n ›) and the branch that follows it."""
+    message = _get_reply_for_user(request, pk)
+    try:
+        services.branch_show(message=message)
+    except services.ChatError as exc:
+        messages.error(request, str(exc))
+    else:
+        # The conversation's other open pages show it too.
+        broadcasts.branch_changed(conversation=message.conversation)
+    return redirect(f"{reverse('chat:conversation', args=[pk])}#msg-{message.pk}")
 
 
 def _get_reply_for_user(request, pk: int) -> Message:

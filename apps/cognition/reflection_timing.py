@@ -46,12 +46,14 @@ _MEMORY_OFF = {"memory": {"off": True}}
 
 def replies_waiting(*, conversation_id: int, limit: int) -> list[int]:
     """The conversation's complete replies no reflection reached, oldest first, but those of
-    turns with memory off."""
+    turns with memory off and those an edit or a regeneration took off the branch shown (an
+    edited message's old text teaches nothing)."""
     return list(
         Message.objects.filter(
             conversation_id=conversation_id,
             role=Message.Role.ASSISTANT,
             status=Message.Status.COMPLETE,
+            active=True,
         )
         .exclude(trace__has_key=reflection.TRACE_KEY)
         .exclude(trace__contains=_MEMORY_OFF)
@@ -81,6 +83,7 @@ def conversations_never_reflected(*, limit: int) -> list[int]:
             conversation__temporary=False,
             role=Message.Role.ASSISTANT,
             status=Message.Status.COMPLETE,
+            active=True,
         )
         .exclude(trace__has_key=reflection.TRACE_KEY)
         .exclude(trace__contains=_MEMORY_OFF)

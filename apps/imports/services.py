@@ -128,7 +128,7 @@ def _conversation_import(*, started: Import, parsed: dict) -> tuple[int, int]:
         previous = None
     else:
         conversation = link.conversation
-        previous = conversation.messages.order_by("-created_at", "-id").first()
+        previous = conversation.messages.filter(active=True).order_by("-created_at", "-id").first()
         created = previous.created_at if previous else created
     new = messages[link.message_count :]
     if not new:
@@ -151,8 +151,10 @@ def _conversation_import(*, started: Import, parsed: dict) -> tuple[int, int]:
         if row.role == Message.Role.ASSISTANT and previous and previous.role == Message.Role.USER:
             row.reply_to = previous
             replies += 1
+        # An imported conversation is one branch.
+        row.parent = previous
         previous = row
-    Message.objects.bulk_update(rows, ["created_at", "reply_to"])
+    Message.objects.bulk_update(rows, ["created_at", "reply_to", "parent"])
     Conversation.objects.filter(pk=conversation.pk).update(
         created_at=created if link.message_count == 0 else conversation.created_at,
         updated_at=moment,
