@@ -244,7 +244,7 @@ def _criticise_or_record(
         error = str(exc) if isinstance(exc, CritiqueFailed) else _unexpected(exc)
         event_record(
             kind=Event.Kind.ERROR,
-            summary=f"critique failed: {error}",
+            summary=f"I could not check a memory: {error}",
             owner=node.owner,
             payload={
                 "step": "critique",

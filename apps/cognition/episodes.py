@@ -131,7 +131,7 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
         )
         event_record(
             kind=Event.Kind.EPISODE,
-            summary=f"remembered an episode: {episode.summary[:200]}",
+            summary=f"Remembered what happened in a conversation: {episode.summary[:200]}",
             owner=conversation.owner,
             payload={
                 "episode_id": episode.pk,

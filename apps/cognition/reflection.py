@@ -104,10 +104,18 @@ def unreflected_replies(*, conversation_id: int, limit: int) -> list[int]:
     )
 
 
+# The background steps, as the mind stream names them to the user.
+STEP_WORDS = {
+    "reflection": "learning from a message",
+    "critique": "checking a memory",
+    "episode": "summing up a conversation",
+}
+
+
 def error_record(*, owner, step: str, message_id: int | None, error: str) -> Event:
     return event_record(
         kind=Event.Kind.ERROR,
-        summary=f"{step} failed: {error}",
+        summary=f"I could not finish {STEP_WORDS.get(step, step)}: {error}",
         owner=owner,
         payload={"step": step, "message_id": message_id, "error": error[:2000]},
     )
@@ -317,17 +325,35 @@ def _remember_all(
         )
         event_record(
             kind=Event.Kind.PERCEPTION,
-            summary=(
-                f"reflected on a turn: {len(outcome['created'])} new, "
-                f"{len(outcome['updated'])} updated, {len(outcome['left'])} unchanged, "
-                f"{len(outcome['rejected'])} rejected memories; "
-                f"{len(outcome['triples'])} triples"
-            ),
+            summary=perception_sentence(outcome),
             owner=owner,
             payload={"message_id": reply.pk, "conversation_id": reply.conversation_id, **outcome},
         )
         broadcasts.receipt_changed(message_id=reply.pk)
     return outcome
+
+
+def _things(count: int) -> str:
+    return f"{count} new thing{'s' if count != 1 else ''}"
+
+
+def perception_sentence(outcome: dict) -> str:
+    """What reflecting on a message did, as the user reads it in the mind stream: "Learned 2
+    new things about you.", "Read your last message; nothing new to remember." """
+    created, updated = len(outcome["created"]), len(outcome["updated"])
+    held = len(outcome.get("quarantined") or [])
+    done = []
+    if created:
+        done.append(f"learned {_things(created)} about you")
+    if updated:
+        done.append(f"updated {updated} thing{'s' if updated != 1 else ''} I knew")
+    if held:
+        reads = "reads" if held == 1 else "read"
+        done.append(f"set aside {held} that {reads} like an order to me, for your approval")
+    if not done:
+        return "Read your last message; nothing new to remember."
+    sentence = done[0] if len(done) == 1 else ", ".join(done[:-1]) + " and " + done[-1]
+    return sentence[0].upper() + sentence[1:] + "."
 
 
 def user_zone(user) -> ZoneInfo:

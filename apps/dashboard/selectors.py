@@ -16,6 +16,21 @@ from apps.core.selectors import runtime_config
 from apps.core.services import mind_group
 from apps.memory.models import Critique, Episode, MemoryLink, MemoryNode, Triple
 
+# Each kind of event as the mind stream names it to the user, in plain words.
+KIND_WORDS = {
+    Event.Kind.PERCEPTION: "Learning",
+    Event.Kind.CRITIQUE: "Checking",
+    Event.Kind.DEBATE: "Reviewing an answer",
+    Event.Kind.PROMOTION: "Long-term memory",
+    Event.Kind.LINK: "Connections",
+    Event.Kind.DECAY: "Forgetting",
+    Event.Kind.EPISODE: "Conversations",
+    Event.Kind.EDIT: "Changes",
+    Event.Kind.TURN: "Answers",
+    Event.Kind.ERROR: "Problem",
+    Event.Kind.WARNING: "Warning",
+}
+
 GRAPH_LIMIT = 2000
 GRAPH_LIMIT_MAX = 32000
 STREAM_LIMIT = 100

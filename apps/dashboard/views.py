@@ -28,7 +28,7 @@ def _page(request, who: str):
             "all_users": scope.owner_id is None,
             "events": events,
             "last_event_id": events[0].pk if events else 0,
-            "kinds": selectors.Event.Kind.choices,
+            "kinds": list(selectors.KIND_WORDS.items()),
             "users": selectors.watchable_users(user=request.user),
         },
     )

@@ -59,7 +59,7 @@ def memory_node_add(*, owner, description: str, **fields) -> MemoryNode:
         event_record(
             kind=Event.Kind.EDIT,
             owner=owner,
-            summary=f"Memory added by hand: {node.description[:200]}",
+            summary=f"A memory was added by hand: {node.description[:200]}",
             payload={"action": "add", "node_id": node.pk, "text": node.description},
         )
     return node
@@ -93,7 +93,7 @@ def memory_node_edit(
     event_record(
         kind=Event.Kind.EDIT,
         owner=node.owner,
-        summary=f"Memory edited: {node.description[:200]}",
+        summary=f"You edited a memory: {node.description[:200]}",
         payload={"action": "edit", "node_id": node.pk, "text": node.description},
     )
     return node
@@ -142,11 +142,15 @@ def memory_node_confirm(*, node: MemoryNode) -> MemoryNode:
         confidence_score=F("confidence_score") + 1, last_accessed_at=timezone.now()
     )
     node.refresh_from_db(fields=["confidence_score", "last_accessed_at", "state"])
-    verb, action = ("Approved", "approve") if approved else ("Confirmed", "confirm")
+    said, action = (
+        ("You approved this, so I use it now", "approve")
+        if approved
+        else ("You confirmed this, so I trust it more", "confirm")
+    )
     event_record(
         kind=Event.Kind.EDIT,
         owner=node.owner,
-        summary=f"{verb} (confidence {node.confidence_score}): {node.description[:200]}",
+        summary=f"{said} (now {round(node.confidence * 100)}%): {node.description[:200]}",
         payload={"action": action, "node_id": node.pk, "text": node.description},
     )
     return node

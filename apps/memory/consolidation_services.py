@@ -159,6 +159,30 @@ def _supersede(replaced_by: dict[int, int], now: datetime) -> None:
         )
 
 
+_LINK_WORDS = {
+    MemoryLink.Kind.SIMILAR: ("pair alike", "pairs alike"),
+    MemoryLink.Kind.SUPPORTS: ("pair that agrees", "pairs that agree"),
+    MemoryLink.Kind.CONTRADICTS: ("pair that disagrees", "pairs that disagree"),
+}
+
+
+def _memories(count: int) -> str:
+    return f"{count} memor{'y' if count == 1 else 'ies'}"
+
+
+def _consolidation_sentence(promoted: int, merged: int, superseded: int) -> str:
+    """ "Kept 2 memories for the long term, confirmed often enough; merged 1 near-duplicate." """
+    done = []
+    if promoted:
+        done.append(f"kept {_memories(promoted)} for the long term, confirmed often enough")
+    if merged:
+        done.append(f"merged {merged} near-duplicate{'s' if merged != 1 else ''}")
+    if superseded:
+        done.append(f"replaced {superseded} older version{'s' if superseded != 1 else ''}")
+    sentence = "; ".join(done)
+    return sentence[0].upper() + sentence[1:] + "."
+
+
 def _record_promotion_events(result: PromotionResult, owners: dict[int, int | None]) -> None:
     users = get_user_model().objects.in_bulk({o for o in owners.values() if o is not None})
     for owner_id in sorted(set(owners.values()), key=lambda o: o or 0):
@@ -170,10 +194,7 @@ def _record_promotion_events(result: PromotionResult, owners: dict[int, int | No
         if promoted or merged:
             event_record(
                 kind=Event.Kind.PROMOTION,
-                summary=(
-                    f"promoted {len(promoted)} memories to long-term, "
-                    f"merged {len(merged)} near-duplicates, superseded {len(superseded)}"
-                ),
+                summary=_consolidation_sentence(len(promoted), len(merged), len(superseded)),
                 owner=owner,
                 payload={
                     "promoted": promoted,
@@ -185,8 +206,13 @@ def _record_promotion_events(result: PromotionResult, owners: dict[int, int | No
             counts = {kind: sum(1 for link in links if link[2] == kind) for kind in MemoryLink.Kind}
             event_record(
                 kind=Event.Kind.LINK,
-                summary="linked memories: "
-                + ", ".join(f"{count} {kind}" for kind, count in counts.items() if count),
+                summary="Connected memories that belong together: "
+                + ", ".join(
+                    f"{count} {_LINK_WORDS[kind][count != 1]}"
+                    for kind, count in counts.items()
+                    if count
+                )
+                + ".",
                 owner=owner,
                 payload={
                     "links": [

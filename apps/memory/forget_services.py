@@ -333,7 +333,10 @@ def memories_decay(*, decay_hours: int, minimum_score: int) -> dict[int | None, 
             [
                 Event(
                     kind=Event.Kind.DECAY,
-                    summary=f"forgot {count} stale, unconfirmed memories",
+                    summary=(
+                        f"Forgot {count} memor{'y' if count == 1 else 'ies'} nobody confirmed "
+                        "or used for a while."
+                    ),
                     owner_id=owner_id,
                     payload={
                         "deleted": count,

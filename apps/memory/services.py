@@ -507,6 +507,13 @@ def memory_node_revise(
     return current
 
 
+# A critic's verdict as the mind stream says it.
+_VERDICT_WORDS = {
+    Critique.Verdict.WITHSTANDS: "it holds, so I trust it more",
+    Critique.Verdict.FAILS: "it may not hold, so I trust it less",
+}
+
+
 def critique_record(
     *,
     node_id: int,
@@ -545,7 +552,10 @@ def critique_record(
             )
             event_record(
                 kind=Event.Kind.CRITIQUE,
-                summary=f"{verdict}: {node.description[:200]} (confidence {node.confidence_score})",
+                summary=(
+                    f"Checked a memory against what you said; {_VERDICT_WORDS[verdict]}"
+                    f" (now {round(node.confidence * 100)}%): {node.description[:200]}"
+                ),
                 owner=node.owner,
                 payload={
                     "node_id": node_id,

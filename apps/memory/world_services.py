@@ -169,16 +169,41 @@ def world_apply(*, user_id: int, ops: Sequence[WorldOp | dict], source: str) -> 
     )
 
 
+# What each part of the world state is, as the mind stream says it to the user.
+_WORLD_WORDS = {
+    "topics": "what we talk about",
+    "project": "your project",
+    "goals": "your goals",
+    "behaviour": "how you want me to answer",
+}
+
+
+def _world_change_words(op: dict) -> str:
+    where = _WORLD_WORDS.get(op.get("path", ""), op.get("path", ""))
+    value = op.get("value")
+    if op.get("op") == "append":
+        return f"added “{value}” to {where}"
+    if op.get("op") == "remove":
+        return f"took “{value}” out of {where}" if value else f"cleared {where}"
+    return f"changed {where}"
+
+
+def _world_sentence(applied: list[dict], *, source: str) -> str:
+    """ "From what you said, I added “Answer in French” to how you want me to answer." """
+    changes = "; ".join(_world_change_words(op) for op in applied)
+    who = {"browser": "You", "admin": "An admin"}.get(source, "From what you said, I")
+    return f"{who} {changes}."
+
+
 def _record_world_change(
     *, state: WorldState, source: str, applied: list[dict], rejected: list[dict]
 ) -> None:
-    done = ", ".join(f"{op['op']} {op['path']}" for op in applied)
     events_record(
         [
             Event(
                 kind=Event.Kind.EDIT,
                 owner_id=state.owner_id,
-                summary=f"world state v{state.version} by {source}: {done}",
+                summary=_world_sentence(applied, source=source),
                 payload={
                     "action": "world",
                     "source": source,

@@ -39,5 +39,5 @@ def test_after_a_demo_chat_the_mind_page_shows_the_memory_criticised_and_promote
     assert "withstands" in stream.locator(".kind-critique").first.inner_text()
 
     memory_tasks.promote_and_link.delay().get(timeout=20)
-    stream.locator(".kind-promotion", has_text="promoted 2 memories").wait_for()
+    stream.locator(".kind-promotion", has_text="Kept 2 memories for the long term").wait_for()
     assert set(MemoryNode.objects.values_list("state", flat=True)) == {"promoted"}

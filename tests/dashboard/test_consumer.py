@@ -52,7 +52,7 @@ async def test_it_sends_the_graph_on_connect_and_changes_after_each_event(user, 
         while not any('counter-promoted">1<' in f for f in frames):
             frames.append(await communicator.receive_from(5))
     text = "".join(frames)
-    assert "Memory added by hand: Alice sells honey" in text
+    assert "A memory was added by hand: Alice sells honey" in text
     changed = {node["id"]: node for f in frames for node in _delta(f)["nodes"]}
     assert changed[second.pk]["state"] == "volatile"
     assert changed[first.pk]["state"] == "promoted"

@@ -4,7 +4,7 @@ import json
 
 from django import template
 
-from apps.dashboard.selectors import memory_write_rates
+from apps.dashboard.selectors import KIND_WORDS, memory_write_rates
 
 register = template.Library()
 
@@ -15,6 +15,12 @@ def as_text(value) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@register.filter
+def kind_word(kind: str) -> str:
+    """An event's kind as the mind stream names it to the user."""
+    return KIND_WORDS.get(kind, kind)
 
 
 @register.filter
