@@ -36,12 +36,18 @@ def messages_of(*, conversation: Conversation) -> QuerySet[Message]:
 
 
 def with_branch_places(messages: QuerySet[Message]) -> QuerySet[Message]:
-    """Annotate each message with its place among its siblings (the messages following the same
-    message in the same role, oldest first): `branch_count`, `branch_index` (from 1), and the
-    ids of the sibling before and after it (`branch_previous`, `branch_next`, or None)."""
+    """Annotate each message of the branch shown with its place among its siblings (the
+    messages following the same message in the same role, oldest first): `branch_count`,
+    `branch_index` (from 1), and the ids of the sibling before and after it (`branch_previous`,
+    `branch_next`, or None).
+
+    A shown message's siblings are off the branch shown; counting only those keeps messages
+    saved without a parent (rows written before branches, by hand or by tests) each on its own.
+    """
     siblings = (
         Message.objects.annotate(after=Coalesce("parent_id", 0))
         .filter(
+            Q(active=False) | Q(id=OuterRef("id")),
             conversation_id=OuterRef("conversation_id"),
             role=OuterRef("role"),
             after=Coalesce(OuterRef("parent_id"), 0),

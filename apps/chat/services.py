@@ -193,6 +193,11 @@ def message_send(
         content=content,
         created_at=now,
     )
+    if replacing is None:
+        # A new message has no other version: the page shows it without reading its siblings
+        # (selectors.branch_place), as it is rendered on the event loop.
+        question.branch_count, question.branch_index = 1, 1
+        question.branch_previous = question.branch_next = None
     reply = _saved(
         id=reply_id,
         conversation=conversation,

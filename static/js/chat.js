@@ -94,6 +94,15 @@
         '<p class="turn-error">Could not load this. Close it and open it again to retry.</p>';
     }
   });
+  /* Edit a message (templates/chat/_message.html): Cancel folds the box and puts the text
+   * back as it was. */
+  document.addEventListener('click', function (e) {
+    var cancel = e.target.closest && e.target.closest('[data-edit-cancel]');
+    if (!cancel) return;
+    var edit = cancel.closest('details.msg-edit');
+    cancel.form.reset();
+    if (edit) edit.open = false;
+  });
   // Without a script the search box submits its form; with one, htmx searches as you type.
   document.addEventListener('submit', function (e) {
     if (e.target.matches('.conv-search-form')) e.preventDefault();

@@ -41,12 +41,12 @@ def test_a_user_chats_sees_rich_rendering_and_finds_history_after_reload(
     link = answer.locator("a", has_text="the docs")
     assert link.get_attribute("href") == "https://example.org/docs"
     assert link.get_attribute("target") == "_blank" and "noopener" in link.get_attribute("rel")
-    assert page.locator(".msg-user").inner_text() == "show me things"
+    assert page.locator(".msg-user .msg-body").inner_text() == "show me things"
     page.wait_for_selector("#composer textarea:not([disabled])")
 
     page.reload()
     page.wait_for_selector(".msg-assistant.complete .katex")
-    assert page.locator(".msg-user").inner_text() == "show me things"
+    assert page.locator(".msg-user .msg-body").inner_text() == "show me things"
     reply = Message.objects.get(role="assistant")
     assert reply.status == "complete" and reply.content == RICH_REPLY
 

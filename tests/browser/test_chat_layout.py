@@ -125,7 +125,7 @@ def test_typing_on_the_home_page_starts_a_conversation_and_stop_takes_the_place_
     page.locator(".msg-assistant .md-out", has_text="buzz").wait_for()
     conversation = Conversation.objects.get(owner=user)
     assert page.url.endswith(f"/c/{conversation.pk}/")
-    assert page.locator(".msg-user").inner_text() == "Tell me about bees, slowly."
+    assert page.locator(".msg-user .msg-body").inner_text() == "Tell me about bees, slowly."
     assert page.locator("#composer textarea").input_value() == "", "the draft was not sent"
     # Stop sits in the composer, where Send was.
     composer = _box(page, "#composer-box")
@@ -166,7 +166,7 @@ def test_the_home_composer_starts_a_conversation_without_javascript(
         page.wait_for_url(re.compile(r"/c/\d+/$"))
         answer = page.locator(".msg-assistant.complete")
         assert "Bees dance to tell" in answer.inner_text()
-        assert page.locator(".msg-user").inner_text() == "Why do bees dance?"
+        assert page.locator(".msg-user .msg-body").inner_text() == "Why do bees dance?"
         conversation = Conversation.objects.get(owner=user)
         assert page.url.endswith(f"/c/{conversation.pk}/")
 

@@ -63,7 +63,7 @@ def test_a_redis_restart_mid_answer_loses_no_saved_message_and_the_page_recovers
         )
         recovered = time.monotonic() - restarted
         page.reload()
-        shown = page.locator(".msg-user").all_inner_texts()
+        shown = page.locator(".msg-user .msg-body").all_inner_texts()
 
     assert recovered < RECOVERY_SECONDS, f"recovered in {recovered:.1f} s"
     messages = Message.objects.filter(conversation=conversation).order_by("pk")
