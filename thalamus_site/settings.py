@@ -214,6 +214,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "apps.core.context_processors.product",
+                "apps.accounts.context_processors.page_preferences",
             ],
         },
     },

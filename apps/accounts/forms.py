@@ -88,5 +88,23 @@ class TimeZoneForm(forms.ModelForm):
         return name
 
 
+class ThemeForm(forms.ModelForm):
+    class Meta:
+        model = UserSettings
+        fields = ("theme",)
+
+
+class DetectedTimeZoneForm(forms.Form):
+    """The browser's time zone (Intl), sent by base.html's script on a page view."""
+
+    time_zone = forms.CharField(max_length=64)
+
+    def clean_time_zone(self) -> str:
+        name = self.cleaned_data["time_zone"]
+        if not is_time_zone(name) or name not in time_zone_names():
+            raise forms.ValidationError("Not a known time zone.")
+        return name
+
+
 def time_zone_names() -> list[str]:
     return sorted(available_timezones() - {"localtime", "Factory"})

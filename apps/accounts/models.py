@@ -44,9 +44,15 @@ def default_time_zone() -> str:
     return settings.TIME_ZONE
 
 
+class Theme(models.TextChoices):
+    SYSTEM = "system", "System"
+    LIGHT = "light", "Light"
+    DARK = "dark", "Dark"
+
+
 class UserSettings(models.Model):
     """One user's choices for their turns: memory on or off, custom instructions, the language
-    of the knowledge block, what reflection may learn, their time zone."""
+    of the knowledge block, what reflection may learn, their time zone, the page theme."""
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="thalamus_settings"
@@ -61,6 +67,10 @@ class UserSettings(models.Model):
     )
     learn_categories = models.JSONField(default=all_learnable_categories, blank=True)
     time_zone = models.CharField(max_length=64, default=default_time_zone)
+    # False until the user picks a zone on the settings page or their browser's is taken on a
+    # page view (apps/accounts/views.py time_zone_detect); only then is the default replaced.
+    time_zone_chosen = models.BooleanField(default=False)
+    theme = models.CharField(max_length=6, choices=Theme.choices, default=Theme.SYSTEM)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

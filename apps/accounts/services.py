@@ -55,7 +55,8 @@ def api_key_mark_used(*, key: ApiKey) -> None:
 
 
 def user_settings_update(*, user, **values) -> UserSettings:
-    """Save the given settings of the user (the form has validated them)."""
+    """Save the given settings of the user (the form has validated them). A time zone saved
+    here is the user's choice: the browser's is no longer taken."""
     allowed = {
         "memory_enabled",
         "about_me",
@@ -63,9 +64,23 @@ def user_settings_update(*, user, **values) -> UserSettings:
         "knowledge_language",
         "learn_categories",
         "time_zone",
+        "theme",
     }
     unknown = set(values) - allowed
     if unknown:
         raise ValueError(f"unknown settings: {sorted(unknown)}")
+    if "time_zone" in values:
+        values["time_zone_chosen"] = True
     found, _ = UserSettings.objects.update_or_create(user=user, defaults=values)
     return found
+
+
+def user_time_zone_detect(*, user, time_zone: str) -> bool:
+    """Take the browser's time zone (already validated) as the user's, unless they have chosen
+    one or one was taken before; whether it was taken."""
+    UserSettings.objects.get_or_create(user=user)
+    return bool(
+        UserSettings.objects.filter(user=user, time_zone_chosen=False).update(
+            time_zone=time_zone, time_zone_chosen=True, updated_at=timezone.now()
+        )
+    )

@@ -27,5 +27,7 @@ urlpatterns = [
         views.SettingsPasswordChangeView.as_view(),
         name="settings_password",
     ),
+    path("settings/theme/", views.theme_save, name="theme_save"),
+    path("settings/time-zone/detected/", views.time_zone_detect, name="time_zone_detect"),
     path("settings/keys/<int:pk>/revoke/", views.api_key_revoke, name="api_key_revoke"),
 ]

@@ -6,18 +6,21 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import PasswordChangeForm
 from django.contrib.auth.views import PasswordChangeView
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts import services
 from apps.accounts.forms import (
     ApiKeyForm,
+    DetectedTimeZoneForm,
     InstructionsForm,
     MemorySettingsForm,
     SignupForm,
+    ThemeForm,
     TimeZoneForm,
 )
 from apps.accounts.models import ApiKey
@@ -166,3 +169,32 @@ def api_key_revoke(request, pk: int):
     if request.htmx:
         return render(request, "accounts/_api_key_row.html", {"key": key})
     return redirect("settings")
+
+
+@require_POST
+def theme_save(request):
+    """The header's theme switch: saved for the user; the page's script has already applied it,
+    and without a script the page it came from is shown again in the new theme."""
+    form = ThemeForm(request.POST, instance=user_settings_for(user=request.user))
+    if not form.is_valid():
+        return HttpResponse("Not a theme.", status=400)
+    services.user_settings_update(user=request.user, theme=form.cleaned_data["theme"])
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        back = reverse("home")
+    if request.headers.get("X-Requested-With") == "fetch":
+        return HttpResponse(status=204)
+    return redirect(back)
+
+
+@require_POST
+def time_zone_detect(request):
+    """The browser's time zone, taken as the user's unless they chose one on the settings page
+    (or one was taken already); 204 either way, 400 for a name zoneinfo does not know."""
+    form = DetectedTimeZoneForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("Not a known time zone.", status=400)
+    services.user_time_zone_detect(user=request.user, time_zone=form.cleaned_data["time_zone"])
+    return HttpResponse(status=204)
