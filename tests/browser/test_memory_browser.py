@@ -55,7 +55,7 @@ def test_a_user_searches_confirms_marks_wrong_and_forgets(page, asgi_server, log
     page.locator(".memory-row").nth(2).wait_for()
 
     _row(page, bees).locator("button", has_text="Confirm").click()
-    _row(page, bees).locator(".confidence", has_text="2").wait_for()
+    _row(page, bees).locator(".confidence", has_text="50%").wait_for()
 
     _row(page, turin).locator("button", has_text="Wrong").click()
     _row(page, turin).wait_for(state="detached")
@@ -68,6 +68,8 @@ def test_a_user_searches_confirms_marks_wrong_and_forgets(page, asgi_server, log
 
     _row(page, tea).locator("button", has_text="Forget").click()
     _row(page, tea).wait_for(state="detached")
+    page.locator("#memory-undo .undo-dismiss").click()  # no Undo: forgotten for good now
+    page.locator("#forget-receipt", has_text="Forgot 1 memory").wait_for()
     assert not MemoryNode.objects.filter(pk=tea.pk).exists()
     actions = set(Event.objects.filter(kind="edit").values_list("payload__action", flat=True))
     assert actions == {"confirm", "wrong", "forget"}
@@ -146,6 +148,7 @@ def test_a_user_forgets_a_memory_and_reads_what_went(page, asgi_server, log_in, 
     _row(page, tea).locator("button", has_text="Forget").click()
 
     _row(page, tea).wait_for(state="detached")
+    page.locator("#memory-undo .undo-dismiss").click()  # no Undo: forgotten for good now
     receipt = page.locator("#forget-receipt")
     receipt.wait_for(state="visible")
     assert "Forgot 1 memory, 1 critique, 1 link, 1 event." in receipt.inner_text()
