@@ -118,6 +118,11 @@ def render_removed(message_ids: list[int]) -> str:
     return "".join(f'<div id="msg-{pk}" hx-swap-oob="delete"></div>' for pk in message_ids)
 
 
+def render_notice(text: str) -> str:
+    """A sentence under the messages that is not an error (what a deletion forgot)."""
+    return f'<div id="chat-notice" class="chat-notice" role="status">{escape(text)}</div>'
+
+
 def render_error(text: str) -> str:
     return f'<div id="chat-notice" class="chat-notice error" role="alert">{escape(text)}</div>'
 

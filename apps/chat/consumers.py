@@ -16,7 +16,7 @@ from apps.chat import admission, broadcasts, services, stops
 from apps.chat.models import Conversation, Message
 from apps.chat.replying import start_reply
 from apps.chat.selectors import conversation_for_user, message_of, open_reply
-from apps.cognition.branching import message_edit
+from apps.cognition.branching import deleted_notice, message_delete, message_edit
 from apps.cognition.context import start_turn_embedding
 from apps.cognition.message_room import message_room
 from apps.cognition.pipeline import TurnRun, start_turn
@@ -116,6 +116,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self._branch(_int(data.get("message_id")), services.message_regenerate)
         elif action == "branch":
             await self._branch(_int(data.get("message_id")), _show_branch)
+        elif action == "delete":
+            await self._branch(_int(data.get("message_id")), _delete)
 
     async def _send_message(self, content: str) -> None:
         # Recall what the memory knows while the message is being saved: both need only the
@@ -212,10 +214,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             release=partial(admission.stream_slot_release, user_id=user_id, slot=slot),
         )
 
-    async def _branch(self, message_id: int | None, change: Callable[..., Message | None]) -> None:
+    async def _branch(
+        self, message_id: int | None, change: Callable[..., Message | str | None]
+    ) -> None:
         """Change the branch shown: an edit or a regeneration (`change` returns the reply to
-        write, answered as a Retry is) or a switch to another branch (it returns None). Every
-        open page of the conversation shows the new branch."""
+        write, answered as a Retry is), a switch to another branch (it returns None) or a
+        deletion (it returns what to tell the user). Every open page of the conversation shows
+        the new branch."""
         message = await on_pool_thread(message_of)(
             conversation=self.conversation, message_id=message_id
         )
@@ -237,12 +242,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await broadcasts.push(
             broadcasts.conversation_group(self.conversation.pk),
             shown
-            + broadcasts.render_composer(self.conversation, reply, max_chars=self.max_chars)
+            + broadcasts.render_composer(
+                self.conversation,
+                reply if isinstance(reply, Message) else None,
+                max_chars=self.max_chars,
+            )
             + broadcasts.render_error(""),
             sender=self,
         )
-        if reply is None:
+        if not isinstance(reply, Message):
+            # A switch, or a deletion (which says what memory forgot).
             admission.stream_slot_release(user_id=user_id, slot=slot)
+            if reply:
+                await self.send(text_data=broadcasts.render_notice(reply))
             return
         start_reply(
             self.conversation,
@@ -339,6 +351,11 @@ def _revise(*, message: Message, user, content: str) -> Message:
 
 def _show_branch(*, message: Message) -> None:
     services.branch_show(message=message)
+
+
+def _delete(*, message: Message) -> str:
+    """Delete the user's message and what follows it; what memory forgot, as a sentence."""
+    return deleted_notice(message_delete(message=message))
 
 
 def _save_message(*, user, conversation: Conversation, content: str):

@@ -322,6 +322,54 @@ def branch_show(*, message: Message) -> None:
         )
 
 
+# A message with all that follows it, on every branch below it.
+_SUBTREE = """
+WITH RECURSIVE subtree AS (
+    SELECT id FROM chat_message WHERE id = %(message)s AND conversation_id = %(conversation)s
+    UNION ALL
+    SELECT c.id FROM chat_message c JOIN subtree s ON c.parent_id = s.id
+)
+"""
+
+
+@transaction.atomic
+def message_retire(*, message: Message) -> None:
+    """Take one of the user's messages and all that follows it off the branch shown, as the
+    first step of deleting it (memory then reads what is still shown)."""
+    if message.role != Message.Role.USER:
+        raise ChatError("Only your own messages can be deleted.")
+    Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
+    if live_open_reply(conversation=message.conversation) is not None:
+        raise ChatError(_BUSY)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _SUBTREE
+            + "UPDATE chat_message SET active = false WHERE id IN (SELECT id FROM subtree)",
+            {"message": message.pk, "conversation": message.conversation_id},
+        )
+
+
+@transaction.atomic
+def message_delete(*, message: Message) -> None:
+    """Delete one of the user's messages and everything that follows it; the branch shown
+    then goes through its newest other version, if it has one, or ends where it began."""
+    message_retire(message=message)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _SUBTREE + "DELETE FROM chat_message WHERE id IN (SELECT id FROM subtree)",
+            {"message": message.pk, "conversation": message.conversation_id},
+        )
+    sibling = (
+        Message.objects.filter(
+            conversation_id=message.conversation_id, role=message.role, parent=message.parent_id
+        )
+        .order_by("-id")
+        .first()
+    )
+    if message.active and sibling is not None:
+        branch_show(message=sibling)
+
+
 @contextmanager
 def _busy_on_conflict():
     """A reply opened by a racing send or retry, caught by the constraint, is refused as busy."""

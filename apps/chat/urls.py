@@ -20,6 +20,7 @@ urlpatterns = [
     path("<int:pk>/revise", views.message_revise, name="revise"),
     path("<int:pk>/regenerate", views.message_regenerate, name="regenerate"),
     path("<int:pk>/branch", views.branch_show, name="branch"),
+    path("<int:pk>/delete-message", views.message_delete, name="delete_message"),
     path("<int:pk>/messages/<int:message_id>/used", views.message_used, name="message_used"),
     path("<int:pk>/memories/<int:node_id>/confirm", views.memory_confirm, name="memory_confirm"),
     path("<int:pk>/memories/<int:node_id>/wrong", views.memory_wrong, name="memory_wrong"),

@@ -245,6 +245,20 @@ def message_regenerate(request, pk: int):
 
 
 @require_POST
+def message_delete(request, pk: int):
+    """Delete one of the user's messages and what follows it (Delete under the message)."""
+    message = _get_reply_for_user(request, pk)
+    try:
+        forgot = branching.message_delete(message=message)
+    except services.ChatError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.info(request, branching.deleted_notice(forgot))
+        broadcasts.branch_changed(conversation=message.conversation)
+    return redirect("chat:conversation", pk=pk)
+
+
+@require_POST
 def branch_show(request, pk: int):
     """Show another version of a message (‹ k / n ›) and the branch that follows it."""
     message = _get_reply_for_user(request, pk)

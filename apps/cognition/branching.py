@@ -37,3 +37,21 @@ def message_edit(*, user, message: Message, content: str) -> chat_services.SentT
             )
             sent.question.trace = {RETRACTED_KEY: {"forgot": forgot}}
     return sent
+
+
+def message_delete(*, message: Message) -> list[str]:
+    """Delete the user's `message` and what follows it; what memory learned only from it is
+    forgotten first (its answers are its source), and returned as sentences."""
+    with transaction.atomic():
+        # Off the branch first: what only it and what follows it said is supported by nothing.
+        chat_services.message_retire(message=message)
+        forgot = memories_retract_said_in(
+            owner_id=message.conversation.owner_id, message_id=message.pk
+        )
+        chat_services.message_delete(message=message)
+    return forgot
+
+
+def deleted_notice(forgot: list[str]) -> str:
+    """What the page says once a message is deleted."""
+    return "Deleted." + (f" Forgot: {'; '.join(forgot)}." if forgot else "")

@@ -52,8 +52,9 @@ def _settled_up_to(conversation_id: int) -> int:
 
 
 def _stretch(conversation_id: int, after: int, up_to: int | None = None) -> list[Message]:
+    # The branch shown: an edited message's old text and a replaced answer are not the story.
     messages = Message.objects.filter(
-        conversation_id=conversation_id, status=Message.Status.COMPLETE, id__gt=after
+        conversation_id=conversation_id, status=Message.Status.COMPLETE, id__gt=after, active=True
     )
     if up_to is not None:
         messages = messages.filter(id__lte=up_to)
@@ -67,6 +68,7 @@ def due_after_turn(*, conversation_id: int) -> bool:
         conversation_id=conversation_id,
         status=Message.Status.COMPLETE,
         id__gt=_settled_up_to(conversation_id),
+        active=True,
     ).count()
     return pending >= config.short_term_window
 

@@ -94,12 +94,12 @@
         '<p class="turn-error">Could not load this. Close it and open it again to retry.</p>';
     }
   });
-  /* Edit a message (templates/chat/_message.html): Cancel folds the box and puts the text
-   * back as it was. */
+  /* Edit or delete a message (templates/chat/_message.html): Cancel (Keep) folds the box and
+   * puts the text back as it was. */
   document.addEventListener('click', function (e) {
     var cancel = e.target.closest && e.target.closest('[data-edit-cancel]');
     if (!cancel) return;
-    var edit = cancel.closest('details.msg-edit');
+    var edit = cancel.closest('details');
     cancel.form.reset();
     if (edit) edit.open = false;
   });

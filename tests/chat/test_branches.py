@@ -10,7 +10,9 @@ from django.urls import reverse
 from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import history_before, messages_of
-from apps.cognition.branching import message_edit
+from apps.cognition import episodes
+from apps.cognition.branching import message_delete, message_edit
+from apps.cognition.reflection_timing import replies_waiting
 from apps.memory.models import MemoryNode, Predicate, Triple
 from tests.chat.conftest import connect_socket, receive_until, send_action
 
@@ -161,7 +163,9 @@ def test_an_edit_leaves_another_users_memories_alone(user, other_user):
     assert "retracted" not in Message.objects.get(pk=sent.question.pk).trace
 
 
-@pytest.mark.parametrize("name", ["chat:revise", "chat:regenerate", "chat:branch"])
+@pytest.mark.parametrize(
+    "name", ["chat:revise", "chat:regenerate", "chat:branch", "chat:delete_message"]
+)
 def test_another_user_cannot_change_the_branches_of_your_conversation(user, other_user, name):
     conversation = Conversation.objects.create(owner=user)
     q1, a1 = _turn(conversation, "one", "answer one")
@@ -258,4 +262,62 @@ async def test_another_users_socket_cannot_edit_your_message(user, other_user, l
     await send_action(communicator, action="branch", message_id=question.pk)
     assert await communicator.receive_nothing(timeout=0.5)
     assert await Message.objects.acount() == 1
+    await communicator.disconnect()
+
+
+def test_reflection_and_episodes_read_only_the_branch_shown(user):
+    conversation = Conversation.objects.create(owner=user)
+    q1, _ = _turn(conversation, "I like tea", "Tea it is")
+    sent = message_edit(user=user, message=q1, content="I like coffee")
+    services.message_finish(
+        message=sent.reply, status=Message.Status.COMPLETE, content="Coffee", background=False
+    )
+    # The old answer was never reflected on: the edit took it off the branch first.
+    assert replies_waiting(conversation_id=conversation.pk, limit=10) == [sent.reply.pk]
+    stretch = episodes._stretch(conversation.pk, 0)
+    assert [m.content for m in stretch] == ["I like coffee", "Coffee"]
+
+
+def test_deleting_a_message_deletes_what_follows_and_forgets_what_only_it_said(user):
+    conversation = Conversation.objects.create(owner=user)
+    _turn(conversation, "hello", "hi")
+    q2, a2 = _turn(conversation, "My cat is Tom", "Hello Tom")
+    _turn(conversation, "and my dog?", "Tell me")
+    cat = _remembered(user, a2, "The user's cat is called Tom")
+
+    forgot = message_delete(message=q2)
+
+    assert forgot == ["The user's cat is called Tom"]
+    assert not MemoryNode.objects.filter(pk=cat.pk).exists()
+    assert _shown(conversation) == [("user", "hello"), ("assistant", "hi")]
+    assert Message.objects.count() == 2
+    with pytest.raises(services.ChatError):
+        message_delete(message=Message.objects.get(content="hi"))
+
+
+def test_deleting_an_edited_message_shows_its_other_version(user):
+    conversation = Conversation.objects.create(owner=user)
+    q1, _ = _turn(conversation, "one", "answer one")
+    sent = message_edit(user=user, message=q1, content="uno")
+    services.message_finish(
+        message=sent.reply, status=Message.Status.COMPLETE, content="answer uno", background=False
+    )
+    message_delete(message=Message.objects.get(pk=sent.question.pk))
+    assert _places(conversation) == [("one", 1, 1), ("answer one", 1, 1)]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_deletion_over_the_socket_says_what_memory_forgot(user, llm_stub):
+    conversation = await Conversation.objects.acreate(owner=user)
+    communicator = await connect_socket(user, conversation.pk)
+    llm_stub.script({"content": "Hello Tom"})
+    await send_action(communicator, content="My cat is Tom")
+    await receive_until(communicator, "msg-assistant complete")
+    question = await Message.objects.aget(role="user")
+    answer = await Message.objects.aget(role="assistant")
+    await MemoryNode.objects.acreate(owner=user, description="Cat: Tom", source_message=answer)
+    await send_action(communicator, action="delete", message_id=question.pk)
+    frames = await receive_until(communicator, "Forgot: Cat: Tom.")
+    assert any('id="messages"' in frame and "My cat is Tom" not in frame for frame in frames)
+    assert await Message.objects.acount() == 0 and await MemoryNode.objects.acount() == 0
     await communicator.disconnect()
