@@ -154,3 +154,13 @@ def test_a_user_edits_a_message_switches_back_and_regenerates_an_answer(
     page.reload()
     page.locator(".msg-assistant.complete", has_text="Tea, again.").wait_for()
     assert page.locator(".msg-assistant .branch-place").inner_text() == "2 / 2"
+
+    # Delete asks first, in place; the other version of the message is shown then.
+    page.click(".msg-user .msg-delete > summary")
+    ask = _box(page, ".msg-user .delete-form")
+    assert ask["left"] >= 0 and ask["right"] <= viewport["width"]
+    page.click(".msg-user .delete-form button[type=submit]")
+    page.locator(".msg-user .msg-body", has_text="I like coffee").wait_for()
+    assert page.locator(".msg").count() == 2
+    assert page.locator(".branch-switch").count() == 0
+    assert "Deleted." in page.locator("#chat-notice").inner_text()
