@@ -20,6 +20,7 @@ from apps.memory.models import (
     Triple,
     WorldState,
 )
+from apps.memory.templatetags.memory_format import percent
 
 SIMILAR_LIMIT = 20
 
@@ -153,7 +154,7 @@ class MemoryNodeAdmin(admin.ModelAdmin):
         "kind",
         "state",
         "source",
-        "confidence_score",
+        "confidence_shown",
         "importance",
         "created_at",
         "is_current",
@@ -220,6 +221,11 @@ class MemoryNodeAdmin(admin.ModelAdmin):
         if _similar_to(request) is not None:
             return ["distance", "-id"]
         return ["-created_at", "-id"]
+
+    @admin.display(description="confidence", ordering="confidence_score")
+    def confidence_shown(self, obj):
+        """In percent, as the site shows it, with the score that makes it."""
+        return f"{percent(obj.confidence)} (score {obj.confidence_score})"
 
     @admin.display(description="memory")
     def short_description(self, obj):
@@ -371,7 +377,7 @@ class TripleAdmin(admin.ModelAdmin):
         "predicate",
         "object",
         "category",
-        "confidence",
+        "confidence_shown",
         "owner",
         "valid_from",
         "is_current",
@@ -384,6 +390,10 @@ class TripleAdmin(admin.ModelAdmin):
     readonly_fields = ["source_link"]
     date_hierarchy = "valid_from"
     show_full_result_count = False
+
+    @admin.display(description="confidence", ordering="confidence")
+    def confidence_shown(self, obj):
+        return percent(obj.confidence)
 
     @admin.display(boolean=True, description="current")
     def is_current(self, obj):
