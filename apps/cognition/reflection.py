@@ -81,8 +81,9 @@ def _embed(texts: list[str]) -> list[list[float]] | None:
 
 
 def _reflectable():
+    # On the branch shown: an edited message's old text, or a deleted one, teaches nothing.
     return Message.objects.select_related("conversation__owner", "reply_to").filter(
-        role=Message.Role.ASSISTANT, status=Message.Status.COMPLETE
+        role=Message.Role.ASSISTANT, status=Message.Status.COMPLETE, active=True
     )
 
 
@@ -97,6 +98,7 @@ def unreflected_replies(*, conversation_id: int, limit: int) -> list[int]:
             conversation_id=conversation_id,
             role=Message.Role.ASSISTANT,
             status=Message.Status.COMPLETE,
+            active=True,
         )
         .exclude(trace__has_key=TRACE_KEY)
         .order_by("created_at", "pk")

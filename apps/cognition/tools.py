@@ -208,6 +208,7 @@ def chat_history_tail(context: ToolContext, args: ChatHistoryArgs) -> list[Evide
         Message.objects.filter(
             conversation_id=context.conversation_id,
             conversation__owner_id=context.user_id,
+            active=True,
         )
         .exclude(status=Message.Status.FAILED)
         .exclude(content="")

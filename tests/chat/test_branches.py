@@ -10,7 +10,7 @@ from django.urls import reverse
 from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import history_before, messages_of
-from apps.cognition import episodes
+from apps.cognition import episodes, reflection
 from apps.cognition.branching import message_delete, message_edit
 from apps.cognition.reflection_timing import replies_waiting
 from apps.memory.models import MemoryNode, Predicate, Triple
@@ -267,13 +267,18 @@ async def test_another_users_socket_cannot_edit_your_message(user, other_user, l
 
 def test_reflection_and_episodes_read_only_the_branch_shown(user):
     conversation = Conversation.objects.create(owner=user)
-    q1, _ = _turn(conversation, "I like tea", "Tea it is")
+    q1, old = _turn(conversation, "I like tea", "Tea it is")
     sent = message_edit(user=user, message=q1, content="I like coffee")
     services.message_finish(
         message=sent.reply, status=Message.Status.COMPLETE, content="Coffee", background=False
     )
     # The old answer was never reflected on: the edit took it off the branch first.
     assert replies_waiting(conversation_id=conversation.pk, limit=10) == [sent.reply.pk]
+    assert reflection.unreflected_replies(conversation_id=conversation.pk, limit=10) == [
+        sent.reply.pk
+    ]
+    assert reflection.reflectable_reply(old.pk) is None
+    assert reflection.reflectable_reply(sent.reply.pk) is not None
     stretch = episodes._stretch(conversation.pk, 0)
     assert [m.content for m in stretch] == ["I like coffee", "Coffee"]
 
