@@ -130,7 +130,8 @@ def _after_correction(request, undo: dict, *, refresh: bool = False):
     notice and the page's counts come out of band, and the list reads itself again
     (`memory-changed`); without, the memory browser shows the notice after a redirect."""
     if not request.htmx:
-        request.session[UNDO_KEY] = undo
+        # The session outlives a Forget's Undo: it keeps no copy of the forgotten text.
+        request.session[UNDO_KEY] = {**undo, "text": ""} if "finish_url" in undo else undo
         return redirect("memory:list")
     counts = browser_selectors.memory_counts_for_user(user=request.user)
     response = render(request, "memory/_correction.html", {"undo": undo, "counts": counts})

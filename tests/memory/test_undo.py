@@ -141,6 +141,14 @@ def test_without_javascript_the_page_shows_the_notice_with_undo(alice, user):
     assert "Marked wrong" in page and reverse("memory:wrong_undo", args=[node.pk]) in page
     assert 'id="count-memories">0<' in page
 
+    alice.post(reverse("memory:wrong_undo", args=[node.pk]))
+    alice.post(reverse("memory:forget", args=[node.pk]))
+    page = alice.get(reverse("memory:list")).content.decode()
+    assert "Forgotten" in page and reverse("memory:forget_undo", args=[node.pk]) in page
+    assert reverse("memory:forget_now", args=[node.pk]) in page
+    # The session that carried the notice kept no copy of the forgotten text.
+    assert "Alice lives in Turin" not in page
+
 
 def test_wrong_retracts_a_fact_restated_in_a_later_turn(user):
     node, triple = _learnt(user, "Alice lives in Turin", city="Turin")
