@@ -30,9 +30,9 @@ def conversation_for_user(*, user, pk: int) -> Conversation | None:
 
 def messages_of(*, conversation: Conversation) -> QuerySet[Message]:
     """The branch shown, in order, each message with its place among its siblings."""
-    return with_branch_places(conversation.messages.filter(active=True)).order_by(
-        "created_at", "id"
-    )
+    # An answer shows what memory forgot when its question was edited (its trace).
+    shown = conversation.messages.filter(active=True).select_related("reply_to")
+    return with_branch_places(shown).order_by("created_at", "id")
 
 
 def with_branch_places(messages: QuerySet[Message]) -> QuerySet[Message]:

@@ -152,6 +152,15 @@ def test_an_edit_forgets_what_was_learned_only_from_the_old_text(user):
     assert MemoryNode.objects.filter(pk=said_again.pk).exists()
     forgot = Message.objects.get(pk=sent.question.pk).trace["retracted"]["forgot"]
     assert forgot == ["The user's cat is called Tom", "user has_pet Tom"]
+    # The new branch's answer says so, under its text.
+    services.message_finish(
+        message=sent.reply, status=Message.Status.COMPLETE, content="Oslo!", background=False
+    )
+    client = Client()
+    client.force_login(user)
+    page = client.get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    note = f'id="msg-{sent.reply.pk}-forgot">Forgot: The user&#x27;s cat is called Tom; user'
+    assert note in page and page.count("msg-retracted") == 1
 
 
 def test_an_edit_leaves_another_users_memories_alone(user, other_user):
