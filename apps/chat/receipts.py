@@ -30,6 +30,8 @@ class Receipt:
     used_texts: list[str] = field(default_factory=list)
     shared_texts: list[str] = field(default_factory=list)
     learned_nodes: list[MemoryNode] = field(default_factory=list)
+    # Memories the user's message said again: confirmed, not added a second time.
+    confirmed_nodes: list[MemoryNode] = field(default_factory=list)
 
     @property
     def used(self) -> int:
@@ -46,6 +48,7 @@ class Receipt:
             for title, nodes in [
                 ("Used for this answer", self.used_nodes),
                 ("Learned from this exchange", self.learned_nodes),
+                ("Confirmed by this exchange", self.confirmed_nodes),
             ]
             if nodes
         ]
@@ -65,9 +68,17 @@ def _learned_ids(message: Message) -> list[int]:
     ]
 
 
+def _confirmed_ids(message: Message) -> list[int]:
+    return (message.trace.get("reflection") or {}).get("confirmed") or []
+
+
 def receipt_nodes(*, conversation_id: int, messages: Iterable[Message]) -> dict[int, MemoryNode]:
     """The current memories the receipts of these answers name, of the conversation's owner."""
-    ids = {pk for message in messages for pk in [*_used_ids(message), *_learned_ids(message)]}
+    ids = {
+        pk
+        for message in messages
+        for pk in [*_used_ids(message), *_learned_ids(message), *_confirmed_ids(message)]
+    }
     if not ids:
         return {}
     nodes = MemoryNode.objects.filter(
@@ -106,4 +117,5 @@ def receipt_for(message: Message, nodes: dict[int, MemoryNode], recalled: Recall
         used_texts=used_texts,
         shared_texts=shared_texts,
         learned_nodes=learned_nodes,
+        confirmed_nodes=[nodes[pk] for pk in _confirmed_ids(message) if pk in nodes],
     )

@@ -343,12 +343,15 @@ def perception_sentence(outcome: dict) -> str:
     """What reflecting on a message did, as the user reads it in the mind stream: "Learned 2
     new things about you.", "Read your last message; nothing new to remember." """
     created, updated = len(outcome["created"]), len(outcome["updated"])
+    confirmed = len(outcome.get("confirmed") or [])
     held = len(outcome.get("quarantined") or [])
     done = []
     if created:
         done.append(f"learned {_things(created)} about you")
     if updated:
         done.append(f"updated {updated} thing{'s' if updated != 1 else ''} I knew")
+    if confirmed:
+        done.append(f"confirmed {confirmed} thing{'s' if confirmed != 1 else ''} I knew")
     if held:
         reads = "reads" if held == 1 else "read"
         done.append(f"set aside {held} that {reads} like an order to me, for your approval")
@@ -380,19 +383,17 @@ def _remember(
         target = MemoryNode.objects.filter(
             owner=owner, fact_key=statement.fact_key, valid_to=None
         ).first()
+    held = looks_like_instruction(statement.description) or looks_like_instruction(statement.quote)
     restated = False
     if target is None:
-        target = (
-            MemoryNode.objects.filter(owner=owner, valid_to=None)
-            .filter(description__iexact=statement.description)
-            .first()
+        # The same words, or near-identical ones with a near-identical vector (the service's
+        # rule): a memory said again, confirmed; never a second row.
+        target = memory_services.memory_node_said_before(
+            owner=owner, description=statement.description, vector=vector, quarantined=held
         )
-    if target is None and vector is not None:
-        near = memory_services.memory_nodes_near(owner_id=owner.pk, vector=vector, limit=1)
-        if near and near[0][1] >= runtime_config().duplicate_similarity:
-            target, restated = near[0][0], True
+        restated = target is not None
     if target is not None and (restated or same_text(target.description, statement.description)):
-        outcome["left"].append(target.pk)
+        _confirmed(memory_services.memory_node_restate(node=target, source_message=reply), outcome)
         return
     source = MemoryNode.Source.USER
     if "imported" in reply.trace:
@@ -401,7 +402,6 @@ def _remember(
     # An instruction to the assistant is held apart, whatever it was meant to update: no fact
     # key to evolve a trusted memory, and a state that recall, promotion and the critic never
     # touch until it is approved.
-    held = looks_like_instruction(statement.description) or looks_like_instruction(statement.quote)
     if target is not None and not held:
         node = memory_services.memory_node_revise(
             node=target,
@@ -430,11 +430,26 @@ def _remember(
         state=MemoryNode.State.QUARANTINED if held else MemoryNode.State.VOLATILE,
         vector=vector,
     )
+    if getattr(node, "restated", False):
+        _confirmed(node, outcome)
+        return
     if held:
         outcome.setdefault("quarantined", []).append(node.pk)
         return
     _give_end(node, statement)
     outcome["created"].append(node.pk)
+
+
+def _confirmed(node: MemoryNode, outcome: dict) -> None:
+    """A memory the reply said again: left as one row (`left`, which retraction and the critic
+    read) and confirmed by it, as the receipt says; said twice in one reply, it is one new
+    memory, neither left nor confirmed."""
+    this_reply = [*outcome["created"], *outcome["updated"], *outcome.get("quarantined", [])]
+    if node.pk in this_reply:
+        return
+    outcome["left"].append(node.pk)
+    if node.pk not in outcome.setdefault("confirmed", []):
+        outcome["confirmed"].append(node.pk)
 
 
 def _give_end(node: MemoryNode, statement: Statement) -> None:

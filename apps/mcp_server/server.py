@@ -25,16 +25,14 @@ from starlette.types import ASGIApp
 
 from apps.accounts.selectors import user_knowledge_language
 from apps.core.db import on_pool_thread
-from apps.core.selectors import runtime_config
 from apps.mcp_server.auth import ApiKeyAuth, current_user
 from apps.memory import browser_selectors, browser_services
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.models import MemoryNode
-from apps.memory.quarantine import looks_like_instruction
 from apps.memory.renderer import render_knowledge, render_world
 from apps.memory.search_selectors import EMBED_TIMEOUT_SECONDS, memory_search
 from apps.memory.selectors import shared_memory_count, world_state_for
-from apps.memory.services import memory_nodes_mark_accessed, memory_nodes_near
+from apps.memory.services import memory_nodes_mark_accessed
 
 MCP_PATH = "/mcp"
 MAX_FACT_CHARS = 2000
@@ -139,13 +137,8 @@ def _remember(user, fact: str) -> Remembered:
     if not fact:
         raise ToolError("The fact is empty.")
     vector = _query_vector(fact)
-    held = looks_like_instruction(fact)
-    if vector is not None and not held:
-        near = memory_nodes_near(owner_id=user.pk, vector=vector, limit=1)
-        if near and near[0][1] >= runtime_config().duplicate_similarity:
-            return Remembered(
-                memory=_memory(near[0][0]), already_known=True, awaiting_approval=False
-            )
+    # The write service confirms a memory already held that says the same (`restated`) and
+    # holds what reads as an instruction (apps.memory.quarantine).
     node = browser_services.memory_node_add(
         owner=user,
         description=fact,
@@ -153,9 +146,9 @@ def _remember(user, fact: str) -> Remembered:
         quote=fact,
         vector=vector,
     )
-    # The write service holds what reads as an instruction (apps.memory.quarantine).
     held = node.state == MemoryNode.State.QUARANTINED
-    return Remembered(memory=_memory(node), already_known=False, awaiting_approval=held)
+    known = getattr(node, "restated", False)
+    return Remembered(memory=_memory(node), already_known=known, awaiting_approval=held)
 
 
 def _forget(user, memory_id: int) -> Forgotten:

@@ -53,14 +53,20 @@ def _record_per_owner(
 
 
 def memory_node_add(*, owner, description: str, **fields) -> MemoryNode:
-    """A memory written by a person (the admin's add form)."""
+    """A memory written by a person (the admin's add form, MCP's remember); one already held
+    is confirmed instead (`restated` set on the node returned)."""
     with transaction.atomic():
         node = services.memory_node_create(owner=owner, description=description, **fields)
+        if getattr(node, "restated", False):
+            summary = f"Told again, so I trust it more (now {round(node.confidence * 100)}%)"
+            action = "confirm"
+        else:
+            summary, action = "A memory was added by hand", "add"
         event_record(
             kind=Event.Kind.EDIT,
             owner=owner,
-            summary=f"A memory was added by hand: {node.description[:200]}",
-            payload={"action": "add", "node_id": node.pk, "text": node.description},
+            summary=f"{summary}: {node.description[:200]}",
+            payload={"action": action, "node_id": node.pk, "text": node.description},
         )
     return node
 
@@ -437,6 +443,8 @@ def memories_import(*, owner, data) -> MemoryImportReceipt:
             confidence_score=IMPORTED_CONFIDENCE,
             **item.model_dump(exclude={"created_at", "state", "confidence_score"}),
         )
+        if getattr(node, "restated", False):
+            continue
         if item.created_at:
             MemoryNode.objects.filter(pk=node.pk).update(created_at=item.created_at)
         added["memories"] += 1

@@ -18,6 +18,7 @@ from pgvector.django import CosineDistance
 
 from apps.chat.models import Conversation, Message
 from apps.core.models import Event
+from apps.core.selectors import runtime_config
 from apps.core.services import event_record
 from apps.memory.embedding import get_embedder
 from apps.memory.embedding_services import embedding_try, embeddings_fill_later
@@ -34,7 +35,12 @@ from apps.memory.models import (
     Triple,
 )
 from apps.memory.quarantine import looks_like_instruction
-from apps.memory.schemas import RetrievalPlanSchema, canonical_predicate_name, same_text
+from apps.memory.schemas import (
+    RetrievalPlanSchema,
+    canonical_predicate_name,
+    normal_text,
+    same_text,
+)
 from apps.memory.support import quote_supports
 
 
@@ -55,7 +61,9 @@ def memory_node_create(
     embed: bool = True,
     vector: list[float] | None = None,
 ) -> MemoryNode:
-    """Store a memory; a fact whose key already has a current value evolves that value.
+    """Store a memory; a fact whose key already has a current value evolves that value, and one
+    the owner's current memories already say (the same value of its key, or says_the_same)
+    confirms that memory instead of adding a row (memory_node_restate: `restated` is set on it).
 
     `vector`, when the caller already embedded "topic: description", saves embedding it again.
     `source` by default: inferred from the message that formed it, else added by an admin.
@@ -89,6 +97,7 @@ def memory_node_create(
     status = EmbeddingStatus.READY if vector is not None else EmbeddingStatus.PENDING
     embedding_fields = {"embedding": vector, "embedding_model": marker, "embedding_status": status}
     with transaction.atomic():
+        _lock_owner_writes(owner)
         current = None
         if fact_key:
             current = (
@@ -97,7 +106,16 @@ def memory_node_create(
                 .first()
             )
         if current is not None and same_text(current.description, description):
-            return current
+            return memory_node_restate(node=current, source_message=source_message)
+        if current is None:
+            said_before = memory_node_said_before(
+                owner=owner,
+                description=description,
+                vector=vector,
+                quarantined=state == MemoryNode.State.QUARANTINED,
+            )
+            if said_before is not None:
+                return memory_node_restate(node=said_before, source_message=source_message)
         if current is not None:
             _copy_into_history(current=current, now=now)
             node = current
@@ -136,6 +154,84 @@ def memory_node_create(
             )
         if vector is None:
             embeddings_fill_later()
+    return node
+
+
+# Words that change nothing a memory says: "The user likes hiking" is "User likes hiking".
+_FILLER_WORDS = frozenset({"a", "an", "the", "s", "is", "are", "am", "was", "were"})
+
+
+def _said_words(text: str) -> list[str]:
+    return [w for w in re.findall(r"\w+", text.casefold()) if w not in _FILLER_WORDS]
+
+
+def says_the_same(a: str, b: str, *, similarity: float | None = None) -> bool:
+    """Two memories that say one thing: the same words in the same order, leaving out articles,
+    "is" and the like, punctuation and case; or, with vectors `similarity` apart at least the
+    configured duplicate similarity, the same words in any order ("Max is the user's dog" and
+    "The user's dog is Max").
+
+    Vectors alone cannot decide: all-MiniLM-L6-v2 puts "went to the support group on 7 May
+    2023" and "... on 8 May 2023" at 0.992, "has two kids" and "has three kids" at 0.911
+    (bench/README.md, issue #29 item 5).
+    """
+    words_a, words_b = _said_words(a), _said_words(b)
+    if not words_a:
+        return normal_text(a) == normal_text(b)
+    if words_a == words_b:
+        return True
+    near = similarity is not None and similarity >= runtime_config().duplicate_similarity
+    return near and sorted(words_a) == sorted(words_b)
+
+
+def _lock_owner_writes(owner: AbstractBaseUser | None) -> None:
+    """One memory write at a time per owner, until the transaction ends: two workers writing
+    the same fact at once would each find no copy and both insert it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('thalamus.memory_write'), %s)",
+            [owner.pk if owner is not None else 0],
+        )
+
+
+def memory_node_said_before(
+    *,
+    owner: AbstractBaseUser | None,
+    description: str,
+    vector: list[float] | None = None,
+    quarantined: bool = False,
+) -> MemoryNode | None:
+    """The owner's current memory that already says `description` (says_the_same), if any.
+
+    Candidates: the memories holding its longest word, then, with a vector, the nearest ones.
+    A held text (quarantined) is compared with held texts only, an ordinary one with the rest.
+    """
+    words = _said_words(description)
+    current = MemoryNode.objects.filter(owner=owner, valid_to=None)
+    held = MemoryNode.State.QUARANTINED
+    current = current.filter(state=held) if quarantined else current.exclude(state=held)
+    longest = max(words, key=len) if words else description
+    for node in current.filter(description__icontains=longest).order_by("id")[:50]:
+        if says_the_same(node.description, description):
+            return node
+    if vector is None or quarantined or owner is None:
+        return None
+    for node, similarity in memory_nodes_near(owner_id=owner.pk, vector=vector, limit=3):
+        if says_the_same(node.description, description, similarity=similarity):
+            return node
+    return None
+
+
+def memory_node_restate(*, node: MemoryNode, source_message: Message | None = None) -> MemoryNode:
+    """A memory said again confirms it, as the critic's win does: one more point of confidence
+    and a fresh last use. Said again by the message that first said it (a reply repeating a
+    sentence), it is left as it is. The returned node has `restated` set."""
+    if source_message is None or node.source_message_id != source_message.pk:
+        MemoryNode.objects.filter(pk=node.pk).update(
+            confidence_score=F("confidence_score") + 1, last_accessed_at=timezone.now()
+        )
+        node.refresh_from_db(fields=["confidence_score", "last_accessed_at"])
+    node.restated = True
     return node
 
 

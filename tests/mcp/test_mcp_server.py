@@ -123,6 +123,12 @@ async def test_remembering_the_same_fact_twice_keeps_one_memory(connect, key_for
     assert second["already_known"] is True
     assert second["memory"]["id"] == first["memory"]["id"]
     assert MemoryNode.objects.filter(owner=user).count() == 1
+    # Said again, it is confirmed (issue #29 item 5); one word apart, it is another memory.
+    assert MemoryNode.objects.get(owner=user).confidence_score == 2
+    async with connect(key_for(user)) as client:
+        other = await _call(client, "remember", fact="My cat is called Mochi")
+    assert other["already_known"] is False
+    assert MemoryNode.objects.filter(owner=user).count() == 2
 
 
 async def test_a_fact_that_reads_as_an_instruction_waits_for_the_users_approval(
