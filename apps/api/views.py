@@ -38,8 +38,9 @@ from apps.cognition.context import RecallBusy, start_turn_embedding
 from apps.cognition.pipeline import CallOptions, start_turn
 from apps.cognition.turn_request import PreparedTurn
 from apps.core.db import on_pool_thread
+from apps.core.llm.chat_models import listed_chat_models
 from apps.core.llm.limits import CHAT, role_endpoint, token_counter
-from apps.core.llm.servers import endpoint_models, model_listed
+from apps.core.llm.servers import model_listed
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
@@ -191,7 +192,7 @@ def _call_options(request, body: ChatCompletionRequest) -> CallOptions:
     model = None
     if body.model not in (None, "", MODEL_ID):
         prefix, _, model = body.model.partition("/")
-        listed = endpoint_models(role_endpoint(CHAT).base_url) if prefix == MODEL_ID else None
+        listed = listed_chat_models() if prefix == MODEL_ID else None
         if (
             prefix != MODEL_ID
             or not model.strip()
@@ -351,10 +352,11 @@ async def models(request):
 
 
 def _listed_models(request) -> list[str]:
-    """After the key: the models the chat's server lists (cached; none when it cannot be
-    asked), each callable as `thalamus/<name>`."""
+    """After the key: the chat models the chat's server lists, within what the admin allows
+    (cached; none when it cannot be asked), each callable as `thalamus/<name>`; never an
+    embedding model."""
     _authenticate(request)
-    return endpoint_models(role_endpoint(CHAT).base_url) or []
+    return listed_chat_models() or []
 
 
 @login_not_required

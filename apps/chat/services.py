@@ -54,6 +54,14 @@ def conversation_rename(*, conversation: Conversation, title: str) -> Conversati
     return conversation
 
 
+def conversation_model_pick(*, conversation: Conversation, model: str) -> Conversation:
+    """Remember the model the conversation is answered by ("": the configured chat model); the
+    caller has checked that it is offered (apps/core/llm/chat_models.py)."""
+    conversation.chat_model = model[:200]
+    conversation.save(update_fields=["chat_model"])
+    return conversation
+
+
 def conversation_delete(*, conversation: Conversation) -> None:
     conversation.delete()
 

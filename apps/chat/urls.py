@@ -12,6 +12,7 @@ urlpatterns = [
     path("<int:pk>/", views.conversation_detail, name="conversation"),
     path("<int:pk>/rename", views.conversation_rename, name="rename"),
     path("<int:pk>/delete", views.conversation_delete, name="delete"),
+    path("<int:pk>/model", views.conversation_model, name="model"),
     path("<int:pk>/send", views.message_send, name="send"),
     path("<int:pk>/retry", views.message_retry, name="retry"),
     path("<int:pk>/continue", views.message_continue, name="continue"),

@@ -26,6 +26,7 @@ from apps.cognition import branching
 from apps.cognition.answer import AnswerFailed
 from apps.cognition.message_room import message_room
 from apps.cognition.pipeline import answer_saved_reply
+from apps.core.llm.chat_models import chat_models, picked_chat_model
 from apps.core.selectors import runtime_config
 from apps.memory import browser_selectors, browser_services
 from apps.memory.models import MemoryNode
@@ -106,6 +107,8 @@ def conversation_detail(request, pk: int):
             "room": message_room(user=request.user, conversation=conversation, config=config),
             "draft": draft.get("content", ""),
             "autosend": draft.get("send", False),
+            "chat_models": chat_models(config),
+            "picked_model": picked_chat_model(conversation.chat_model, config) or "",
         },
     )
 
@@ -167,6 +170,26 @@ def conversation_rename(request, pk: int):
                 "here": current.startswith(reverse("chat:conversation", args=[pk])),
             },
         )
+    return redirect("chat:conversation", pk=pk)
+
+
+@require_POST
+def conversation_model(request, pk: int):
+    """The chat model picker: the model this conversation's next answers come from, one of
+    those offered; the configured one is kept as blank, so it follows the admin's changes."""
+    conversation = _get_conversation_for_user(request, pk)
+    picked = request.POST.get("chat_model", "").strip()
+    offered = chat_models()
+    if picked not in offered:
+        if request.htmx:
+            return HttpResponse("That model is not offered.", status=400)
+        messages.error(request, "That model is not offered.")
+        return redirect("chat:conversation", pk=pk)
+    services.conversation_model_pick(
+        conversation=conversation, model="" if picked == offered[0] else picked
+    )
+    if request.htmx:
+        return HttpResponse(status=204)
     return redirect("chat:conversation", pk=pk)
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from apps.chat.models import Message
+from apps.chat.models import Conversation, Message
 from apps.chat.turn_status import recall_counts, recall_words
 from apps.cognition.answer import answer_reply
 from apps.cognition.route import (
@@ -53,6 +53,7 @@ from apps.cognition.turn_request import (
     memory_on,
     turn_history,
 )
+from apps.core.llm.chat_models import picked_chat_model
 from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
@@ -194,6 +195,8 @@ class Turn:
     history: list[Message] = field(default_factory=list)
     tools: object | None = None  # toolloop.ToolLoopResult
     world: object | None = None  # memory.world_services.WorldChange
+    # The model picked for the conversation (its chat model picker), when still offered.
+    picked_model: str | None = None
     prepared: PreparedTurn | None = None
 
 
@@ -271,10 +274,12 @@ def assemble(*, turn: Turn, continue_from: str = "") -> PreparedTurn:
         evidence=evidence,
         client_system=options.system,
     )
-    if options.model:
-        # The client's choice on the chat's server: the gateway fits the prompt to its window.
-        prepared.endpoint = Endpoint(prepared.base_url, options.model)
-        prepared.model = options.model
+    model = options.model or turn.picked_model
+    if model:
+        # The client's or the conversation's choice on the chat's server: the gateway fits the
+        # prompt to its window.
+        prepared.endpoint = Endpoint(prepared.base_url, model)
+        prepared.model = model
     if options.temperature is not None:
         prepared.temperature = options.temperature
     if options.max_tokens is not None:
@@ -328,9 +333,23 @@ class TurnRun:
                 inp=turn.input, embedded=embedded
             )
         )
+        # Read as the message arrives, not from the page's copy: another page may have picked.
+        # (The API starts a turn before its conversation is known: then at `prepare`.)
+        conversation = turn.input.conversation
+        self.picked = self._read_pick(conversation.pk) if conversation is not None else None
 
     def cancel(self) -> None:
         self.recalled.cancel()
+        if self.picked is not None:
+            self.picked.cancel()
+
+    @staticmethod
+    def _read_pick(conversation_id: int) -> asyncio.Future:
+        return asyncio.ensure_future(
+            database_sync_to_async(conversation_picked_model, thread_sensitive=False)(
+                conversation_id=conversation_id
+            )
+        )
 
     def _notify(self, subsystem: str, state: str, text: str = "") -> None:
         self.states[subsystem] = (state, text)
@@ -392,6 +411,7 @@ class TurnRun:
             "full-text only: the embedding failed" if embedding_error else _recalled(turn.memory),
         )
         await self._tools_and_world()
+        turn.picked_model = await (self.picked or self._read_pick(reply.conversation_id))
         with spans.span("assemble"):
             turn.prepared = assemble(turn=turn)
         self._notify("llm", "running", "asking the model")
@@ -466,6 +486,7 @@ def prepare_saved_reply(*, reply_id: int) -> PreparedTurn:
         spans.skip("tools", "not needed")
     # A Retry or Continue does not change the world state a second time.
     spans.skip("world", "not on a retry")
+    turn.picked_model = picked_chat_model(conversation.chat_model, config)
     with spans.span("assemble"):
         turn.prepared = assemble(turn=turn, continue_from=reply.content)
     return turn.prepared
@@ -482,6 +503,13 @@ def answer_saved_reply(*, reply_id: int, **callbacks) -> AsyncIterator[str]:
 
 
 # --------------------------------------------------------------------------------- helpers
+
+
+def conversation_picked_model(*, conversation_id: int) -> str | None:
+    """The model the conversation's picker chose, while it is still offered; None: the
+    configured chat model answers."""
+    picked = Conversation.objects.filter(pk=conversation_id).values_list("chat_model", flat=True)
+    return picked_chat_model(picked.first() or "")
 
 
 def _honour_settings(turn: Turn) -> None:

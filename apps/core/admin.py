@@ -51,6 +51,7 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                 "fields": [
                     "llm_base_url",
                     "chat_model",
+                    "allowed_chat_models",
                     "embed_model",
                     "embed_base_url",
                     "temperature",

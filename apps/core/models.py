@@ -119,6 +119,14 @@ class RuntimeConfig(models.Model):
         "out, HTTP 404 or 5xx): one a line, a model on the role's server or an endpoint and a "
         "model (http://host:port/v1 model).",
     )
+    # The chat's model picker offers what the chat's server lists (apps/core/llm/chat_models.py);
+    # the admin may narrow it.
+    allowed_chat_models = models.TextField(
+        blank=True,
+        help_text="The models a user may pick for a conversation, one a line; each must also be "
+        "listed by the chat's server. Blank: every chat model it lists (never an embedding "
+        "model). The chat model above is always offered.",
+    )
     temperature = models.FloatField(
         default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]
     )
