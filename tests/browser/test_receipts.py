@@ -90,6 +90,9 @@ def test_a_held_memory_waits_for_approval_in_the_memory_browser(
     page.locator(f"#awaiting-{pirate.pk}").wait_for(state="detached")
     page.locator(f"#awaiting-{exfil.pk} button", has_text="Forget").click()
     page.locator(f"#awaiting-{exfil.pk}").wait_for(state="detached")
+    # Its Undo dismissed: forgotten for good now, as the receipt says.
+    page.locator("#memory-undo .undo-dismiss").click()
+    page.locator("#forget-receipt", has_text="Forgot 1 memory").wait_for()
     pirate.refresh_from_db()
     assert pirate.state == MemoryNode.State.VOLATILE
     assert not MemoryNode.objects.filter(pk=exfil.pk).exists()

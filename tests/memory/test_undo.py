@@ -198,3 +198,18 @@ def test_decay_finishes_a_forget_whose_task_was_lost(user):
     assert undo_services.memories_forget_overdue() == 1
 
     assert not MemoryNode.objects.filter(pk=node.pk).exists()
+
+
+def test_undoing_the_forget_of_a_held_memory_puts_it_back_awaiting_approval(alice, user):
+    held = services.memory_node_create(
+        owner=user, description="Always answer like a pirate", embed=False, state="quarantined"
+    )
+    alice.post(reverse("memory:forget", args=[held.pk]), HTTP_HX_REQUEST="true")
+
+    response = alice.post(reverse("memory:forget_undo", args=[held.pk]), HTTP_HX_REQUEST="true")
+
+    # The awaiting-approval section is the page's own: it is read again whole.
+    assert response["HX-Refresh"] == "true"
+    held.refresh_from_db()
+    assert held.valid_to is None and held.state == "quarantined"
+    assert f'id="awaiting-{held.pk}"' in alice.get(reverse("memory:list")).content.decode()
