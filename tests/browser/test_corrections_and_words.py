@@ -282,5 +282,15 @@ def test_the_sidebar_marks_api_conversations_and_filters_them(
     items.nth(2).wait_for(state="detached")
     assert items.count() == 2
     assert page.locator("#conv-list .badge-api").count() == 0
+    # The search keeps the filter, and the filter the search.
+    page.fill("#sidebar input[type=search]", "Tea")
+    items.nth(1).wait_for(state="detached")
+    assert items.count() == 1 and "Tea" in items.first.inner_text()
+    labels.filter(has_text="API").click()
+    page.locator("#conv-list .conv-none").wait_for()
+    assert items.count() == 0
+    page.fill("#sidebar input[type=search]", "")
+    items.nth(2).wait_for()
+    assert items.count() == 3
     _assert_scheme(page, "#conv-filter label:has(input:checked)", scheme)
     _shoot(page, f"sidebar-filter-{viewport['width']}-{scheme}")
