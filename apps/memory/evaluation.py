@@ -8,6 +8,8 @@ the share of its evidence turns found among the top k (LoCoMo's definition).
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import re
 import statistics
@@ -162,12 +164,47 @@ def _switch_database(name: str | None) -> None:
         connection.settings_dict["NAME"] = name
 
 
-def _embed_all(embedder: Embedder, texts: list[str], progress: Callable[[str], None]) -> list:
-    vectors = []
-    for start in range(0, len(texts), EMBED_BATCH):
-        vectors.extend(embedder.embed(texts[start : start + EMBED_BATCH]))
-        progress(f"embedded {min(start + EMBED_BATCH, len(texts))}/{len(texts)}")
-    return vectors
+class VectorCache:
+    """Vectors kept between runs in a JSON file, keyed by the embedder's marker and the text.
+
+    The embedding is most of a run's time; with the cache many weightings can be tried.
+    """
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.vectors: dict[str, list[float]] = {}
+        self.dirty = False
+        if path is not None and path.is_file():
+            self.vectors = json.loads(path.read_text())
+
+    @staticmethod
+    def key(marker: str, text: str) -> str:
+        return hashlib.sha256(f"{marker}\0{text}".encode()).hexdigest()
+
+    def save(self) -> None:
+        if self.path is not None and self.dirty:
+            self.path.write_text(json.dumps(self.vectors))
+            self.dirty = False
+
+
+def _embed_all(
+    embedder: Embedder,
+    texts: list[str],
+    progress: Callable[[str], None],
+    cache: VectorCache | None = None,
+) -> list:
+    cache = cache or VectorCache(None)
+    keys = [cache.key(embedder.marker, text) for text in texts]
+    missing = [
+        (key, text) for key, text in zip(keys, texts, strict=True) if key not in cache.vectors
+    ]
+    for start in range(0, len(missing), EMBED_BATCH):
+        batch = missing[start : start + EMBED_BATCH]
+        for (key, _), vector in zip(batch, embedder.embed([t for _, t in batch]), strict=True):
+            cache.vectors[key] = [float(x) for x in vector]
+            cache.dirty = True
+        progress(f"embedded {min(start + EMBED_BATCH, len(missing))}/{len(missing)}")
+    return [cache.vectors[key] for key in keys]
 
 
 def store_conversation(*, conversation: Conversation, vectors: list, marker: str) -> tuple:
@@ -280,27 +317,43 @@ class Routing:
 
 
 def evaluate(
-    *, dataset: Dataset, embedder: Embedder, progress: Callable[[str], None] = lambda _: None
+    *,
+    dataset: Dataset,
+    embedder: Embedder,
+    progress: Callable[[str], None] = lambda _: None,
+    variants: dict[str, Weights] | None = None,
+    cache: VectorCache | None = None,
 ) -> dict:
-    """Load, ask and score; call inside `throwaway_database`."""
+    """Load, ask and score; call inside `throwaway_database`.
+
+    `variants` are further hybrid weightings asked of the same stored memories; each question's
+    recall per retriever is kept in `result["records"]` for `folds`.
+    """
     configured = Weights.from_config()
-    scores = {name: Scores() for name in RETRIEVERS}
+    retrievers = dict(RETRIEVERS)
+    for name, weights in (variants or {}).items():
+        retrievers[name] = lambda _, weights=weights: weights
+    scores = {name: Scores() for name in retrievers}
+    records: list[dict] = []
     routing = Routing()
     for conversation in dataset.conversations:
         progress(f"{conversation.sample_id}: {len(conversation.turns)} turns")
         turn_vectors = _embed_all(
-            embedder, [turn.description for turn in conversation.turns], progress
+            embedder, [turn.description for turn in conversation.turns], progress, cache
         )
         question_vectors = _embed_all(
-            embedder, [question.text for question in conversation.questions], progress
+            embedder, [question.text for question in conversation.questions], progress, cache
         )
+        if cache is not None:
+            cache.save()
         user, dia_ids = store_conversation(
             conversation=conversation, vectors=turn_vectors, marker=embedder.marker
         )
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE memory_memorynode")
         for question, vector in zip(conversation.questions, question_vectors, strict=True):
-            for name, weights_for in RETRIEVERS.items():
+            record = {"conversation": conversation.sample_id, "category": question.category}
+            for name, weights_for in retrievers.items():
                 hits = memory_search(
                     user_id=user.pk,
                     text=question.text,
@@ -315,16 +368,16 @@ def evaluate(
                         text=question.text,
                         best_cosine=max((hit.components["vector"] for hit in hits), default=0.0),
                     )
-                scores[name].add(
-                    question.category,
-                    {
-                        cutoff: len(question.evidence & set(ranked[:cutoff]))
-                        / len(question.evidence)
-                        for cutoff in CUTOFFS
-                    },
-                )
+                recalls = {
+                    cutoff: len(question.evidence & set(ranked[:cutoff])) / len(question.evidence)
+                    for cutoff in CUTOFFS
+                }
+                scores[name].add(question.category, recalls)
+                record[name] = recalls[10]
+            records.append(record)
     result = {name: score.summary() for name, score in scores.items()}
     result["routing"] = routing.summary()
+    result["records"] = records
     result["run"] = {
         "embedder": embedder.marker,
         "conversations": len(dataset.conversations),
@@ -332,6 +385,58 @@ def evaluate(
         "skipped_questions": dataset.skipped_questions,
         "repaired_evidence_ids": dataset.repaired_evidence,
         "weights": vars(configured),
+        "variants": {name: vars(weights) for name, weights in (variants or {}).items()},
         "embed_dim": settings.THALAMUS_EMBED_DIM,
     }
+    return result
+
+
+def _recall_at_10(records: list[dict], retriever: str) -> dict[str, float | int]:
+    """recall@10 over `records`, overall and per category, with the question counts."""
+    figures: dict[str, float | int] = {
+        "overall": round(statistics.mean(r[retriever] for r in records), 4) if records else 0.0,
+        "questions": len(records),
+    }
+    for category, name in CATEGORIES.items():
+        mine = [r[retriever] for r in records if r["category"] == category]
+        if mine:
+            figures[name] = round(statistics.mean(mine), 4)
+    return figures
+
+
+def folds(records: list[dict], retrievers: list[str], *, held_back: int = 2) -> dict:
+    """Tune on some conversations, check on the others, every split of `held_back` rotated.
+
+    For each split the retriever (weighting) with the best recall@10 on the tuning conversations
+    is chosen, and its figures on the held-back ones are what counts: nothing is chosen on the
+    conversations it is checked on. Per conversation, every retriever's figures too.
+    """
+    conversations = sorted({r["conversation"] for r in records})
+    result: dict = {
+        "per_conversation": {
+            conv: {
+                name: _recall_at_10([r for r in records if r["conversation"] == conv], name)
+                for name in retrievers
+            }
+            for conv in conversations
+        },
+        "folds": [],
+    }
+    if len(conversations) <= held_back:
+        return result
+    for checked in itertools.combinations(conversations, held_back):
+        tuning = [r for r in records if r["conversation"] not in checked]
+        held = [r for r in records if r["conversation"] in checked]
+        on_tuning = {name: _recall_at_10(tuning, name)["overall"] for name in retrievers}
+        chosen = max(retrievers, key=lambda name: on_tuning[name])
+        result["folds"].append(
+            {
+                "tuned_on": [c for c in conversations if c not in checked],
+                "held_back": list(checked),
+                "chosen": chosen,
+                "tuning": _recall_at_10(tuning, chosen),
+                "held_back_figures": _recall_at_10(held, chosen),
+                "held_back_hybrid": _recall_at_10(held, "hybrid"),
+            }
+        )
     return result

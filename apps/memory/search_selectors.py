@@ -19,7 +19,7 @@ from apps.memory.models import (
     SHORT_TEXT_MAX_BYTES,
     STEMMED_LANGUAGES,
 )
-from apps.memory.query_text import named_dates, query_words
+from apps.memory.query_text import named_dates, query_lemmas, query_words
 
 # Up to this many visible rows (own + global) an exact scan is used: exact, and at 10k rows per
 # owner (1M rows, bench/README.md) much faster than the filtered HNSW path, whose recall there
@@ -63,6 +63,8 @@ class Weights:
     context: float = 0.0
     # Memories made this close together are neighbours (turns of one exchange).
     neighbour_seconds: int = 60
+    # What a memory made in a period the query names gains, as a share of the other weights.
+    date_match: float = DATE_MATCH_WEIGHT
 
     @classmethod
     def from_config(cls, config: RuntimeConfig | None = None) -> Weights:
@@ -269,9 +271,10 @@ beyond_hits AS (
 _SEARCH_FORMS_SQL = """
 stemmed AS MATERIALIZED (
     SELECT DISTINCT word AS term, form
-      FROM unnest(%(words)s::text[]) AS word
+      FROM unnest(%(words)s::text[], %(lemmas)s::text[]) AS asked_word(word, lemma)
+     CROSS JOIN LATERAL (VALUES (word), (lemma)) AS said(variant)
      CROSS JOIN unnest(%(languages)s::regconfig[]) AS language
-     CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(language, word))) AS form
+     CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(language, variant))) AS form
 ),
 asked AS MATERIALIZED (
     SELECT term, string_agg(quote_literal(form), ' | ')::tsquery AS query
@@ -394,12 +397,13 @@ def memory_search_query(
     w_total = w_vector + weights.text + weights.recency + weights.importance + weights.confidence
     dates = named_dates(text)
     # Only a query that names a date gives the date match a weight: scores keep their scale.
-    w_date = DATE_MATCH_WEIGHT * w_total if dates else 0.0
+    w_date = weights.date_match * w_total if dates else 0.0
     candidates = max(limit * 4, 40)
     params = {
         "owner": int(user_id),
         "vector": QueryVector(vector) if vector is not None else None,
-        "words": query_words(text),
+        "words": (words := query_words(text)),
+        "lemmas": query_lemmas(words),
         "languages": list(STEMMED_LANGUAGES),
         "min_idf": MATCH_MIN_IDF,
         "candidates": candidates,

@@ -141,3 +141,66 @@ def test_the_command_scores_three_retrievers_on_a_throwaway_database(
             "SELECT count(*) FROM pg_database WHERE datname = %s", [f"{db['NAME']}_eval_retrieval"]
         )
         assert cursor.fetchone()[0] == 0
+
+
+def _record(conversation: str, category: int, **recalls: float) -> dict:
+    return {"conversation": conversation, "category": category, **recalls}
+
+
+def test_folds_choose_on_the_tuning_conversations_and_score_the_held_back_ones():
+    from apps.memory.evaluation import folds
+
+    # "fits" is best on a, b and c and worst on d and e: a split that holds back d and e must
+    # still choose it (chosen on a, b, c) and report its poor figure there.
+    records = [
+        *(_record(conv, 4, hybrid=0.5, fits=1.0) for conv in ("a", "b", "c")),
+        *(_record(conv, 2, hybrid=0.5, fits=0.0) for conv in ("d", "e")),
+    ]
+
+    found = folds(records, ["hybrid", "fits"])
+
+    assert len(found["folds"]) == 10  # every pair of five held back once
+    held_de = next(f for f in found["folds"] if f["held_back"] == ["d", "e"])
+    assert held_de["tuned_on"] == ["a", "b", "c"]
+    assert held_de["chosen"] == "fits"
+    assert held_de["tuning"]["overall"] == 1.0
+    assert held_de["held_back_figures"]["overall"] == 0.0
+    assert held_de["held_back_figures"]["temporal"] == 0.0
+    assert held_de["held_back_hybrid"]["overall"] == 0.5
+    # Tuned on c, d and e, "fits" scores 1/3 against 0.5: the configured weighting is chosen,
+    # though "fits" would score 1.0 on the held-back a and b.
+    held_ab = next(f for f in found["folds"] if f["held_back"] == ["a", "b"])
+    assert held_ab["chosen"] == "hybrid"
+    assert held_ab["held_back_figures"]["overall"] == 0.5
+    assert found["per_conversation"]["d"]["fits"]["temporal"] == 0.0
+    assert found["per_conversation"]["a"]["hybrid"]["single-hop"] == 0.5
+
+
+def test_the_vector_cache_embeds_a_text_once_per_model(tmp_path):
+    from apps.memory.evaluation import VectorCache, _embed_all
+
+    class Counting:
+        marker = "counting:2"
+        dim = 2
+
+        def __init__(self):
+            self.embedded: list[str] = []
+
+        def embed(self, texts):
+            self.embedded += texts
+            return [[float(len(text)), 1.0] for text in texts]
+
+    path = tmp_path / "vectors.json"
+    first = Counting()
+    cache = VectorCache(path)
+    assert _embed_all(first, ["ab", "abc"], lambda _: None, cache) == [[2.0, 1.0], [3.0, 1.0]]
+    cache.save()
+
+    second = Counting()
+    vectors = _embed_all(second, ["abc", "abcd"], lambda _: None, VectorCache(path))
+
+    assert vectors == [[3.0, 1.0], [4.0, 1.0]]
+    assert second.embedded == ["abcd"]
+    second.marker = "other:2"
+    _embed_all(second, ["abc"], lambda _: None, VectorCache(path))
+    assert second.embedded == ["abcd", "abc"]

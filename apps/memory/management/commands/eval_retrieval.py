@@ -9,7 +9,16 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.memory.embedding import EmbeddingError, get_embedder
-from apps.memory.evaluation import CATEGORIES, CUTOFFS, evaluate, load_locomo, throwaway_database
+from apps.memory.evaluation import (
+    CATEGORIES,
+    CUTOFFS,
+    VectorCache,
+    evaluate,
+    folds,
+    load_locomo,
+    throwaway_database,
+)
+from apps.memory.search_selectors import Weights
 
 # all-MiniLM-L6-v2, the only model the local embedder runs.
 LOCAL_MODEL_DIM = 384
@@ -29,11 +38,34 @@ class Command(BaseCommand):
         parser.add_argument(
             "--embedder", choices=["local", "openai"], help="Default: THALAMUS_EMBEDDER."
         )
+        parser.add_argument(
+            "--cache",
+            type=Path,
+            help="Keep the vectors in this JSON file between runs (keyed by model and text).",
+        )
+        parser.add_argument(
+            "--variants",
+            type=Path,
+            help="JSON object: name -> hybrid weights (Weights' fields) to ask beside the "
+            "configured ones, on the same stored memories.",
+        )
+        parser.add_argument(
+            "--folds",
+            action="store_true",
+            help="Also report per conversation, and per split: tuned (best weighting) on all "
+            "but two conversations, checked on those two, every pair held back in turn.",
+        )
 
     def handle(self, *args, locomo: Path, json_path: Path | None, embedder: str | None, **options):
         self.verbosity = options["verbosity"]
         if not locomo.is_file():
             raise CommandError(f"No such file: {locomo}")
+        variants = {}
+        if options["variants"]:
+            variants = {
+                name: Weights(**fields)
+                for name, fields in json.loads(options["variants"].read_text()).items()
+            }
         if embedder:
             os.environ["THALAMUS_EMBEDDER"] = embedder
         if os.environ.get("THALAMUS_EMBEDDER", "").strip().lower() == "local":
@@ -44,11 +76,19 @@ class Command(BaseCommand):
         try:
             chosen = get_embedder(timeout=60)
             with throwaway_database(dim=chosen.dim):
-                result = evaluate(dataset=dataset, embedder=chosen, progress=self._progress)
+                result = evaluate(
+                    dataset=dataset,
+                    embedder=chosen,
+                    progress=self._progress,
+                    variants=variants,
+                    cache=VectorCache(options["cache"]),
+                )
         except EmbeddingError as exc:
             raise CommandError(str(exc))
         result["run"]["seconds"] = round(time.monotonic() - started, 1)
-        self._report(result)
+        if options["folds"]:
+            result["folds"] = folds(result["records"], ["hybrid", *variants])
+        self._report(result, variants)
         if json_path:
             json_path.write_text(json.dumps(result, indent=2) + "\n")
             self.stdout.write(f"Wrote {json_path}")
@@ -57,7 +97,7 @@ class Command(BaseCommand):
         if self.verbosity > 1:
             self.stderr.write(message)
 
-    def _report(self, result: dict) -> None:
+    def _report(self, result: dict, variants: dict) -> None:
         run = result["run"]
         self.stdout.write(
             f"{run['embedder']}: {run['conversations']} conversations, {run['turns']} turns, "
@@ -67,7 +107,7 @@ class Command(BaseCommand):
         )
         header = ["retriever", "scope", *(f"R@{cutoff}" for cutoff in CUTOFFS), "n"]
         self.stdout.write("  ".join(f"{cell:<12}" for cell in header))
-        for retriever in ("hybrid", "vector", "fulltext"):
+        for retriever in ("hybrid", "vector", "fulltext", *variants):
             for scope in ("overall", *CATEGORIES.values()):
                 figures = result[retriever].get(scope)
                 if figures is None:
@@ -89,4 +129,28 @@ class Command(BaseCommand):
                 continue
             cells = [scope, f"{figures['recollection']:.3f}", f"{figures['familiarity']:.3f}"]
             cells += [f"{figures['by_cue']:.3f}", str(figures["questions"])]
+            self.stdout.write("  ".join(f"{cell:<12}" for cell in cells))
+        if "folds" in result:
+            self._report_folds(result["folds"], ["hybrid", *variants])
+
+    def _report_folds(self, found: dict, retrievers: list[str]) -> None:
+        scopes = ["overall", *CATEGORIES.values()]
+        self.stdout.write("recall@10 per conversation:")
+        self.stdout.write("  ".join(f"{cell:<12}" for cell in ["conv", "retriever", *scopes]))
+        for conv, figures in found["per_conversation"].items():
+            for name in retrievers:
+                cells = [conv, name]
+                cells += [f"{figures[name].get(scope, float('nan')):.3f}" for scope in scopes]
+                self.stdout.write("  ".join(f"{cell:<12}" for cell in cells))
+        if not found["folds"]:
+            return
+        self.stdout.write("recall@10 on the held-back conversations, weighting chosen on the rest:")
+        header = ["held back", "chosen", "tuning", *scopes, "configured"]
+        self.stdout.write("  ".join(f"{cell:<12}" for cell in header))
+        for fold in found["folds"]:
+            held = fold["held_back_figures"]
+            cells = ["+".join(c.removeprefix("conv-") for c in fold["held_back"]), fold["chosen"]]
+            cells.append(f"{fold['tuning']['overall']:.3f}")
+            cells += [f"{held.get(scope, float('nan')):.3f}" for scope in scopes]
+            cells.append(f"{fold['held_back_hybrid']['overall']:.3f}")
             self.stdout.write("  ".join(f"{cell:<12}" for cell in cells))
