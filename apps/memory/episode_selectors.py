@@ -8,7 +8,7 @@ from datetime import datetime
 
 from apps.core.db import QueryVector, fetch_hot
 from apps.memory.models import STEMMED_LANGUAGES
-from apps.memory.query_text import query_words
+from apps.memory.query_text import query_lemmas, query_words
 from apps.memory.search_selectors import RECENCY_HALF_LIFE_DAYS, Weights
 
 
@@ -94,7 +94,8 @@ def episode_search(
     params = {
         "owner": int(user_id),
         "vector": QueryVector(vector) if vector is not None else None,
-        "words": query_words(text),
+        # Each word and its dictionary form ("ran", "run"): one OR'd query, no per-word score.
+        "words": list(dict.fromkeys([*(words := query_words(text)), *query_lemmas(words)])),
         "languages": list(STEMMED_LANGUAGES),
         "half_life": RECENCY_HALF_LIFE_DAYS,
         "w_vector": w_vector,

@@ -16,7 +16,8 @@ from apps.core.categories import Category
 
 # The renderer's languages, whose snowball stemmers make the words of the full text: a word is
 # kept in each language's stem ("studies" → "studi", "stud", "studies"), so that a message in any
-# of them finds its other forms ("study" → "studi"). Irregular forms ("ran", "run") stay apart.
+# of them finds its other forms ("study" → "studi"). Irregular ones ("ran", "run") are found by
+# the query's dictionary forms (query_text.query_lemmas).
 STEMMED_LANGUAGES = ("english", "italian", "german", "french", "spanish")
 
 

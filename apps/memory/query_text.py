@@ -49,6 +49,24 @@ def query_words(text: str) -> list[str]:
     return list(words)[:MAX_QUERY_WORDS]
 
 
+# The languages whose dictionary forms a query's words also search by ("ran" → "run", which no
+# stemmer makes). English only: simplemma's five renderer languages take 324 MB and 16 s to load
+# in each process (bench/README.md, issue #29 item 4); English ~50 MB, loaded at the first search.
+LEMMATIZED_LANGUAGES = ("en",)
+
+
+def query_lemmas(words: list[str]) -> list[str]:
+    """Each word's dictionary form where it is another word ("ran" → "run", "mice" → "mouse"),
+    else the word itself; the search stems both, so either finds the forms of the other."""
+    import simplemma
+
+    lemmas = []
+    for word in words:
+        found = simplemma.lemmatize(word, lang=LEMMATIZED_LANGUAGES).casefold()
+        lemmas.append(found if found.isalpha() else word)
+    return lemmas
+
+
 @dataclass
 class NamedDates:
     """The periods a text names: [start, end) spans, and months named without a year."""

@@ -131,13 +131,23 @@ def test_a_word_finds_its_other_forms_by_each_languages_stemmer(user, asked, sai
     assert [hit.id for hit in hits if hit.components["text"]] == [found.pk]
 
 
-def test_irregular_forms_are_not_stemmed_together(user):
-    """Snowball strips endings; it does not know that "ran" is a form of "run"."""
-    services.memory_node_create(owner=user, description="Will run a marathon", embed=False)
+@pytest.mark.parametrize(
+    ("asked", "said"),
+    [
+        ("ran", "Will run a marathon"),
+        ("mice", "Keeps a pet mouse"),
+        ("children", "Reads to her child"),
+    ],
+)
+def test_an_irregular_form_finds_its_dictionary_form(user, asked, said):
+    """Snowball strips endings; it does not know that "ran" is a form of "run": the query's
+    words are also searched by their dictionary forms (query_text.query_lemmas)."""
+    found = services.memory_node_create(owner=user, description=said, embed=False)
+    services.memory_node_create(owner=user, description="Plays chess on Sundays", embed=False)
 
-    hits = memory_search(user_id=user.pk, text="ran", vector=None, limit=10)
+    hits = memory_search(user_id=user.pk, text=asked, vector=None, limit=10)
 
-    assert [hit for hit in hits if hit.components["text"]] == []
+    assert [hit.id for hit in hits if hit.components["text"]] == [found.pk]
 
 
 def test_hits_carry_their_score_components(user, llm_stub):
