@@ -5,6 +5,7 @@ file, the admin's add and the seeds; two workers writing one fact at once still 
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -135,3 +136,38 @@ def test_the_seeds_loaded_twice_keep_one_row_per_fact():
     seeds.load_seed_truths()
 
     assert MemoryNode.objects.filter(owner=None).count() == count
+
+
+def test_the_locomo_write_path_keeps_distinct_turns_and_writes_no_duplicates(tmp_path):
+    """Each LoCoMo turn is its own memory, dated and named by speaker: two turns of the same
+    words on other days, or by the other speaker, are not one memory said twice."""
+    from apps.memory.evaluation import load_locomo, store_conversation
+
+    said = [("Ada", "I ran a race."), ("Bruno", "I ran a race."), ("Ada", "Thanks!")]
+    sample = {
+        "sample_id": "dups",
+        "conversation": {
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": who, "dia_id": f"D1:{n}", "text": text}
+                for n, (who, text) in enumerate(said, 1)
+            ],
+            "session_2_date_time": "9:00 am on 2 June, 2023",
+            "session_2": [{"speaker": "Ada", "dia_id": "D2:1", "text": "I ran a race."}],
+        },
+        "qa": [],
+    }
+    path = tmp_path / "locomo.json"
+    path.write_text(json.dumps([sample]))
+    [conversation] = load_locomo(path).conversations
+
+    user, dia_ids = store_conversation(
+        conversation=conversation, vectors=[None] * len(conversation.turns), marker="test"
+    )
+
+    nodes = _current(user)
+    assert sorted(dia_ids.values()) == ["D1:1", "D1:2", "D1:3", "D2:1"]
+    assert len(nodes) == 4
+    for index, node in enumerate(nodes):
+        for other in nodes[index + 1 :]:
+            assert not services.says_the_same(node.description, other.description)

@@ -9,6 +9,7 @@ from apps.chat.models import Conversation, Message
 from apps.cognition import grounding
 from apps.cognition.reflection import reflect_on_replies
 from apps.memory.models import MemoryNode
+from apps.memory.services import says_the_same
 
 pytestmark = [pytest.mark.real_llm, pytest.mark.django_db(transaction=True)]
 
@@ -62,6 +63,13 @@ def _assert_only_the_users_words(nodes: list[MemoryNode]) -> None:
         assert any(grounding.quote_found(quote=node.quote, text=text) for text in said), node
 
 
+def _assert_no_duplicates(nodes: list[MemoryNode]) -> None:
+    """SmolLM2 says "Sofia is allergic to peanuts" several times in one reply: one memory."""
+    for index, node in enumerate(nodes):
+        for other in nodes[index + 1 :]:
+            assert not says_the_same(node.description, other.description), (node, other)
+
+
 def test_the_whole_conversation_reflected_on_in_one_call_teaches_what_the_user_stated(
     user, on_real_llm
 ):
@@ -73,6 +81,7 @@ def test_the_whole_conversation_reflected_on_in_one_call_teaches_what_the_user_s
     found, nodes = _learnt(user)
     assert len(found) >= 4, (found, [node.description for node in nodes])
     _assert_only_the_users_words(nodes)
+    _assert_no_duplicates(nodes)
     assert set(outcomes) == {reply.pk for reply in replies}
     assert [outcomes[reply.pk]["stated"] for reply in replies] == [True] * 4 + [False] * 2
 
@@ -86,3 +95,4 @@ def test_each_turn_reflected_on_alone_teaches_what_the_user_stated(user, on_real
     found, nodes = _learnt(user)
     assert len(found) >= 4, (found, [node.description for node in nodes])
     _assert_only_the_users_words(nodes)
+    _assert_no_duplicates(nodes)
