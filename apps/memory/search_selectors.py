@@ -19,7 +19,7 @@ from apps.memory.models import (
     SHORT_TEXT_MAX_BYTES,
     STEMMED_LANGUAGES,
 )
-from apps.memory.query_text import named_dates, query_words
+from apps.memory.query_text import named_dates, query_lemmas, query_words
 
 # Up to this many visible rows (own + global) an exact scan is used: exact, and at 10k rows per
 # owner (1M rows, bench/README.md) much faster than the filtered HNSW path, whose recall there
@@ -271,9 +271,10 @@ beyond_hits AS (
 _SEARCH_FORMS_SQL = """
 stemmed AS MATERIALIZED (
     SELECT DISTINCT word AS term, form
-      FROM unnest(%(words)s::text[]) AS word
+      FROM unnest(%(words)s::text[], %(lemmas)s::text[]) AS asked_word(word, lemma)
+     CROSS JOIN LATERAL (VALUES (word), (lemma)) AS said(variant)
      CROSS JOIN unnest(%(languages)s::regconfig[]) AS language
-     CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(language, word))) AS form
+     CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(language, variant))) AS form
 ),
 asked AS MATERIALIZED (
     SELECT term, string_agg(quote_literal(form), ' | ')::tsquery AS query
@@ -401,7 +402,8 @@ def memory_search_query(
     params = {
         "owner": int(user_id),
         "vector": QueryVector(vector) if vector is not None else None,
-        "words": query_words(text),
+        "words": (words := query_words(text)),
+        "lemmas": query_lemmas(words),
         "languages": list(STEMMED_LANGUAGES),
         "min_idf": MATCH_MIN_IDF,
         "candidates": candidates,
