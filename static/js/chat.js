@@ -59,13 +59,28 @@
     if (e.target.matches && e.target.matches('#composer textarea')) checkRoom();
   });
 
+  /* Sending brings the new exchange into view wherever the list was scrolled (`sentAt`: how
+   * many messages there were when it was sent); after that the list follows the answer only
+   * while it is read at the bottom, and "Jump to latest" offers the way down otherwise. */
   var pinned = true;
+  var sentAt = -1;
+  function messageCount() { return document.querySelectorAll('#messages > .msg').length; }
+  document.addEventListener('submit', function (e) {
+    if (e.target.matches('#composer, .revise-form, .regenerate-form')) sentAt = messageCount();
+  });
   document.addEventListener('htmx:wsBeforeMessage', function () {
     var list = document.getElementById('messages');
     pinned = !list || nearBottom(list);
   });
   document.addEventListener('htmx:wsAfterMessage', function () {
-    if (pinned) scrollToEnd(true);
+    if (sentAt >= 0 && messageCount() !== sentAt) {
+      sentAt = -1;
+      scrollToEnd(true);
+    } else if (pinned) {
+      scrollToEnd(true);
+    }
+    showJump();
+    localTimes();
     markActive();
     checkRoom();
     var box = document.querySelector('#composer textarea');
@@ -164,9 +179,114 @@
     }, 1000);
   });
 
+  /* "Jump to latest": shown while an answer streams below what the list shows. */
+  function showJump() {
+    var list = document.getElementById('messages');
+    var jump = document.getElementById('jump-latest');
+    if (!list || !jump) return;
+    jump.hidden = nearBottom(list) || !list.querySelector('.msg.streaming');
+  }
+  document.addEventListener('scroll', function (e) {
+    if (e.target.id === 'messages') showJump();
+  }, true);
+  document.addEventListener('click', function (e) {
+    if (!e.target.closest || !e.target.closest('#jump-latest')) return;
+    scrollToEnd(true);
+    showJump();
+  });
+
+  /* When each message was written, in the user's time zone (the page's data-time-zone; the
+   * server's text stays for a message pushed before the page knew it). */
+  function localTimes() {
+    var root = app();
+    var zone = root && root.getAttribute('data-time-zone');
+    if (!zone || !window.Intl) return;
+    var short = new Intl.DateTimeFormat('en-GB', {
+      timeZone: zone, weekday: 'short', day: 'numeric', month: 'short', hour: '2-digit', minute: '2-digit'
+    });
+    var full = new Intl.DateTimeFormat('en-GB', { timeZone: zone, dateStyle: 'full', timeStyle: 'long' });
+    document.querySelectorAll('time.msg-time:not([data-local])').forEach(function (time) {
+      var when = new Date(time.getAttribute('datetime'));
+      if (isNaN(when)) return;
+      time.textContent = short.format(when);
+      time.title = full.format(when);
+      time.setAttribute('data-local', '');
+    });
+  }
+
+  /* Copy on every message: an answer's Markdown as written, a message of the user's as typed. */
+  document.addEventListener('click', function (e) {
+    var button = e.target.closest && e.target.closest('[data-action="copy"]');
+    if (!button) return;
+    var message = button.closest('.msg');
+    var source = message.querySelector('.md-src');
+    var text = source ? source.value : message.querySelector('.msg-body').innerText;
+    navigator.clipboard.writeText(text.trim()).then(function () {
+      button.textContent = 'Copied';
+    }, function () {
+      button.textContent = 'Copy failed';
+    }).then(function () {
+      window.setTimeout(function () { button.textContent = 'Copy'; }, 1500);
+    });
+  });
+
+  /* Keyboard shortcuts, listed in the "?" popover (templates/chat/_shortcuts.html). */
+  function typing(target) {
+    return target.matches && target.matches('input, textarea, select, [contenteditable]');
+  }
+  function composerBox() { return document.querySelector('#composer textarea'); }
+  function editLast() {
+    var mine = document.querySelectorAll('#messages > .msg-user');
+    var last = mine.length ? mine[mine.length - 1] : null;
+    var edit = last && last.querySelector('[data-action="edit"]');
+    if (!edit) return false;
+    var details = edit.closest('details');
+    if (details && !details.open) edit.click();
+    var box = last.querySelector('details[open] textarea');
+    if (box) {
+      box.focus();
+      box.setSelectionRange(box.value.length, box.value.length);
+    }
+    last.scrollIntoView({ block: 'nearest' });
+    return true;
+  }
+  document.addEventListener('keydown', function (e) {
+    if (e.isComposing || e.defaultPrevented) return;
+    var help = document.getElementById('shortcuts-help');
+    var helpOpen = help && help.matches(':popover-open');
+    var mod = e.ctrlKey || e.metaKey;
+    if (mod && e.shiftKey && !e.altKey && (e.key === 'O' || e.key === 'o')) {
+      var start = document.querySelector('.new-conversation');
+      e.preventDefault();
+      if (start) start.requestSubmit();
+      else window.location.assign('/');
+      return;
+    }
+    if (e.key === 'Escape' && e.shiftKey && !mod) {
+      var box = composerBox();
+      if (box && !box.disabled) { e.preventDefault(); box.focus(); }
+      return;
+    }
+    if (e.key === 'Escape' && !helpOpen && !mod) {
+      var stop = document.querySelector('form#stop-form');
+      if (stop) { e.preventDefault(); stop.requestSubmit(); }
+      return;
+    }
+    if (e.key === 'ArrowUp' && !mod && !e.shiftKey && !e.altKey && e.target === composerBox() &&
+        !e.target.value) {
+      if (editLast()) e.preventDefault();
+      return;
+    }
+    if (e.key === '?' && !mod && help && !typing(e.target)) {
+      e.preventDefault();
+      help.togglePopover();
+    }
+  });
+
   document.addEventListener('DOMContentLoaded', function () {
     markActive();
     checkRoom();
+    localTimes();
     scrollToEnd(true);
     var box = document.querySelector('#composer textarea');
     if (box && !box.disabled) box.focus();
