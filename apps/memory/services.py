@@ -13,6 +13,7 @@ from datetime import datetime
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F, Q
+from django.db.models.functions import Abs, Length
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
@@ -203,15 +204,19 @@ def memory_node_said_before(
 ) -> MemoryNode | None:
     """The owner's current memory that already says `description` (says_the_same), if any.
 
-    Candidates: the memories holding its longest word, then, with a vector, the nearest ones.
-    A held text (quarantined) is compared with held texts only, an ordinary one with the rest.
+    Candidates: the memories holding every one of its words, then, with a vector, the nearest
+    ones. A held text (quarantined) is compared with held texts only, an ordinary one with the
+    rest.
     """
-    words = _said_words(description)
     current = MemoryNode.objects.filter(owner=owner, valid_to=None)
     held = MemoryNode.State.QUARANTINED
     current = current.filter(state=held) if quarantined else current.exclude(state=held)
-    longest = max(words, key=len) if words else description
-    for node in current.filter(description__icontains=longest).order_by("id")[:50]:
+    holding = current
+    for word in set(_said_words(description)) or {description}:
+        holding = holding.filter(description__icontains=word)
+    # Those of about its length first: one holding every word and more says more.
+    apart = Abs(Length("description") - len(description))
+    for node in holding.annotate(apart=apart).order_by("apart", "-id")[:50]:
         if says_the_same(node.description, description):
             return node
     if vector is None or quarantined or owner is None:

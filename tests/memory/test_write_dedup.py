@@ -34,6 +34,21 @@ def test_the_same_words_again_confirm_the_memory_instead_of_adding_one(user):
     assert node.last_accessed_at is not None
 
 
+def test_a_repeat_is_found_among_many_memories_sharing_its_words(user):
+    first = services.memory_node_create(
+        owner=user, description="The user's dog is Max", embed=False
+    )
+    MemoryNode.objects.bulk_create(
+        MemoryNode(owner=user, description=f"The user's dog Max is fond of toy {n}")
+        for n in range(80)
+    )
+
+    again = services.memory_node_create(owner=user, description="the user's dog is Max.")
+
+    assert again.pk == first.pk and again.restated is True
+    assert MemoryNode.objects.filter(owner=user).count() == 81
+
+
 def test_one_word_apart_is_another_memory_even_with_the_same_vector(user):
     # all-MiniLM-L6-v2 puts these two at 0.992: the vector alone would merge them.
     vector = [1.0] + [0.0] * 63
