@@ -16,7 +16,7 @@ from django.utils import timezone
 from apps.memory import episode_selectors, search_selectors, services
 from apps.memory.embedding import vector_literal
 from apps.memory.models import SHORT_TEXT_MAX_BYTES, STEMMED_LANGUAGES, MemoryNode
-from apps.memory.query_text import query_words
+from apps.memory.query_text import query_lemmas, query_words
 from apps.memory.search_selectors import Weights, memory_search
 from apps.memory.selectors import knowledge_triples_for, plan_and_knowledge
 
@@ -245,6 +245,12 @@ def test_the_owners_words_index_has_no_pending_list_that_every_lookup_would_scan
         assert cursor.fetchone()[0] == ["fastupdate=off"]
 
 
+def _with_lemmas(text: str) -> list[str]:
+    """The message's words and their dictionary forms, as the episode search asks them."""
+    words = query_words(text)
+    return list(dict.fromkeys([*words, *query_lemmas(words)]))
+
+
 def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(user, other_user):
     """The episode search drops from its query the word forms no episode of the owner has; each
     episode's text score stays what the whole query gives it (ts_rank_cd of every stem)."""
@@ -273,7 +279,7 @@ def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(u
                 SELECT id, ts_rank_cd(tsv, query, 32) FROM memory_episode, every_form
                  WHERE owner_id = %s AND tsv @@ query
                 """,
-                [query_words(text), list(STEMMED_LANGUAGES), user.pk],
+                [_with_lemmas(text), list(STEMMED_LANGUAGES), user.pk],
             )
             expected = {episode_id: rank for episode_id, rank in cursor.fetchall()}
         hits = episode_selectors.episode_search(user_id=user.pk, text=text, vector=None, limit=10)
