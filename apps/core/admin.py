@@ -44,78 +44,56 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
     form = RuntimeConfigForm
     # A local LLM server speaks plain HTTP: "localhost:11434/v1" means http://, not https://.
     formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
+    # Five folded sections instead of one long page; tests/core/test_admin.py checks that every
+    # field of the model is in exactly one of them.
     fieldsets = [
         (
-            "LLM",
+            "Models and endpoints",
             {
+                "classes": ["collapse"],
+                "description": "Each role may use its own endpoint and model; blank means the "
+                "chat's. When a role's model fails (unreachable, too slow, not there, a server "
+                "error), the next line of its fallback chain is asked.",
                 "fields": [
+                    "model_limits",
                     "llm_base_url",
                     "chat_model",
                     "allowed_chat_models",
-                    "embed_model",
-                    "embed_base_url",
                     "temperature",
-                    "context_tokens",
-                    "answer_max_tokens",
-                    "model_limits",
-                ]
-            },
-        ),
-        (
-            "Background LLM calls",
-            {
-                "description": "Reflection, the critic, episodes and titles run on their own "
-                "worker queue. Each may use another endpoint or model; blank means the chat's.",
-                "fields": [
-                    "background_max_tokens",
-                    "background_timeout_seconds",
-                    "background_wait_seconds",
-                    ("reflection_quiet_seconds", "reflection_every_turns"),
+                    ("embed_base_url", "embed_model"),
                     ("reflection_base_url", "reflection_model"),
                     ("critic_base_url", "critic_model"),
                     ("episode_base_url", "episode_model"),
                     ("title_base_url", "title_model"),
-                ],
-            },
-        ),
-        (
-            "Controller",
-            {
-                "description": "Before an answer, rules decide whether the turn needs tools or "
-                "a change of the user's world state first; with the router's model on, a small "
-                "model is asked where no rule decides. Tools run in bounded rounds.",
-                "fields": [
                     "router_model_enabled",
                     ("router_base_url", "router_model"),
-                    "router_timeout_seconds",
-                    ("tool_rounds", "tool_timeout_seconds"),
+                    "model_fallbacks",
                 ],
             },
         ),
         (
-            "Fallback models",
+            "Limits",
             {
-                "description": "When a role's model fails (its server unreachable or too slow, "
-                "the model not there, a server error), the next line of its chain is asked, in "
-                "order. A line is a model on the role's own server, or an endpoint and a model: "
-                "http://host:port/v1 qwen2.5:3b.",
-                "fields": ["model_fallbacks"],
+                "classes": ["collapse"],
+                "fields": [
+                    "context_tokens",
+                    "answer_max_tokens",
+                    "short_term_window",
+                    "router_timeout_seconds",
+                    ("tool_rounds", "tool_timeout_seconds"),
+                    "max_message_chars",
+                    "turns_per_minute",
+                ],
             },
         ),
         (
-            "Context",
+            "Memory",
             {
+                "classes": ["collapse"],
                 "fields": [
-                    "short_term_window",
+                    "memory_writes",
                     "max_memory_results",
                     "renderer_language",
-                ]
-            },
-        ),
-        (
-            "Retrieval weights",
-            {
-                "fields": [
                     "weight_vector",
                     "weight_text",
                     "weight_recency",
@@ -123,34 +101,42 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
                     "weight_confidence",
                     "weight_context",
                     "neighbour_seconds",
-                ]
-            },
-        ),
-        (
-            "Memory lifecycle",
-            {
-                "fields": [
                     "promotion_threshold",
                     "minimum_score",
-                    "decay_hours",
-                    "episode_idle_minutes",
-                    "batch_size",
                     "link_similarity",
                     "duplicate_similarity",
                     "link_neighbours",
-                ]
+                ],
             },
         ),
-        ("Limits", {"fields": ["max_message_chars", "turns_per_minute"]}),
         (
-            "Toggles",
+            "Background",
             {
+                "classes": ["collapse"],
+                "description": "Reflection, the critic, episodes and titles run on their own "
+                "worker queue.",
                 "fields": [
                     "reflection_enabled",
-                    "memory_writes",
                     "critic_enabled",
                     "debate_enabled",
-                ]
+                    "background_max_tokens",
+                    "background_timeout_seconds",
+                    "background_wait_seconds",
+                    "batch_size",
+                ],
+            },
+        ),
+        (
+            "Schedules",
+            {
+                "classes": ["collapse"],
+                "description": "When background work happens. The periodic tasks themselves "
+                "are under Periodic tasks.",
+                "fields": [
+                    ("reflection_quiet_seconds", "reflection_every_turns"),
+                    "episode_idle_minutes",
+                    "decay_hours",
+                ],
             },
         ),
     ]

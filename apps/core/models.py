@@ -128,7 +128,9 @@ class RuntimeConfig(models.Model):
         "model). The chat model above is always offered.",
     )
     temperature = models.FloatField(
-        default=0.7, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)]
+        default=0.7,
+        validators=[MinValueValidator(0.0), MaxValueValidator(2.0)],
+        help_text="The chat's sampling temperature: 0 answers alike each time, higher varies more.",
     )
     short_term_window = models.PositiveIntegerField(
         default=20,
@@ -138,7 +140,10 @@ class RuntimeConfig(models.Model):
         "conversation.",
     )
     max_memory_results = models.PositiveIntegerField(
-        default=8, validators=[MinValueValidator(1), MaxValueValidator(100)]
+        default=8,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="How many memories a turn's search puts into the prompt, and the critic "
+        "weighs against a reply, at most.",
     )
     context_tokens = models.PositiveIntegerField(
         default=4096,
@@ -181,11 +186,31 @@ class RuntimeConfig(models.Model):
         help_text="…or once this many turns of a conversation wait for reflection, even while "
         "the user goes on chatting.",
     )
-    weight_vector = models.FloatField(default=0.45, validators=[MinValueValidator(0.0)])
-    weight_text = models.FloatField(default=0.6, validators=[MinValueValidator(0.0)])
-    weight_recency = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
-    weight_importance = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
-    weight_confidence = models.FloatField(default=0.1, validators=[MinValueValidator(0.0)])
+    weight_vector = models.FloatField(
+        default=0.45,
+        validators=[MinValueValidator(0.0)],
+        help_text="How much a memory's vector similarity to the message counts in its score.",
+    )
+    weight_text = models.FloatField(
+        default=0.6,
+        validators=[MinValueValidator(0.0)],
+        help_text="How much matching the message's words (full-text search) counts.",
+    )
+    weight_recency = models.FloatField(
+        default=0.1,
+        validators=[MinValueValidator(0.0)],
+        help_text="How much a recently used or made memory counts over an old one.",
+    )
+    weight_importance = models.FloatField(
+        default=0.1,
+        validators=[MinValueValidator(0.0)],
+        help_text="How much the importance reflection gave a memory counts.",
+    )
+    weight_confidence = models.FloatField(
+        default=0.1,
+        validators=[MinValueValidator(0.0)],
+        help_text="How much a memory's confidence (confirmations less doubts) counts.",
+    )
     weight_context = models.FloatField(
         default=0.7,
         validators=[MinValueValidator(0.0), MaxValueValidator(10.0)],
@@ -197,17 +222,31 @@ class RuntimeConfig(models.Model):
         help_text="Memories made this close together count as neighbours (one exchange).",
     )
     promotion_threshold = models.IntegerField(
-        default=3, validators=[MinValueValidator(1), MaxValueValidator(100)]
+        default=3,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="The confidence at which a volatile memory is promoted to long-term.",
     )
     minimum_score = models.IntegerField(
-        default=1, validators=[MinValueValidator(-100), MaxValueValidator(100)]
+        default=1,
+        validators=[MinValueValidator(-100), MaxValueValidator(100)],
+        help_text="A volatile memory below this confidence decays even if it was confirmed; "
+        "below the promotion threshold.",
     )
-    decay_hours = models.PositiveIntegerField(default=72, validators=[MinValueValidator(1)])
+    decay_hours = models.PositiveIntegerField(
+        default=72,
+        validators=[MinValueValidator(1)],
+        help_text="An unconfirmed volatile memory nobody used for this long, or a held one "
+        "left unapproved, is forgotten.",
+    )
     episode_idle_minutes = models.PositiveIntegerField(
-        default=30, validators=[MinValueValidator(1)]
+        default=30,
+        validators=[MinValueValidator(1)],
+        help_text="A conversation quiet for this long is summarised into an episode.",
     )
     batch_size = models.PositiveIntegerField(
-        default=200, validators=[MinValueValidator(1), MaxValueValidator(10_000)]
+        default=200,
+        validators=[MinValueValidator(1), MaxValueValidator(10_000)],
+        help_text="How many memories, conversations or episodes one scheduled pass takes, at most.",
     )
     link_similarity = models.FloatField(
         default=0.6,
@@ -235,11 +274,27 @@ class RuntimeConfig(models.Model):
         help_text="How many messages one user may send per minute, over all their "
         "conversations. 0: no limit.",
     )
-    reflection_enabled = models.BooleanField(default=True)
-    critic_enabled = models.BooleanField(default=True)
-    debate_enabled = models.BooleanField(default=False)
+    reflection_enabled = models.BooleanField(
+        default=True,
+        help_text="Reflect on conversations to write memories. Off: nothing new is remembered.",
+    )
+    critic_enabled = models.BooleanField(
+        default=True,
+        help_text="After each reply, judge the memories the turn touched against what is "
+        "known, and raise or lower their confidence.",
+    )
+    debate_enabled = models.BooleanField(
+        default=False,
+        help_text="When rules or preferences bear on a turn, draft the answer, review it "
+        "against them and rewrite it if it breaks one (more LLM calls; the answer then "
+        "streams later).",
+    )
     renderer_language = models.CharField(
-        max_length=2, choices=Language.choices, default=Language.ENGLISH
+        max_length=2,
+        choices=Language.choices,
+        default=Language.ENGLISH,
+        help_text="The language what memory knows is written in for the prompt, unless a user "
+        "picked their own.",
     )
     updated_at = models.DateTimeField(auto_now=True)
 
