@@ -26,4 +26,14 @@ urlpatterns = [
     path("<int:pk>/memories/<int:node_id>/confirm", views.memory_confirm, name="memory_confirm"),
     path("<int:pk>/memories/<int:node_id>/wrong", views.memory_wrong, name="memory_wrong"),
     path("<int:pk>/memories/<int:node_id>/forget", views.memory_forget, name="memory_forget"),
+    path(
+        "<int:pk>/memories/<int:node_id>/wrong/undo",
+        views.memory_wrong_undo,
+        name="memory_wrong_undo",
+    ),
+    path(
+        "<int:pk>/memories/<int:node_id>/forget/undo",
+        views.memory_forget_undo,
+        name="memory_forget_undo",
+    ),
 ]

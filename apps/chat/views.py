@@ -28,13 +28,15 @@ from apps.cognition.message_room import message_room
 from apps.cognition.pipeline import answer_saved_reply
 from apps.core.llm.chat_models import chat_models, picked_chat_model
 from apps.core.selectors import runtime_config
-from apps.memory import browser_selectors, browser_services
+from apps.memory import browser_selectors, browser_services, undo_services
 from apps.memory.models import MemoryNode
 
 PAGE_SIZE = 30
 # Text for the conversation page's composer: the home composer's first message, which the page
 # sends over its socket ("send"), or the message of a failed turn taken back to be edited.
 DRAFT_KEY = "chat_draft"
+# The Undo notice of a receipt's Wrong or Forget, carried over the no-JavaScript redirect.
+UNDO_KEY = "chat_undo"
 
 
 def _get_conversation_for_user(request, pk: int) -> Conversation:
@@ -109,6 +111,7 @@ def conversation_detail(request, pk: int):
             "autosend": draft.get("send", False),
             "chat_models": chat_models(config),
             "picked_model": picked_chat_model(conversation.chat_model, config) or "",
+            "undo": request.session.pop(UNDO_KEY, None),
         },
     )
 
@@ -298,7 +301,8 @@ def branch_show(request, pk: int):
 def _get_reply_for_user(request, pk: int) -> Message:
     """The message the form names, in the user's conversation `pk`."""
     conversation = _get_conversation_for_user(request, pk)
-    message_id = request.POST.get("message_id", "")
+    # A receipt's form sends it; an Undo notice's, which the memory browser shares, in its URL.
+    message_id = request.POST.get("message_id") or request.GET.get("message_id", "")
     reply = message_of(
         conversation=conversation, message_id=int(message_id) if message_id.isdigit() else None
     )
@@ -372,17 +376,43 @@ def _get_node_for_user(request, node_id: int) -> MemoryNode:
     return node
 
 
-def _receipt_after_change(request, pk: int, reply: Message):
-    """The answer's receipt again, open: swapped in by htmx, pushed to the other open pages."""
+def _receipt_after_change(
+    request, pk: int, reply: Message, undo: dict | None = None, *, undone: bool = False
+):
+    """The answer's receipt again, open: swapped in by htmx, pushed to the other open pages.
+
+    `undo` is the notice after a Wrong, a Forget or their Undo (the memory browser's
+    memory/_undo.html, timed by memory.js), drawn out of band.
+    """
     # Forgetting a memory also takes it out of the traces of the answers that used it.
     reply.refresh_from_db(fields=["trace"])
     broadcasts.receipt_changed(message_id=reply.pk)
     if not request.htmx:
+        if undo is not None:
+            request.session[UNDO_KEY] = undo
         return redirect(f"{reverse('chat:conversation', args=[pk])}#msg-{reply.pk}")
-    html = render_to_string(
-        "chat/_receipt.html", {"message": reply, "receipt_open": True}, request=request
-    )
+    # An Undo's form (in the notice) swaps nothing in place: the receipt comes out of band.
+    context = {"message": reply, "receipt_open": True, "oob": undone}
+    html = render_to_string("chat/_receipt.html", context, request=request)
+    if undo is not None:
+        html += render_to_string("memory/_undo.html", {"undo": undo, "oob": True}, request=request)
     return HttpResponse(html)
+
+
+def _undo_offer(reply: Message, node: MemoryNode, *, forgotten: bool) -> dict:
+    """The notice after a receipt's Wrong or Forget: its Undo posts back here, so the receipt
+    lists the memory again; a Forget's notice running out finishes it as the browser's does."""
+    action = "forget" if forgotten else "wrong"
+    undo_url = reverse(f"chat:memory_{action}_undo", args=[reply.conversation_id, node.pk])
+    offer = {
+        "said": "Forgotten" if forgotten else "Marked wrong",
+        "text": node.description,
+        "undo_url": f"{undo_url}?message_id={reply.pk}",
+        "seconds": undo_services.UNDO_SECONDS,
+    }
+    if forgotten:
+        offer["finish_url"] = reverse("memory:forget_now", args=[node.pk])
+    return offer
 
 
 @require_POST
@@ -395,13 +425,35 @@ def memory_confirm(request, pk: int, node_id: int):
 @require_POST
 def memory_wrong(request, pk: int, node_id: int):
     reply = _get_reply_for_user(request, pk)
-    browser_services.memory_node_mark_wrong(node=_get_node_for_user(request, node_id))
-    return _receipt_after_change(request, pk, reply)
+    node = browser_services.memory_node_mark_wrong(node=_get_node_for_user(request, node_id))
+    return _receipt_after_change(request, pk, reply, _undo_offer(reply, node, forgotten=False))
 
 
 @require_POST
 def memory_forget(request, pk: int, node_id: int):
+    """Forget one memory at once for every answer, and for good once its Undo has passed."""
+    reply = _get_reply_for_user(request, pk)
+    node = undo_services.memory_node_forget_soon(node=_get_node_for_user(request, node_id))
+    return _receipt_after_change(request, pk, reply, _undo_offer(reply, node, forgotten=True))
+
+
+def _undone(request, pk: int, node_id: int, take_back: Callable, said: str):
     reply = _get_reply_for_user(request, pk)
     node = _get_node_for_user(request, node_id)
-    browser_services.memory_nodes_forget(node_ids=[node.pk])
-    return _receipt_after_change(request, pk, reply)
+    try:
+        take_back(node=node)
+    except undo_services.CannotUndo as exc:
+        undo = {"said": str(exc)}
+    else:
+        undo = {"said": said, "text": node.description}
+    return _receipt_after_change(request, pk, reply, undo, undone=True)
+
+
+@require_POST
+def memory_wrong_undo(request, pk: int, node_id: int):
+    return _undone(request, pk, node_id, undo_services.memory_node_unmark_wrong, "Back in use")
+
+
+@require_POST
+def memory_forget_undo(request, pk: int, node_id: int):
+    return _undone(request, pk, node_id, undo_services.memory_node_unforget, "Kept")

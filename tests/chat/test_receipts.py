@@ -13,6 +13,7 @@ from apps.chat.broadcasts import conversation_group
 from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import reflect_on_message
 from apps.core.models import Event
+from apps.memory import undo_services
 from apps.memory.models import MemoryNode
 from tests.cognition.conftest import reflection
 
@@ -100,12 +101,26 @@ def test_forget_confirm_and_wrong_work_without_javascript(alice_client, user, co
     assert forgot["Location"] == f"/c/{conversation.pk}/#msg-{reply.pk}"
     tea.refresh_from_db()
     milan.refresh_from_db()
+    rome.refresh_from_db()
     assert tea.confidence_score == 2 and milan.valid_to is not None
-    assert not MemoryNode.objects.filter(pk=rome.pk).exists()
+    assert rome.valid_to is not None, "hidden at once, deleted when its Undo has passed"
     actions = [event.payload.get("action") for event in Event.objects.filter(owner=user)]
-    assert {"confirm", "wrong", "forget"} <= set(actions), "the memory browser's own services"
+    assert {"confirm", "wrong", "forget_pending"} <= set(actions), "the browser's own services"
     page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
-    assert "The user lives in Rome" not in page and "The user lives in Milan" not in page
+    receipt = page.split(f'id="receipt-{reply.pk}"')[1].split("</details>")[0]
+    assert "The user lives in Rome" not in receipt and "The user lives in Milan" not in receipt
+    # The last correction's notice follows the redirect, its Undo and "forget now" as forms.
+    notice = page.split('id="memory-undo"')[1].split("</div>")[0]
+    undo = f"/c/{conversation.pk}/memories/{rome.pk}/forget/undo?message_id={reply.pk}"
+    assert "Forgotten" in notice and f'action="{undo}"' in notice
+    assert f'action="/memory/{rome.pk}/forget/now"' in notice
+
+    undone = alice_client.post(undo)
+
+    assert undone["Location"] == f"/c/{conversation.pk}/#msg-{reply.pk}"
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    assert "The user lives in Rome" in page.split(f'id="receipt-{reply.pk}"')[1]
+    assert "<strong>Kept</strong>" in page
 
 
 def test_with_htmx_the_action_answers_with_the_open_receipt(alice_client, user, conversation):
@@ -119,8 +134,55 @@ def test_with_htmx_the_action_answers_with_the_open_receipt(alice_client, user, 
     html = response.content.decode()
     assert response.status_code == 200
     assert html.lstrip().startswith(f'<details id="receipt-{reply.pk}" class="receipt" open>')
-    assert "The user likes tea" not in html
-    assert "used 0 memories" in html, "a forgotten memory leaves no trace behind"
+    receipt, notice = html.split('id="memory-undo"')
+    assert "The user likes tea" not in receipt
+    assert "used 0 memories" in receipt, "a forgotten memory leaves no trace behind"
+    assert 'hx-swap-oob="true"' in notice and 'data-seconds="10"' in notice
+    assert "<strong>Forgotten</strong>" in notice and "The user likes tea" in notice
+
+
+@pytest.mark.parametrize(("action", "said"), [("wrong", "Back in use"), ("forget", "Kept")])
+def test_undo_from_the_receipt_lists_the_memory_again(
+    alice_client, user, conversation, action, said
+):
+    tea = _node(user, "The user likes tea")
+    reply = _answer(conversation, used=[tea])
+    base = f"/c/{conversation.pk}/memories/{tea.pk}/{action}"
+    alice_client.post(base, {"message_id": reply.pk}, HTTP_HX_REQUEST="true")
+
+    response = alice_client.post(f"{base}/undo?message_id={reply.pk}", HTTP_HX_REQUEST="true")
+
+    html = response.content.decode()
+    # The notice's form swaps nothing: the receipt comes out of band, listing the memory again.
+    assert re.match(rf'\s*<details id="receipt-{reply.pk}" [^>]*hx-swap-oob="true"', html)
+    assert "used 1 memory" in html and "The user likes tea" in html.split('id="memory-undo"')[0]
+    assert f"<strong>{said}</strong>" in html
+    tea.refresh_from_db()
+    assert tea.valid_to is None
+    if action == "forget":
+        # Its pending forgetting is gone with the Undo: the task that comes later keeps it.
+        assert undo_services.memory_node_forget_now(node_id=tea.pk) is None
+        assert MemoryNode.objects.filter(pk=tea.pk).exists()
+
+
+def test_a_receipts_forget_left_to_run_out_is_forgotten_for_good(alice_client, user, conversation):
+    tea = _node(user, "The user likes tea")
+    reply = _answer(conversation, used=[tea])
+    alice_client.post(
+        f"/c/{conversation.pk}/memories/{tea.pk}/forget",
+        {"message_id": reply.pk},
+        HTTP_HX_REQUEST="true",
+    )
+
+    finished = alice_client.post(f"/memory/{tea.pk}/forget/now", HTTP_HX_REQUEST="true")
+
+    assert "Forgot 1 memory" in finished.content.decode()
+    assert not MemoryNode.objects.filter(pk=tea.pk).exists()
+    late = alice_client.post(
+        f"/c/{conversation.pk}/memories/{tea.pk}/forget/undo?message_id={reply.pk}",
+        HTTP_HX_REQUEST="true",
+    )
+    assert late.status_code == 404, "nothing is left to take back"
 
 
 def test_another_users_memory_or_conversation_is_a_404(
@@ -138,6 +200,9 @@ def test_another_users_memory_or_conversation_is_a_404(
         (f"/c/{conversation.pk}/memories/{mallorys.pk}/wrong", reply.pk),
         (f"/c/{theirs.pk}/memories/{mine.pk}/forget", their_reply.pk),
         (f"/c/{conversation.pk}/memories/{mine.pk}/forget", their_reply.pk),
+        (f"/c/{conversation.pk}/memories/{mallorys.pk}/wrong/undo", reply.pk),
+        (f"/c/{conversation.pk}/memories/{mallorys.pk}/forget/undo", reply.pk),
+        (f"/c/{theirs.pk}/memories/{mine.pk}/forget/undo", their_reply.pk),
     ]:
         assert alice_client.post(url, {"message_id": message_id}).status_code == 404, url
     assert MemoryNode.objects.filter(pk__in=[mine.pk, mallorys.pk]).count() == 2
