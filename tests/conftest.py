@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -110,6 +111,13 @@ def asgi_server(django_db_setup, django_db_blocker):
     Tests that use it need committed data (`transactional_db`), since the server has its own
     connection.
     """
+    with serve_asgi() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_asgi(**extra_env: str):
+    """`asgi_server`'s server, with these environment variables added (THALAMUS_DEMO="1")."""
     db = settings.DATABASES["default"]
     port = free_port()
     env = {
@@ -119,6 +127,7 @@ def asgi_server(django_db_setup, django_db_blocker):
         ),
         "REDIS_URL": settings.REDIS_URL,
         "PYTHONUNBUFFERED": "1",
+        **extra_env,
     }
     # The server runs as in production: an ORM call made on its event loop fails here too
     # (the test process allows them for Playwright's sake).

@@ -14,6 +14,7 @@ urlpatterns = [
     path("dashboard/", include("apps.dashboard.urls")),
     path("import/", include("apps.imports.urls")),
     path("healthz", core_views.healthz, name="healthz"),
+    path("demo-banner/dismiss/", core_views.demo_banner_dismiss, name="demo_banner_dismiss"),
     path("metrics", core_views.metrics, name="metrics"),
     path("accounts/", include("apps.accounts.urls")),
     path("v1/", include("apps.api.urls")),

@@ -5,11 +5,37 @@ import hmac
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpResponse, JsonResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
+from apps.core.context_processors import DEMO_BANNER_COOKIE
 from apps.core.health import system_health
 from apps.core.metrics import METRICS_CONTENT_TYPE, metrics_text
+
+
+@require_POST
+@login_not_required
+def demo_banner_dismiss(request):
+    """The demo banner's ×: kept hidden in this browser for a year (a cookie, so the page is
+    drawn without it), then back to the page it was pressed on."""
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        back, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        back = reverse("home")
+    response = redirect(back)
+    response.set_cookie(
+        DEMO_BANNER_COOKIE,
+        "1",
+        max_age=365 * 24 * 3600,
+        samesite="Lax",
+        secure=request.is_secure(),
+        httponly=True,
+    )
+    return response
 
 
 @require_GET

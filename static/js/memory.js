@@ -69,3 +69,21 @@
   document.addEventListener('htmx:afterSettle', start);
   document.addEventListener('DOMContentLoaded', start);
 })();
+
+/* The filters are folded on a phone (the page is drawn that way) and open on a wider screen. */
+(function () {
+  'use strict';
+
+  var WIDE = '(min-width: 601px)';
+
+  function unfoldWhenWide() {
+    var fold = document.getElementById('memory-filters-fold');
+    if (fold && window.matchMedia(WIDE).matches) fold.open = true;
+  }
+
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', unfoldWhenWide);
+  } else {
+    unfoldWhenWide();
+  }
+})();

@@ -1,0 +1,158 @@
+"""Phone and desktop layouts (#28 items 8 and 11), measured in Chromium at 1400 and 390 px, in
+light and dark: the Mind page scrolls to its graph, the memory filters fold on a phone, the API
+key table fits, the demo notice can be dismissed for good, the runtime configuration folds."""
+
+from __future__ import annotations
+
+import pytest
+
+from apps.accounts.services import api_key_create
+from apps.core.models import RuntimeConfig
+from apps.memory import services
+from tests.conftest import serve_asgi
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+WIDE = {"width": 1400, "height": 900}
+PHONE = {"width": 390, "height": 844}
+SCHEMES = ("light", "dark")
+
+
+def _log_in(page, server, username="alice", password="correct-horse-battery-9"):
+    page.goto(f"{server}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    # Enter, not a click: the demo notice's own button comes first on the page.
+    page.press("#id_password", "Enter")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_on_a_phone_the_mind_page_scrolls_to_a_graph_of_real_size(
+    page, asgi_server, log_in, user, scheme
+):
+    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    page.emulate_media(color_scheme=scheme)
+    page.set_viewport_size(PHONE)
+    log_in("alice")
+    page.goto(f"{asgi_server}/dashboard/")
+    canvas = page.locator("#graph canvas")
+    canvas.wait_for()
+
+    assert page.evaluate("document.scrollingElement.scrollHeight") > PHONE["height"]
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    assert box["width"] >= PHONE["width"] - 60 and box["height"] >= 0.5 * PHONE["height"]
+    assert 0 <= box["y"] < PHONE["height"], "scrolled to, the graph is on the screen"
+    assert page.evaluate("window.scrollY") > 0
+
+    page.set_viewport_size(WIDE)
+    page.goto(f"{asgi_server}/dashboard/")
+    canvas.wait_for()
+    box = canvas.bounding_box()
+    assert box["height"] >= 400 and box["y"] + box["height"] <= WIDE["height"]
+    assert page.evaluate("document.scrollingElement.scrollHeight") <= WIDE["height"]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_memory_filters_fold_on_a_phone_and_stay_open_on_a_wide_screen(
+    page, asgi_server, log_in, user, scheme
+):
+    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    page.emulate_media(color_scheme=scheme)
+    log_in("alice")
+
+    page.set_viewport_size(PHONE)
+    page.goto(f"{asgi_server}/memory/")
+    fold = page.locator("#memory-filters-fold")
+    assert fold.evaluate("e => e.open") is False
+    assert fold.bounding_box()["height"] < 60
+    assert not page.locator("#id_q").is_visible()
+    first_memory = page.locator(".memory-table tbody tr, #memory-list li").first
+    assert first_memory.bounding_box()["y"] < PHONE["height"], "a memory on the first screen"
+    page.click("#memory-filters-fold > summary")
+    assert page.locator("#id_q").is_visible()
+
+    page.set_viewport_size(WIDE)
+    page.goto(f"{asgi_server}/memory/")
+    assert fold.evaluate("e => e.open") is True
+    assert page.locator("#memory-filters-fold > summary").is_hidden()
+    assert page.locator("#id_q").is_visible()
+    assert fold.bounding_box()["height"] > 40
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_api_key_table_fits_a_phone_with_its_revoke_button(
+    page, asgi_server, log_in, user, scheme
+):
+    for name in ("laptop", "a rather long name for the home server"):
+        api_key_create(user=user, name=name)
+    page.emulate_media(color_scheme=scheme)
+    log_in("alice")
+
+    for viewport in (PHONE, WIDE):
+        page.set_viewport_size(viewport)
+        page.goto(f"{asgi_server}/accounts/settings/#settings-api-keys")
+        revokes = page.locator("#api-keys button", has_text="Revoke")
+        assert revokes.count() == 2
+        for i in range(2):
+            revokes.nth(i).scroll_into_view_if_needed()
+            box = revokes.nth(i).bounding_box()
+            assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], viewport
+        assert page.evaluate("document.scrollingElement.scrollWidth") <= viewport["width"]
+    table = page.locator("#api-keys")
+    assert table.locator("thead").is_visible(), "a table with headings on a wide screen"
+
+    page.set_viewport_size(PHONE)
+    assert table.locator("thead").is_hidden(), "cards on a phone"
+
+
+@pytest.fixture(scope="module")
+def demo_server(django_db_setup):
+    with serve_asgi(THALAMUS_DEMO="1") as url:
+        yield url
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_demo_notice_is_dismissed_for_good_and_the_phone_header_is_compact(
+    page, demo_server, user, scheme
+):
+    page.emulate_media(color_scheme=scheme)
+    page.set_viewport_size(PHONE)
+    _log_in(page, demo_server)
+    page.goto(f"{demo_server}/memory/")
+    banner = page.locator("#demo-banner")
+    header = page.locator("header.topbar")
+    assert banner.count() == 1
+    assert header.bounding_box()["height"] + banner.bounding_box()["height"] < 0.2 * PHONE["height"]
+
+    page.click("#demo-banner button")
+    page.wait_for_url(f"{demo_server}/memory/")
+    assert banner.count() == 0
+    page.reload()
+    assert banner.count() == 0, "still gone after a reload"
+    page.goto(f"{demo_server}/dashboard/")
+    assert banner.count() == 0, "and on the other pages"
+    assert header.bounding_box()["height"] <= 48
+
+
+def test_the_runtime_configuration_opens_in_five_folded_sections(
+    page, asgi_server, django_user_model
+):
+    django_user_model.objects.create_superuser("root", "root@example.com", "pw-root-9xx")
+    config = RuntimeConfig.objects.create()
+    _log_in(page, asgi_server, "root", "pw-root-9xx")
+    for scheme in SCHEMES:
+        page.emulate_media(color_scheme=scheme)
+        for viewport in (WIDE, PHONE):
+            page.set_viewport_size(viewport)
+            page.goto(f"{asgi_server}/admin/core/runtimeconfig/{config.pk}/change/")
+            sections = page.locator("fieldset.collapse")
+            assert sections.count() == 5
+            assert page.locator("fieldset.collapse details[open]").count() == 0
+            folded = page.evaluate("document.scrollingElement.scrollHeight")
+            for i in range(5):
+                sections.nth(i).locator("summary").click()
+            unfolded = page.evaluate("document.scrollingElement.scrollHeight")
+            assert page.locator("#id_chat_model").is_visible()
+            assert unfolded > 3 * folded, (viewport, folded, unfolded)
