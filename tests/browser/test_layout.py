@@ -96,9 +96,11 @@ def test_the_api_key_table_fits_a_phone_with_its_revoke_button(
         revokes = page.locator("#api-keys button", has_text="Revoke")
         assert revokes.count() == 2
         for i in range(2):
-            revokes.nth(i).scroll_into_view_if_needed()
-            box = revokes.nth(i).bounding_box()
-            assert box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"], viewport
+            # Where it is drawn, before anything (the table's own scroller) is scrolled.
+            left, right = revokes.nth(i).evaluate(
+                "e => [e.getBoundingClientRect().left, e.getBoundingClientRect().right]"
+            )
+            assert left >= 0 and right <= viewport["width"], viewport
         assert page.evaluate("document.scrollingElement.scrollWidth") <= viewport["width"]
     table = page.locator("#api-keys")
     assert table.locator("thead").is_visible(), "a table with headings on a wide screen"
@@ -156,3 +158,29 @@ def test_the_runtime_configuration_opens_in_five_folded_sections(
             unfolded = page.evaluate("document.scrollingElement.scrollHeight")
             assert page.locator("#id_chat_model").is_visible()
             assert unfolded > 3 * folded, (viewport, folded, unfolded)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_the_memory_and_facts_tables_fit_a_phone_as_cards(page, asgi_server, log_in, user, scheme):
+    services.memory_node_create(
+        owner=user, description="Alice keeps bees on the roof of her building", embed=False
+    )
+    services.triple_upsert(
+        owner=user, subject="user", predicate="lives_in", object="Turin", confidence=0.8
+    )
+    page.emulate_media(color_scheme=scheme)
+    log_in("alice")
+
+    for path, table in (("/memory/", ".memory-table"), ("/memory/knowledge", "#triples")):
+        page.set_viewport_size(WIDE)
+        page.goto(f"{asgi_server}{path}")
+        assert page.locator(f"{table} thead").is_visible()
+        assert page.locator(f"{table} tbody tr").count() == 1
+
+        page.set_viewport_size(PHONE)
+        assert page.locator(f"{table} thead").is_hidden()
+        right = page.locator(f"{table} tbody tr").evaluate(
+            "row => Math.max(...[...row.cells].map(c => c.getBoundingClientRect().right))"
+        )
+        assert right <= PHONE["width"], path
+        assert page.evaluate("document.scrollingElement.scrollWidth") <= PHONE["width"], path
