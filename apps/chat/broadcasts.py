@@ -168,9 +168,12 @@ def conversation_changed(*, conversation: Conversation) -> None:
     html = render_to_string(
         "chat/_conversation_item.html", {"conversation": conversation, "oob": True}
     )
+    # A push cannot carry a <title> as an htmx response does (the rename's): chat.js sets the
+    # tab's from the header's data-tab-title.
+    shown = escape(conversation.display_title)
     title = (
-        f'<h1 class="chat-title" id="chat-title" hx-swap-oob="true">'
-        f"{escape(conversation.display_title)}</h1>"
+        f'<h1 class="chat-title" id="chat-title" hx-swap-oob="true" '
+        f'data-tab-title="{shown} · Thalamus">{shown}</h1>'
     )
     async_to_sync(push)(user_group(conversation.owner_id), html)
     async_to_sync(push)(conversation_group(conversation.pk), title)

@@ -87,6 +87,11 @@
     if (box && !box.disabled && document.activeElement === document.body) box.focus();
   });
   document.addEventListener('htmx:afterSwap', markActive);
+  /* A title pushed from elsewhere (the worker's, another page's rename) names the tab too. */
+  document.addEventListener('htmx:oobAfterSwap', function (e) {
+    var title = e.target && e.target.id === 'chat-title' && e.target.getAttribute('data-tab-title');
+    if (title) document.title = title;
+  });
 
   /* A pushed answer's "What I used" panel is read from the server when it is first opened
    * (templates/chat/_trace.html): not when it closes, and not again once drawn. One that could
