@@ -56,6 +56,9 @@ def test_a_receipt_appears_updates_when_reflection_ends_and_forgets_a_memory(
     used.locator("button", has_text="Forget").click()
     used.wait_for(state="detached")
     assert receipt.get_attribute("open") is not None, "the receipt stays open"
+    # Its Undo dismissed: forgotten for good now, as the receipt says.
+    page.locator("#memory-undo .undo-dismiss").click()
+    page.locator("#forget-receipt", has_text="Forgot 1 memory").wait_for()
     assert not MemoryNode.objects.filter(pk=bees.pk).exists()
 
     page.goto(f"{asgi_server}/memory/")
