@@ -184,3 +184,24 @@ def test_the_memory_and_facts_tables_fit_a_phone_as_cards(page, asgi_server, log
         )
         assert right <= PHONE["width"], path
         assert page.evaluate("document.scrollingElement.scrollWidth") <= PHONE["width"], path
+
+
+def test_a_runtime_setting_refused_shows_its_section_unfolded(
+    page, asgi_server, django_user_model, llm_stub
+):
+    django_user_model.objects.create_superuser("root", "root@example.com", "pw-root-9xx")
+    config = RuntimeConfig.objects.create(llm_base_url=llm_stub.url)
+    _log_in(page, asgi_server, "root", "pw-root-9xx")
+    page.set_viewport_size(PHONE)
+    url = f"{asgi_server}/admin/core/runtimeconfig/{config.pk}/change/"
+    page.goto(url)
+    page.locator("fieldset.collapse summary", has_text="Memory").click()
+    page.fill("#id_duplicate_similarity", "0.1")
+    page.click("input[name=_save]")
+    page.locator(".errornote").wait_for()
+
+    # Django draws a section holding an error unfolded (no <details>); the rest stay folded.
+    assert page.locator("fieldset.collapse").count() == 5
+    assert page.locator("fieldset.collapse details:not([open])").count() == 4
+    error = page.locator(".field-duplicate_similarity .errorlist")
+    assert error.is_visible() and error.bounding_box()["height"] > 0
