@@ -16,7 +16,11 @@ from django.middleware.security import SecurityMiddleware  # noqa: E402
 from apps.core.asgi import LeanASGIHandler, SiteASGIHandler, SocketAuthMiddlewareStack  # noqa: E402
 from apps.core.middleware import content_security_policy, inline  # noqa: E402
 from apps.mcp_server.server import MCP_PATH, mcp_asgi_app  # noqa: E402
+from apps.memory.query_text import lemmas_warm  # noqa: E402
 from thalamus_site.routing import websocket_urlpatterns  # noqa: E402
+
+# The recall's lemma dictionary loads while the server starts, not in the first turn's search.
+lemmas_warm()
 
 # One process serves everything, static files included; behind a reverse proxy in
 # production, the proxy can serve STATIC_ROOT (`collectstatic`) instead.
