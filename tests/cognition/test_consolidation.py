@@ -27,7 +27,12 @@ def test_promotion_links_supersedes_the_contradicted_fact_and_merges_duplicates(
     rex = _node(user, "The user has a dog named Rex", state="promoted", score=3)
     turin = _node(user, "The user lives in Turin", score=3)
     coffee = _node(user, "The user loves espresso coffee", score=5)
-    dog = _node(user, "the user has a dog named rex", score=3)
+    # A duplicate stored before write-time merging (memory_node_create now confirms rex
+    # instead): made as another text, then given rex's words and vector.
+    dog = _node(user, "The user once had a cat", score=3)
+    MemoryNode.objects.filter(pk=dog.pk).update(
+        description="the user has a dog named rex", embedding=rex.embedding
+    )
     doubtful = _node(user, "The user lives in Naples", score=2)
     theirs = _node(other_user, "The user lives in Milan", score=3)
     Critique.objects.create(
