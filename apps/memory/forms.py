@@ -15,9 +15,9 @@ class MemoryFilterForm(forms.Form):
     state = forms.ChoiceField(required=False, choices=BLANK + MemoryNode.State.choices)
     # In percent, the scale every page shows confidence on (models.confidence_share).
     min_confidence = forms.IntegerField(
-        required=False, label="Confidence from (%)", min_value=0, max_value=100
+        required=False, label="Confidence ≥ %", min_value=0, max_value=100
     )
-    max_confidence = forms.IntegerField(required=False, label="to (%)", min_value=0, max_value=100)
+    max_confidence = forms.IntegerField(required=False, label="Confidence ≤ %", min_value=0, max_value=100)
     as_of = forms.DateField(
         required=False,
         label="As of",

@@ -205,3 +205,25 @@ def test_a_runtime_setting_refused_shows_its_section_unfolded(
     assert page.locator("fieldset.collapse details:not([open])").count() == 4
     error = page.locator(".field-duplicate_similarity .errorlist")
     assert error.is_visible() and error.bounding_box()["height"] > 0
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_on_a_phone_the_header_shows_every_page_link_the_theme_switch_and_log_out(
+    page, asgi_server, log_in, user, scheme
+):
+    page.emulate_media(color_scheme=scheme)
+    page.set_viewport_size(PHONE)
+    log_in("alice")
+    page.goto(f"{asgi_server}/memory/")
+    controls = page.locator(".topbar nav a, #theme-choice, .topbar .user-menu .btn-ghost")
+    assert controls.count() == 6
+    for n in range(controls.count()):
+        box = controls.nth(n).bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], controls.nth(n)
+        assert box["width"] >= 24 and box["y"] + box["height"] <= 48
+    # No link is clipped by the nav or hidden under the controls beside it.
+    nav = "(() => { const n = document.querySelector('.topbar nav');"
+    assert page.evaluate(nav + " return n.scrollWidth <= n.clientWidth; })()")
+    boxes = [controls.nth(n).bounding_box() for n in range(controls.count())]
+    for left, right in zip(boxes, boxes[1:], strict=False):
+        assert left["x"] + left["width"] <= right["x"] + 0.5, (left, right)
