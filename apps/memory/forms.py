@@ -17,7 +17,9 @@ class MemoryFilterForm(forms.Form):
     min_confidence = forms.IntegerField(
         required=False, label="Confidence ≥ %", min_value=0, max_value=100
     )
-    max_confidence = forms.IntegerField(required=False, label="Confidence ≤ %", min_value=0, max_value=100)
+    max_confidence = forms.IntegerField(
+        required=False, label="Confidence ≤ %", min_value=0, max_value=100
+    )
     as_of = forms.DateField(
         required=False,
         label="As of",
