@@ -256,7 +256,11 @@ class RuntimeConfig(models.Model):
     duplicate_similarity = models.FloatField(
         default=0.92,
         validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
-        help_text="Cosine similarity at which two memories count as one said twice and merge.",
+        help_text=(
+            "Cosine similarity at which two memories count as one said twice: promotion merges "
+            "them, and a new memory with the same words in any order confirms the one held "
+            "(similarity alone never merges a new one)."
+        ),
     )
     link_neighbours = models.PositiveIntegerField(
         default=5,
