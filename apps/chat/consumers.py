@@ -181,24 +181,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _reopen(self, message_id: int | None, reopen: Callable[..., Message]) -> None:
         """Answer one of this conversation's replies again: a Retry, or a Continue from its
         text so far."""
-        message = await on_pool_thread(message_of)(
-            conversation=self.conversation, message_id=message_id
-        )
-        if message is None:
+        changed = await self._change_in_slot(message_id, reopen)
+        if changed is None:
             return
-        user_id = self.scope["user"].pk
-        try:
-            # Not a new turn, but an answer being written: it takes one of the user's slots.
-            slot = admission.turn_admit(user_id=user_id, config=self.config, new_turn=False)
-        except services.ChatError as exc:
-            await self.send(text_data=broadcasts.render_error(str(exc)))
-            return
-        try:
-            message = await on_pool_thread(reopen)(message=message)
-        except services.ChatError as exc:
-            admission.stream_slot_release(user_id=user_id, slot=slot)
-            await self.send(text_data=broadcasts.render_error(str(exc)))
-            return
+        message, release = changed
         await broadcasts.push(
             broadcasts.conversation_group(self.conversation.pk),
             broadcasts.render_message(message)
@@ -211,8 +197,35 @@ class ChatConsumer(AsyncWebsocketConsumer):
             max_chars=self.max_chars,
             sender=self,
             text=message.content,
-            release=partial(admission.stream_slot_release, user_id=user_id, slot=slot),
+            release=release,
         )
+
+    async def _change_in_slot(
+        self, message_id: int | None, change: Callable[..., object]
+    ) -> tuple[object, Callable[[], None]] | None:
+        """Run `change` on one of this conversation's messages, holding one of the user's
+        answer slots (what it opens is not a new turn, but an answer being written): its result
+        and the slot's release, or None when the message is not here or the change is refused
+        (the page is told why, and the slot released)."""
+        message = await on_pool_thread(message_of)(
+            conversation=self.conversation, message_id=message_id
+        )
+        if message is None:
+            return None
+        user_id = self.scope["user"].pk
+        try:
+            slot = admission.turn_admit(user_id=user_id, config=self.config, new_turn=False)
+        except services.ChatError as exc:
+            await self.send(text_data=broadcasts.render_error(str(exc)))
+            return None
+        release = partial(admission.stream_slot_release, user_id=user_id, slot=slot)
+        try:
+            result = await on_pool_thread(change)(message=message)
+        except services.ChatError as exc:
+            release()
+            await self.send(text_data=broadcasts.render_error(str(exc)))
+            return None
+        return result, release
 
     async def _branch(
         self, message_id: int | None, change: Callable[..., Message | str | None]
@@ -221,24 +234,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         write, answered as a Retry is), a switch to another branch (it returns None) or a
         deletion (it returns what to tell the user). Every open page of the conversation shows
         the new branch."""
-        message = await on_pool_thread(message_of)(
-            conversation=self.conversation, message_id=message_id
-        )
-        if message is None:
+
+        def change_and_show(*, message: Message) -> tuple[Message | str | None, str]:
+            return change(message=message), broadcasts.render_branch(self.conversation)
+
+        changed = await self._change_in_slot(message_id, change_and_show)
+        if changed is None:
             return
-        user_id = self.scope["user"].pk
-        try:
-            slot = admission.turn_admit(user_id=user_id, config=self.config, new_turn=False)
-        except services.ChatError as exc:
-            await self.send(text_data=broadcasts.render_error(str(exc)))
-            return
-        try:
-            reply = await on_pool_thread(change)(message=message)
-            shown = await on_pool_thread(broadcasts.render_branch)(self.conversation)
-        except services.ChatError as exc:
-            admission.stream_slot_release(user_id=user_id, slot=slot)
-            await self.send(text_data=broadcasts.render_error(str(exc)))
-            return
+        (reply, shown), release = changed
         await broadcasts.push(
             broadcasts.conversation_group(self.conversation.pk),
             shown
@@ -252,7 +255,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         )
         if not isinstance(reply, Message):
             # A switch, or a deletion (which says what memory forgot).
-            admission.stream_slot_release(user_id=user_id, slot=slot)
+            release()
             if reply:
                 await self.send(text_data=broadcasts.render_notice(reply))
             return
@@ -261,7 +264,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             reply.pk,
             max_chars=self.max_chars,
             sender=self,
-            release=partial(admission.stream_slot_release, user_id=user_id, slot=slot),
+            release=release,
         )
 
     async def _withdraw(self, message_id: int | None) -> None:

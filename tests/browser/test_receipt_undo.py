@@ -3,31 +3,14 @@ title the worker gives a conversation naming the browser's tab, in Chromium."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from apps.chat.models import Conversation, Message
 from apps.memory import services
 from apps.memory.models import MemoryNode
+from tests.browser.screens import LUMINANCE, SCREENS, SHOTS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-SHOTS = Path("/tmp/thalamus-shots")
-WIDE = {"width": 1400, "height": 900}
-PHONE = {"width": 390, "height": 844}
-SCREENS = [
-    pytest.param(WIDE, "light", id="wide-light"),
-    pytest.param(WIDE, "dark", id="wide-dark"),
-    pytest.param(PHONE, "light", id="phone-light"),
-    pytest.param(PHONE, "dark", id="phone-dark"),
-]
-
-# The luminance (0 dark to 1 light) of an element's computed background colour.
-LUMINANCE = """el => {
-  const [r, g, b] = getComputedStyle(el).backgroundColor.match(/[\\d.]+/g).map(Number);
-  return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
-}"""
 
 
 def _answered(owner, used: list[MemoryNode]) -> tuple[Conversation, Message]:
