@@ -492,6 +492,7 @@ def measure_turn(owner_ids: list[int], args: argparse.Namespace) -> str:
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
+    from apps.accounts.selectors import user_knowledge_language
     from apps.cognition.context import memory_context_for_turn
     from apps.core.selectors import runtime_config
     from apps.memory.selectors import default_plan_steps
@@ -508,9 +509,16 @@ def measure_turn(owner_ids: list[int], args: argparse.Namespace) -> str:
             query = default_plan_steps(text, config.max_memory_results)[0].search_text
             embedded = Future()
             embedded.set_result(({query: vector}, ""))
+            # The turn reads the language with its template, before the recall (turn_request).
+            language = user_knowledge_language(user=users[owner], config=config)
             started = time.perf_counter()
             context = memory_context_for_turn(
-                user=users[owner], conversation=None, text=text, config=config, embedded=embedded
+                user=users[owner],
+                conversation=None,
+                text=text,
+                config=config,
+                embedded=embedded,
+                language=language,
             )
             assert context.trace["vector_search"], context.trace.get("embedding_error")
             if turn >= len(warm_up):

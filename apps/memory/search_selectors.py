@@ -19,7 +19,7 @@ from apps.memory.models import (
     SHORT_TEXT_MAX_BYTES,
     STEMMED_LANGUAGES,
 )
-from apps.memory.query_text import named_dates, query_lemmas, query_words
+from apps.memory.query_text import named_dates, query_variants, query_words
 
 # Up to this many visible rows (own + global) an exact scan is used: exact, and at 10k rows per
 # owner (1M rows, bench/README.md) much faster than the filtered HNSW path, whose recall there
@@ -37,10 +37,12 @@ FORM_LOOKUP_MIN_ROWS = 2000
 # A word of the message in up to this many of the owner's (and global) rows is rare: the lookup
 # reads all its rows (each a table row). One in more is common (see _WORDS_LOOKED_UP).
 WORD_LOOKUP_MAX_ROWS = 256
-# The full text tests the owner's this many most recent memories against a common word, not all
-# of them, so its cost is bounded whatever the words (see _WINDOW_SQL). At least
-# FORM_LOOKUP_MIN_ROWS: an owner whose words are not looked up is matched whole.
-TEXT_WINDOW_ROWS = FORM_LOOKUP_MIN_ROWS
+# The full text tests an owner's this many most recent memories against a common word, not all
+# of them, so its cost is bounded whatever the words (see _WINDOW_SQL); an owner whose words are
+# not looked up (fewer than FORM_LOOKUP_MIN_ROWS) is matched whole. 1,000 rather than 2,000 took
+# 1.4 ms off a 10k-row owner's 11.5 ms search, with the same recall@10 against the unbounded
+# ranking (0.999; bench/README.md, issue #29 item 3).
+TEXT_WINDOW_ROWS = 1000
 # Words in more than about half of the memories (idf < ln 2) still add to the text score but do not
 # pull memories in by themselves: a name or a date in every row would match them all.
 MATCH_MIN_IDF = 0.69
@@ -133,7 +135,7 @@ SELECT LEAST(GREATEST(COALESCE(sum(rows), 0), 0), %(visible_max)s)::int
 # every current row's half-precision vector next to its owner: one owner's rows are read
 # together, without the table, where the table has them on pages all over it. Half precision
 # orders them as the full vectors do but for near-ties, which the candidates' margin (4 × the
-# limit) absorbs; scores use the full vectors. Above HALF_VECTOR_MAX_DIM dimensions the scan
+# limit) absorbs; the scores read the same copy. Above HALF_VECTOR_MAX_DIM dimensions the scan
 # reads the table's vectors.
 _EXACT_NEAREST = """
 nearest AS MATERIALIZED (
@@ -173,7 +175,8 @@ nearest AS (SELECT NULL::bigint AS id WHERE false),
 # ones), read newest first from memnode_owner_recent_words (short ones, without the table) and
 # memnode_owner_recent_long, and tested against the words. It bounds what a common word costs:
 # matching, counting and ranking half of a 10k-row owner's memories took the full text to 14 ms
-# (bench/README.md). An owner with fewer rows than the window is matched whole, as before.
+# (bench/README.md). An owner whose words are not looked up has a window of FORM_LOOKUP_MIN_ROWS,
+# which holds all of their rows: matched whole, as before.
 _WINDOW_SQL = """
 recent AS MATERIALIZED (
     (SELECT id, kind, tsv, created_at FROM (
@@ -271,8 +274,7 @@ beyond_hits AS (
 _SEARCH_FORMS_SQL = """
 stemmed AS MATERIALIZED (
     SELECT DISTINCT word AS term, form
-      FROM unnest(%(words)s::text[], %(lemmas)s::text[]) AS asked_word(word, lemma)
-     CROSS JOIN LATERAL (VALUES (word), (lemma)) AS said(variant)
+      FROM unnest(%(variant_words)s::text[], %(variants)s::text[]) AS said(word, variant)
      CROSS JOIN unnest(%(languages)s::regconfig[]) AS language
      CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector(language, variant))) AS form
 ),
@@ -316,7 +318,7 @@ matched AS MATERIALIZED (
 ),
 components AS MATERIALIZED (
     SELECT n.id, n.kind, n.topic, n.description, n.owner_id IS NULL AS is_global, n.created_at,
-           GREATEST(COALESCE(1 - (n.embedding <=> %(vector)s::vector), 0), 0) AS vector,
+           GREATEST(COALESCE(1 - (n.{column} <=> %(vector)s::{column_type}), 0), 0) AS vector,
            COALESCE(matched.text, 0) AS text,
            power(0.5, date_part('epoch', now() - GREATEST(n.created_at, n.last_accessed_at))
                       / 86400.0 / %(half_life)s) AS recency,
@@ -381,6 +383,18 @@ SELECT id, kind, topic, description, is_global, created_at,
 """
 
 
+def _variant_pairs(words: list[str]) -> dict[str, list[str]]:
+    pairs = [
+        (word, variant)
+        for word, variants in zip(words, query_variants(words), strict=True)
+        for variant in variants
+    ]
+    return {
+        "variant_words": [word for word, _ in pairs],
+        "variants": [variant for _, variant in pairs],
+    }
+
+
 def memory_search_query(
     *,
     user_id: int,
@@ -403,7 +417,8 @@ def memory_search_query(
         "owner": int(user_id),
         "vector": QueryVector(vector) if vector is not None else None,
         "words": (words := query_words(text)),
-        "lemmas": query_lemmas(words),
+        # Each word with the words it is searched by: (word, itself), (word, its lemma), …
+        **_variant_pairs(words),
         "languages": list(STEMMED_LANGUAGES),
         "min_idf": MATCH_MIN_IDF,
         "candidates": candidates,
@@ -411,7 +426,6 @@ def memory_search_query(
         # Memories imported at one moment are all each other's neighbours: a bound on them.
         "neighbours_max": candidates * 10,
         "word_lookup_max": WORD_LOOKUP_MAX_ROWS,
-        "window": TEXT_WINDOW_ROWS,
         "kinds": kinds,
         "half_life": RECENCY_HALF_LIFE_DAYS,
         "neighbour": f"{weights.neighbour_seconds} seconds",
@@ -436,17 +450,22 @@ def memory_search_query(
             "visible_max": EXACT_SCAN_MAX_ROWS + 1,
         },
     )
+    # The candidates' cosine comes from the half-precision copy too: the full vector of a row is
+    # out of line (TOAST), and reading 80-160 of them cost ~2 ms of a 10k-row owner's 14 ms
+    # search; the two agree to ~1e-3 (bench/README.md, issue #29 item 3).
+    half = settings.THALAMUS_EMBED_DIM <= HALF_VECTOR_MAX_DIM
+    column = {
+        "column": "embedding_half" if half else "embedding",
+        "column_type": "halfvec" if half else "vector",
+    }
     if vector is None:
         nearest = _NO_NEAREST
     elif params["visible"] <= EXACT_SCAN_MAX_ROWS:
-        half = settings.THALAMUS_EMBED_DIM <= HALF_VECTOR_MAX_DIM
-        nearest = _EXACT_NEAREST.format(
-            column="embedding_half" if half else "embedding",
-            column_type="halfvec" if half else "vector",
-        )
+        nearest = _EXACT_NEAREST.format(**column)
     else:
         nearest = _APPROXIMATE_NEAREST
     looked_up = params["visible"] >= FORM_LOOKUP_MIN_ROWS
+    params["window"] = TEXT_WINDOW_ROWS if looked_up else FORM_LOOKUP_MIN_ROWS
     words = _WORDS_LOOKED_UP if looked_up else _WORDS_NOT_LOOKED_UP
     all_words = "false"
     if looked_up and len(params["words"]) > 1:
@@ -457,6 +476,7 @@ def memory_search_query(
         kinds="AND kind = ANY(%(kinds)s)" if kinds else "",
         short_text=SHORT_TEXT_MAX_BYTES,
         all_words=all_words,
+        **column,
     )
     return sql, params
 
