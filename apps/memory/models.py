@@ -17,7 +17,7 @@ from apps.core.categories import Category
 # The renderer's languages, whose snowball stemmers make the words of the full text: a word is
 # kept in each language's stem ("studies" → "studi", "stud", "studies"), so that a message in any
 # of them finds its other forms ("study" → "studi"). Irregular ones ("ran", "run") are found by
-# the query's dictionary forms (query_text.query_lemmas).
+# the query's dictionary forms and their irregular forms (query_text.query_variants).
 STEMMED_LANGUAGES = ("english", "italian", "german", "french", "spanish")
 
 

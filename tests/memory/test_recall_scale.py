@@ -16,7 +16,7 @@ from django.utils import timezone
 from apps.memory import episode_selectors, search_selectors, services
 from apps.memory.embedding import vector_literal
 from apps.memory.models import SHORT_TEXT_MAX_BYTES, STEMMED_LANGUAGES, MemoryNode
-from apps.memory.query_text import query_lemmas, query_words
+from apps.memory.query_text import query_variants, query_words
 from apps.memory.search_selectors import Weights, memory_search
 from apps.memory.selectors import knowledge_triples_for, plan_and_knowledge
 
@@ -246,9 +246,8 @@ def test_the_owners_words_index_has_no_pending_list_that_every_lookup_would_scan
 
 
 def _with_lemmas(text: str) -> list[str]:
-    """The message's words and their dictionary forms, as the episode search asks them."""
-    words = query_words(text)
-    return list(dict.fromkeys([*words, *query_lemmas(words)]))
+    """The message's words and the words each is searched by, as the episode search asks them."""
+    return list(dict.fromkeys(v for vs in query_variants(query_words(text)) for v in vs))
 
 
 def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(user, other_user):
