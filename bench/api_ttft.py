@@ -5,7 +5,12 @@ first token, one user, the two paths' turns interleaved (a busy moment on the ma
 added TTFT = first streamed text at the client − the stub's TTFT. The /v1 client calls as Open
 WebUI does: the whole history on every call, no header.
 
-Run: .venv/bin/python -m bench.api_ttft [--turns 60]
+Run: .venv/bin/python -m bench.api_ttft [--turns 60] [--memories 10000]
+
+`--memories N` gives the /v1 user N memories first (random unit vectors, six words each from
+bench.retrieval's 26-word vocabulary) and asks each /v1 turn about three of those words, so the
+message's words are in about half of the memories: issue #29's heavy user. Run it with N = 0 and
+N = 10000 and compare the added TTFT.
 """
 
 from __future__ import annotations
@@ -54,6 +59,50 @@ async def _sdk_turn(client: openai.AsyncOpenAI, messages: list[dict]) -> tuple[f
     return (first - sent - STUB_TTFT) * 1000, text
 
 
+def _heavy(username: str, memories: int) -> None:
+    """`memories` current memories for the user, written as a bulk load would."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from bench.retrieval import vocabulary
+
+    owner = get_user_model().objects.get(username=username)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO memory_memorynode
+                (owner_id, description, kind, topic, fact_key, state, confidence_score,
+                 importance, origin_context, embedding_status, embedding_model, embedding,
+                 created_at)
+            SELECT %(owner)s,
+                   (SELECT string_agg(word, ' ')
+                      FROM (SELECT (%(words)s::text[])[1 + floor(random() * 26)::int] AS word
+                              FROM generate_series(1, 6) WHERE g > 0) AS six),
+                   'fact', '', '', 'promoted', 1, 0.5, '', 'ready', 'bench',
+                   (SELECT l2_normalize(array_agg(random() - 0.5)::vector)
+                      FROM generate_series(1, %(dim)s) WHERE g > 0),
+                   now() - g * interval '1 minute'
+              FROM generate_series(1, %(count)s) AS g
+            """,
+            {
+                "owner": owner.pk,
+                "words": vocabulary(26),
+                "dim": settings.THALAMUS_EMBED_DIM,
+                "count": memories,
+            },
+        )
+        cursor.execute("VACUUM ANALYZE memory_memorynode")
+
+
+def asks(turn: int) -> str:
+    """Three of the heavy user's words, a different three each turn."""
+    from bench.retrieval import vocabulary
+
+    words = vocabulary(26)
+    return " and ".join(words[(turn * 3 + i) % len(words)] for i in range(3))
+
+
 async def _interleaved(
     port: int, user: tuple[str, int], secret: str, stub_url: str, turns: int
 ) -> dict:
@@ -84,7 +133,7 @@ async def _interleaved(
             listed = time.perf_counter()
             await client.models.list()
             found["/v1/models"].append((time.perf_counter() - listed) * 1000)
-            history.append({"role": "user", "content": f"turn {turn} hello"})
+            history.append({"role": "user", "content": f"turn {turn} hello {asks(turn)}"})
             added, text = await _sdk_turn(client, history)
             found["/v1 stream"].append(added)
             found["stub direct"].append((await _sdk_turn(direct, history))[0])
@@ -137,6 +186,7 @@ def main() -> None:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--memories", type=int, default=0, help="the /v1 user's memories")
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
     control, stub_end = context.Pipe()
@@ -151,6 +201,11 @@ def main() -> None:
             wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
             users = _setup_users(data_dir, 2)
             secret = _api_key("bench1")
+            if args.memories:
+                started = time.perf_counter()
+                _heavy("bench1", args.memories)
+                seconds = time.perf_counter() - started
+                print(f"{args.memories} memories for bench1 in {seconds:.0f} s", flush=True)
             asyncio.run(_run(port, users, secret, stub_url, args.turns))
         finally:
             stop_up(process)
