@@ -49,6 +49,9 @@ MATCH_MIN_IDF = 0.69
 RECENCY_HALF_LIFE_DAYS = 30
 EMBED_TIMEOUT_SECONDS = 10.0
 EPISODES_PER_TURN = 3
+# A candidate's neighbours read at most: the turns of one exchange, not a bulk import's
+# thousands made in the same minute.
+NEIGHBOURS_EACH = 50
 # A memory made in a period the query names ("in May 2023", "last week") gains this much, as a
 # share of the other weights: what was said then is what a question about then asks for.
 DATE_MATCH_WEIGHT = 0.2
@@ -340,6 +343,10 @@ components AS MATERIALIZED (
                    WHERE owner_id = %(owner)s::int AND valid_to IS NULL {kinds}
                      AND created_at BETWEEN seed.created_at - %(neighbour)s::interval
                                         AND seed.created_at + %(neighbour)s::interval
+                   -- Its own bound keeps this a range read of memnode_owner_recent for each
+                   -- seed: without it the planner may join every row of an owner who holds
+                   -- most of the table to every seed (70 ms at 10k rows).
+                   LIMIT %(neighbours_each)s
               ) AS neighbour
               WHERE seed.id IN (SELECT id FROM nearest UNION SELECT id FROM matched)
                 AND seed.owner_id = %(owner)s::int
@@ -425,6 +432,7 @@ def memory_search_query(
         "overfetch": candidates * HNSW_OVERFETCH,
         # Memories imported at one moment are all each other's neighbours: a bound on them.
         "neighbours_max": candidates * 10,
+        "neighbours_each": NEIGHBOURS_EACH,
         "word_lookup_max": WORD_LOOKUP_MAX_ROWS,
         "kinds": kinds,
         "half_life": RECENCY_HALF_LIFE_DAYS,
