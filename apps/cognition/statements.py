@@ -240,16 +240,46 @@ def clauses(sentence: str) -> list[str]:
 
 def quoted_sentences(*, quote: str, text: str) -> list[str]:
     """The sentences of `text` that a model's quote points at: each sentence of the quote that
-    is a span of `text` (two words at least) names the sentence of `text` holding it."""
+    is a span of `text` (two words at least) names the sentence of `text` holding it.
+
+    A small model runs a quote on past the user's sentence ("We have a cat called Pepe, and he
+    plays the violin…"): then the longest start of it, cut at a comma or a conjunction, that is
+    a span of `text` (three words at least) names the sentence; what it ran on with is not
+    taken.
+    """
     found = []
     for part in sentences(quote) or [quote]:
         if len(grounding.words(part)) < MIN_POINTER_WORDS:
             continue
-        for sentence in sentences(text):
-            if grounding.containment(part, sentence) == 1.0 and sentence not in found:
-                found.append(sentence)
-                break
+        sentence = _holding(part, text) or next(
+            (
+                held
+                for start in _starts(part)
+                if len(grounding.words(start)) >= MIN_CLAUSE_WORDS
+                and (held := _holding(start, text))
+            ),
+            None,
+        )
+        if sentence is not None and sentence not in found:
+            found.append(sentence)
     return found
+
+
+_RUN_ON = re.compile(r"\s*[,;:]\s*|\s+(?:and|but|so|because|while)\s+", re.IGNORECASE)
+
+
+def _starts(part: str) -> list[str]:
+    """The starts of a quote that end at a comma or a conjunction, longest first."""
+    cuts = [match.start() for match in _RUN_ON.finditer(part)]
+    return [part[:cut] for cut in reversed(cuts) if cut > 0]
+
+
+def _holding(part: str, text: str) -> str | None:
+    """The sentence of `text` of which `part` is a span."""
+    return next(
+        (sentence for sentence in sentences(text) if grounding.containment(part, sentence) == 1.0),
+        None,
+    )
 
 
 def is_question(sentence: str) -> bool:

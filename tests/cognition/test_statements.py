@@ -123,6 +123,34 @@ def test_a_quote_points_at_the_sentence_that_holds_it_and_a_run_on_quote_at_each
     assert quoted_sentences(quote="Laura Bianchi is a chef", text=said) == []
 
 
+@pytest.mark.parametrize(
+    ("quote", "said", "ran_on_with"),
+    [
+        # SmolLM2-135M's quotes in bench.real_model, which grounding rejected whole.
+        (
+            "We have a cat called Pepe, and he plays the violin in the school orchestra,",
+            "We have a cat called Pepe.",
+            "violin",
+        ),
+        (
+            "My son Marco plays the violin in the school orchestra, and I'm not sure I can do "
+            "it, but I'm sure I can do it,",
+            "My son Marco plays the violin in the school orchestra.",
+            "sure",
+        ),
+    ],
+)
+def test_a_quote_run_on_past_the_users_sentence_points_at_it_by_its_start(quote, said, ran_on_with):
+    """The longest start of the quote, cut at a comma or a conjunction, that is the user's words
+    points at their sentence; what the model ran on with is not taken, and a start of fewer than
+    three words, or one the user did not write, points at nothing."""
+    assert quoted_sentences(quote=quote, text=said) == [said]
+    (statement,) = statements_of(said, today=TODAY, quote=quote)
+    assert ran_on_with not in statement.description.casefold()
+    assert quoted_sentences(quote="I'm not sure, but I'm sure I can do it,", text=said) == []
+    assert quoted_sentences(quote="Pepe, and he is a dog", text="We have a cat called Pepe.") == []
+
+
 def test_what_holds_only_until_tomorrow_ends_then():
     assert _one("I have an exam tomorrow").valid_until == date(2026, 11, 27)
     assert _one("I have an exam").valid_until is None
