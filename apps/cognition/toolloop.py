@@ -27,6 +27,7 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db import DatabaseError, connection, transaction
+from psycopg.errors import QueryCanceled
 from pydantic import BaseModel, Field, ValidationError
 
 from apps.cognition.tools import TOOLS, Evidence, Tool, ToolContext, ToolError
@@ -346,8 +347,10 @@ def _run_and_close(
         with connection.execute_wrapper(_until(deadline)), transaction.atomic():
             return tool.run(context, args)
     except DatabaseError as exc:
-        # The server's cancellation may come back a moment before the caller stops waiting.
-        if time.monotonic() >= deadline:
+        # The server's cancellation may come back a moment before the caller stops waiting,
+        # and even before the deadline itself: the time left is sent in whole milliseconds,
+        # counted before the statement starts. A cancelled statement here is our time-out's.
+        if time.monotonic() >= deadline or isinstance(exc.__cause__, QueryCanceled):
             raise ToolDeadlinePassed from exc
         raise
     finally:
