@@ -362,39 +362,22 @@ def _sum_over_plan(plan: dict, key: str) -> float:
     return plan.get(key, 0) + sum(_sum_over_plan(child, key) for child in plan.get("Plans", []))
 
 
-def test_a_search_reads_each_candidates_neighbours_by_range_when_one_owner_holds_the_table(user):
-    """A single-user install: one owner with 3,000 memories a minute apart (each has two
-    neighbours), and so the whole table in the statistics. The neighbours are read in a range
-    of memnode_owner_recent for each candidate; the planner once joined every row of the owner
-    to every candidate instead (70 ms at 10k rows)."""
-    dim = MemoryNode._meta.get_field("embedding").dimensions
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO memory_memorynode
-                (owner_id, description, kind, topic, fact_key, state, confidence_score,
-                 importance, origin_context, embedding_status, embedding_model, embedding,
-                 created_at)
-            SELECT %s, 'Note ' || g || CASE WHEN g %% 3 = 0 THEN ' about Turin' ELSE '' END,
-                   'fact', '', '', 'promoted', 1, 0.5, '', 'ready', 'gen',
-                   (SELECT l2_normalize(array_agg(random() - 0.5)::vector)
-                      FROM generate_series(1, %s) WHERE g > 0),
-                   now() - g * interval '1 minute'
-              FROM generate_series(1, 3000) AS g
-            """,
-            [user.pk, dim],
-        )
-        cursor.execute("ANALYZE memory_memorynode")
-    rng = random.Random(3)
-    vector = [rng.gauss(0, 1) for _ in range(dim)]
+def test_a_search_reads_each_candidates_neighbours_by_range_when_one_owner_holds_the_table(
+    django_user_model,
+):
+    """A single-user install: one owner with 3,000 memories, and so the whole table in the
+    statistics. Each candidate's neighbours are read in a range of memnode_owner_recent; the
+    planner once joined every row of the owner to every candidate instead (70 ms at 10k rows)."""
+    (owner,) = _generate(django_user_model, [3000], globals_=0, seed=3)
+    vector = _unit_vector(random.Random(3))
     sql, params = search_selectors.memory_search_query(
-        user_id=user.pk, text="turin", vector=vector, limit=10
+        user_id=owner, text="garden", vector=vector, limit=10
     )
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
         plan = cursor.fetchone()[0][0]["Plan"]
 
-    hits = memory_search(user_id=user.pk, text="turin", vector=vector, limit=10)
+    hits = memory_search(user_id=owner, text="garden", vector=vector, limit=10)
 
     assert len(hits) == 10
     # Each of at most 80 candidates reads its few neighbours, not the owner's 3,000 rows each.
