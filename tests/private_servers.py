@@ -119,10 +119,14 @@ def start_worker(
 ) -> subprocess.Popen:
     """A real Celery worker process (prefork) on this test process's queues, in its own process
     group. `visibility_timeout` shortens the time after which the broker hands a dead worker's
-    unacked tasks to another (900 s in production)."""
+    unacked tasks to another (900 s in production); the worker then also looks for them every
+    second, where kombu's Redis transport looks every 10 s and scans on every tenth look, so
+    they came back up to 100 s after their timeout (the killed-worker test took 110 s)."""
     env = {**os.environ, "DATABASE_URL": database or database_url(), "REDIS_URL": redis}
     options = (
-        f"app.conf.broker_transport_options = {{'visibility_timeout': {visibility_timeout}}}; "
+        "app.conf.broker_transport_options = {"
+        f"'visibility_timeout': {visibility_timeout}, "
+        "'unacked_restore_interval': 1, 'unacked_restore_throttle': 1}; "
         if visibility_timeout
         else ""
     )

@@ -110,7 +110,8 @@ def _whole_suite(config) -> bool:
         config.args_source is Config.ArgsSource.TESTPATHS
         and not option.keyword
         and not option.markexpr
-        and not option.lf
+        # Without the cache plugin (-p no:cacheprovider) there is no --lf option at all.
+        and not getattr(option, "lf", False)
         and not option.deselect
         and not option.collectonly
         and not getattr(option, "stepwise", False)
