@@ -33,8 +33,17 @@ _FIRST_PERSON = re.compile(r"^(?:i|i'm|i've|i'd|i'll|my|we|we're|our)\b")
 # Words that open a clause without saying anything ("By the way, I've been…").
 _DISCOURSE = re.compile(
     r"^(?:(?:by the way|btw|well|honestly|actually|anyway|also|oh|hey|hi|hello|so|ok|okay|yes"
-    r"|no|thanks|thank you|sure)\b[,!\s]*)+"
+    r"|no|thanks|thank you|sure|please)\b[,!\s]*)+"
 )
+# A "please" that ends a clause asks; it is not part of what the user states.
+_TRAILING_PLEASE = re.compile(r"(?:,\s*|\s+)please$")
+# A clause whose subject is a word standing for something said before ("That is all for now",
+# "She is seven") names nothing a memory could hold on its own; one that still names the user
+# ("It is my birthday tomorrow") does.
+_STANDS_FOR_BEFORE = re.compile(
+    r"^(?:that|this|it|there|here|these|those|he|she|they|which|who|what)(?:'s|'re|'ll)?\b"
+)
+_NAMES_THE_USER = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|us|our)\b")
 _TRAILING_TIME = re.compile(
     r"\s+(?:last|this|next|since|for|ago|yesterday|today|tonight|tomorrow|with|because|now)\b.*$"
 )
@@ -234,7 +243,10 @@ def sentences(text: str) -> list[str]:
 
 def clauses(sentence: str) -> list[str]:
     plain = sentence.replace("’", "'").rstrip(".!…").strip()
-    parts = (_DISCOURSE.sub("", part.strip(" ,")) for part in _CLAUSE.split(plain.casefold()))
+    parts = (
+        _TRAILING_PLEASE.sub("", _DISCOURSE.sub("", part.strip(" ,")))
+        for part in _CLAUSE.split(plain.casefold())
+    )
     return [part for part in parts if part]
 
 
@@ -302,7 +314,9 @@ def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statem
     """The facts a sentence of the user's states: one per clause, typed by the rules.
 
     Given the `quote` that pointed at the sentence, a clause without the user as its subject
-    ("Plan a weekend in Porto, I'm vegetarian") counts only if the quote shares its words.
+    ("Plan a weekend in Porto, I'm vegetarian") counts only if the quote shares its words; one
+    whose subject stands for something said before ("that is all for now") never does, unless
+    it names the user.
     """
     if is_question(sentence):
         return []
@@ -314,7 +328,10 @@ def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statem
         clause_words = grounding.words(clause)
         if len(clause_words) < MIN_CLAUSE_WORDS:
             continue
-        if quote and not _FIRST_PERSON.match(clause) and len(quoted & set(clause_words)) < 2:
+        if not _FIRST_PERSON.match(clause) and (
+            (quote and len(quoted & set(clause_words)) < 2)
+            or (_STANDS_FOR_BEFORE.match(clause) and not _NAMES_THE_USER.search(clause))
+        ):
             continue
         found.append(_statement(clause, original, today=today))
     return found
@@ -457,7 +474,9 @@ def third_person(clause: str) -> str:
     if found:
         verb = _third_person_verb(found.group(1))
         return _sentence_case(f"The user {verb}{_pronouns_after(text[found.end() :])}")
-    return _sentence_case(text)
+    # "It is my birthday tomorrow" -> "It is the user's birthday tomorrow".
+    text = re.sub(r"\bmy\b", "the user's", text, flags=re.IGNORECASE)
+    return _sentence_case(re.sub(r"\b(?:me|myself)\b", "the user", text, flags=re.IGNORECASE))
 
 
 def _pronouns_after(rest: str) -> str:

@@ -75,6 +75,15 @@ def _one(sentence: str):
             ("has_relative", "Sofia (daughter)", "relationships"),
         ),
         ("I collect old stamps", "The user collects old stamps", "fact", None, "", None),
+        # SmolLM2-135M's quote of "I prefer short answers, please." (bench/real_model.py).
+        (
+            "Please, I prefer short answers, please.",
+            "The user prefers short answers",
+            "preference",
+            "preferences",
+            "",
+            ("likes", "short answers", "preferences"),
+        ),
     ],
 )
 def test_a_statement_is_typed_by_its_words(said, description, kind, category, fact_key, triple):
@@ -101,6 +110,29 @@ def test_a_request_beside_a_statement_is_not_a_fact_unless_quoted():
 
     assert (only.description, only.category) == ("The user is vegetarian", "health")
     assert len(statements_of(said, today=TODAY, quote="a weekend in Porto")) == 2
+
+
+@pytest.mark.parametrize(
+    ("said", "quote"),
+    [
+        # What SmolLM2-135M quoted of a user's goodbye, which became a memory.
+        ("Thanks, that is all for now.", "that is all for now"),
+        ("My daughter Sofia is seven. She is allergic to peanuts.", "She is allergic to peanuts"),
+        ("It was great.", "It was great"),
+    ],
+)
+def test_a_clause_whose_subject_stands_for_something_said_before_is_no_fact(said, quote):
+    for sentence in quoted_sentences(quote=quote, text=said):
+        assert statements_of(sentence, today=TODAY, quote=quote) == []
+
+
+def test_a_clause_whose_subject_stands_for_something_said_before_counts_when_it_names_the_user():
+    (birthday,) = statements_of(
+        "It is my birthday tomorrow.", today=TODAY, quote="It is my birthday tomorrow"
+    )
+
+    assert birthday.description == "It is the user's birthday tomorrow"
+    assert birthday.valid_until == date(2026, 11, 27)
 
 
 def test_a_question_states_nothing():
@@ -194,6 +226,8 @@ def test_a_fact_of_no_category_is_learnt_only_by_a_user_who_learns_every_categor
         "I'm 34 years old",
         "I have a dog named Rex",
         "My sister Anna lives in Berlin and I visit her often",
+        "It is my birthday tomorrow",
+        "Sofia says my pasta is the best",
     ],
 )
 def test_every_statement_says_nothing_its_quote_does_not(said):
