@@ -28,7 +28,9 @@ DEFAULT_IMPORTANCE = 0.5
 
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 # A new clause starts where the user becomes the subject again: "… and I live in Turin".
-_CLAUSE = re.compile(r"\s*;\s*|,?\s+(?:and|but|so|while)\s+(?=(?:i|i'm|i've|i'd|my)\b)|,\s+(?=i\b)")
+_CLAUSE = re.compile(
+    r"\s*;\s*|,?\s+(?:and|but|so|while)\s+(?=(?:i|i'm|i've|i'd|my|we|we've|our)\b)|,\s+(?=i\b)"
+)
 _FIRST_PERSON = re.compile(r"^(?:i|i'm|i've|i'd|i'll|my|we|we're|our)\b")
 # Words that open a clause without saying anything ("By the way, I've been…").
 _DISCOURSE = re.compile(
@@ -198,13 +200,15 @@ RULES = [
         predicate="has_goal",
     ),
     Rule(
-        rf"^my\s+(?P<rel>{_RELATIVES})\b(?:'s name is|\s+is called|\s+is named)?\s*(?P<what>.*)",
+        rf"^(?:my|our)\s+(?P<rel>{_RELATIVES})\b(?:'s name is|\s+is called|\s+is named)?"
+        r"\s*(?P<what>.*)",
         Category.RELATIONSHIPS,
         predicate="has_relative",
         importance=0.7,
     ),
     Rule(
-        rf"^(?:my\s+(?P<rel>{_PETS})\b|i have an?\s+(?P<pet>{_PETS})\b)(?:\s+(?:called|named))?"
+        rf"^(?:(?:my|our)\s+(?P<rel>{_PETS})\b|(?:i|we) have an?\s+(?P<pet>{_PETS})\b)"
+        r"(?:\s+(?:called|named))?"
         r"\s*(?P<what>.*)",
         Category.RELATIONSHIPS,
         topic="pets",
@@ -458,6 +462,9 @@ _PRONOUNS = [
     (r"^i can\b", "The user can"),
     (r"^i (?:don't|do not)\b", "The user does not"),
     (r"^my\b", "The user's"),
+    # "We have a cat", "our son": the user's household, which is the user's own.
+    (r"^we have\b", "The user has"),
+    (r"^our\b", "The user's"),
 ]
 
 
@@ -480,7 +487,7 @@ def third_person(clause: str) -> str:
 
 
 def _pronouns_after(rest: str) -> str:
-    rest = re.sub(r"\bmy\b", "their", rest, flags=re.IGNORECASE)
+    rest = re.sub(r"\b(?:my|our)\b", "their", rest, flags=re.IGNORECASE)
     return re.sub(r"\b(?:me|myself)\b", "them", rest, flags=re.IGNORECASE)
 
 

@@ -75,6 +75,22 @@ def _one(sentence: str):
             ("has_relative", "Sofia (daughter)", "relationships"),
         ),
         ("I collect old stamps", "The user collects old stamps", "fact", None, "", None),
+        (
+            "We have a cat called Pepe",
+            "The user has a cat called Pepe",
+            "fact",
+            "relationships",
+            "",
+            ("has_pet", "cat", "relationships"),
+        ),
+        (
+            "Our son Marco plays the violin",
+            "The user's son Marco plays the violin",
+            "fact",
+            "relationships",
+            "",
+            ("has_relative", "Marco (son)", "relationships"),
+        ),
         # SmolLM2-135M's quote of "I prefer short answers, please." (bench/real_model.py).
         (
             "Please, I prefer short answers, please.",
@@ -101,6 +117,19 @@ def test_a_sentence_of_two_clauses_states_two_facts_each_quoting_its_own_words()
     name, home = statements_of("My name is Laura Bianchi and I live in Turin", today=TODAY)
 
     assert (name.quote, home.quote) == ("My name is Laura Bianchi", "I live in Turin")
+
+
+def test_what_the_users_household_has_is_the_users():
+    cat, dog = statements_of("We have a cat called Pepe and our dog is called Rex", today=TODAY)
+
+    assert (cat.description, cat.triple) == (
+        "The user has a cat called Pepe",
+        ("has_pet", "cat", "relationships"),
+    )
+    assert (dog.description, dog.triple) == (
+        "The user's dog is called Rex",
+        ("has_pet", "dog", "relationships"),
+    )
 
 
 def test_a_request_beside_a_statement_is_not_a_fact_unless_quoted():
@@ -228,6 +257,7 @@ def test_a_fact_of_no_category_is_learnt_only_by_a_user_who_learns_every_categor
         "My sister Anna lives in Berlin and I visit her often",
         "It is my birthday tomorrow",
         "Sofia says my pasta is the best",
+        "We have a cat called Pepe and our dog is called Rex",
     ],
 )
 def test_every_statement_says_nothing_its_quote_does_not(said):
