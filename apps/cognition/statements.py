@@ -341,6 +341,31 @@ def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statem
     return found
 
 
+# A rule's value that stands for something said before ("I like it") says nothing on its own.
+_VAGUE_VALUE = re.compile(r"^(?:it|that|this|these|those|them|him|her|you|one|so|too)\b")
+
+
+def ruled_statements(sentence: str, *, today: date) -> list[Statement]:
+    """The facts of a sentence of the user's that a rule places ("I work as a carpenter",
+    "my daughter Sofia is allergic to peanuts"): the user's own statement about themselves,
+    whether or not a model pointed at it."""
+    if is_question(sentence):
+        return []
+    parts = clauses(sentence)
+    found = []
+    for clause, original in zip(parts, _original_spans(sentence, parts), strict=True):
+        if len(grounding.words(clause)) < MIN_CLAUSE_WORDS:
+            continue
+        ruled = _rule_for(clause)
+        if ruled is None:
+            continue
+        value = (ruled[1].groupdict().get("what") or "").strip(" .,!\"'")
+        if value and _VAGUE_VALUE.match(value):
+            continue
+        found.append(_statement(clause, original, today=today))
+    return found
+
+
 def _original_spans(sentence: str, parts: list[str]) -> list[str]:
     """Each casefolded clause in the sentence's own spelling (names keep their capitals)."""
     plain = sentence.replace("’", "'")

@@ -147,6 +147,31 @@ def test_a_quote_the_user_never_wrote_is_rejected_and_a_short_one_points_at_its_
 
 
 @pytest.mark.django_db(transaction=True)
+def test_what_a_rule_places_is_learnt_though_the_model_quoted_only_part_of_it(
+    user, turn, llm_stub, config
+):
+    """SmolLM2-135M quotes some of a message's statements and leaves others out."""
+    config(critic_enabled=False)
+    reply = turn(
+        "My name is Laura Bianchi. I work as a carpenter. I prefer short answers, please. "
+        "I like it. I have a collection of old stamps.",
+        "Noted.",
+    )
+    llm_stub.script(reflection("My name is Laura Bianchi"))
+
+    outcome = reflect_on_message(message_id=reply.pk)
+
+    learnt = MemoryNode.objects.filter(pk__in=outcome["created"])
+    assert sorted(learnt.values_list("description", "fact_key", "source")) == [
+        ("The user prefers short answers", "", "user"),
+        ("The user works as a carpenter", "occupation", "user"),
+        ("The user's name is Laura Bianchi", "name", "user"),
+    ]
+    # No rule places the stamps: without a quote they are not learnt; "it" says nothing.
+    assert MemoryNode.objects.count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_question_states_nothing_and_is_not_counted_as_a_turn_to_learn_from(
     user, turn, llm_stub, config
 ):

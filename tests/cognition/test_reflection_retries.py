@@ -38,7 +38,8 @@ def test_placeholder_quotes_are_rejected_without_asking_again(
     celery_worker, user, turn, llm_stub, config, no_backoff
 ):
     config(critic_enabled=False)
-    reply = turn("I like hiking in the Alps", "Sounds lovely.")
+    # A statement no rule places, so that only a quote could have taught it.
+    reply = turn("I have a collection of old stamps", "Sounds lovely.")
     llm_stub.script(reflection("N/A", "string"))
 
     tasks.reflect.delay(reply.pk).get(timeout=30)
