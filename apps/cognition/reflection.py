@@ -187,12 +187,55 @@ def reflect_on_replies(
     except InvalidReply as exc:
         if not last_attempt:
             raise
-        _fail_all(replies, error=str(exc), attempts=attempts)
-        return None
+        return _remember_without_model(replies, error=str(exc), attempts=attempts)
     except (Refused, TooLong) as exc:
-        _fail_all(replies, error=str(exc), attempts=attempts)
+        return _remember_without_model(replies, error=str(exc), attempts=attempts)
+    return _remember_replies(replies, said=said, quotes=quotes)
+
+
+def reflect_without_model(*, reply_ids: list[int], error: str, attempts: int) -> dict | None:
+    """The model could not be asked (it stayed down through every retry): what the rules
+    place in the replies' user messages is still learnt, and the rest marked failed."""
+    replies = [
+        reply
+        for reply in _reflectable().filter(pk__in=reply_ids).order_by("created_at", "pk")
+        if TRACE_KEY not in reply.trace
+    ]
+    if not replies:
         return None
-    today = timezone.localdate(timezone=user_zone(owner))
+    conversation = replies[0].conversation
+    if conversation.temporary or not memory_enabled_for(user_id=conversation.owner_id):
+        for reply in replies:
+            reflection_fail(reply=reply, error=error, attempts=attempts)
+        return None
+    return _remember_without_model(replies, error=error, attempts=attempts)
+
+
+def _remember_without_model(replies: list[Message], *, error: str, attempts: int) -> dict | None:
+    """Without the model's quotes: each reply whose user message holds a statement a rule
+    places ("I have a cat named Miso") learns it, with the model's failure in its outcome and
+    an error event; one with none is marked failed, as before."""
+    said = [user_said(reply) for reply in replies]
+    today = timezone.localdate(timezone=user_zone(replies[0].conversation.owner))
+    found, _ = grounded_statements(quotes={}, said=said, today=today)
+    failed = [reply for index, reply in enumerate(replies) if not found[index]]
+    for reply in failed:
+        reflection_fail(reply=reply, error=error, attempts=attempts)
+    learnt = [reply for reply in replies if reply not in failed]
+    if not learnt:
+        return None
+    return _remember_replies(
+        learnt,
+        said=[user_said(reply) for reply in learnt],
+        quotes={},
+        failure={"error": error[:500], "attempts": attempts},
+    )
+
+
+def _remember_replies(
+    replies: list[Message], *, said: list[str], quotes: dict, failure: dict | None = None
+) -> dict | None:
+    today = timezone.localdate(timezone=user_zone(replies[0].conversation.owner))
     found, rejected = grounded_statements(quotes=quotes, said=said, today=today)
     outcomes = {}
     for index, reply in enumerate(replies):
@@ -201,15 +244,11 @@ def reflect_on_replies(
             found=found[index],
             rejected=rejected[index],
             stated=bool(found[index]) or statement_rules.states_something(said[index]),
+            failure=failure,
         )
         if outcome is not None:
             outcomes[reply.pk] = outcome
     return outcomes or None
-
-
-def _fail_all(replies: list[Message], *, error: str, attempts: int) -> None:
-    for reply in replies:
-        reflection_fail(reply=reply, error=error, attempts=attempts)
 
 
 def extracted_quotes(said: list[str]) -> dict[int, list[str]]:
@@ -275,13 +314,20 @@ def grounded_statements(
 
 
 def _remember_all(
-    *, reply: Message, found: list[Statement], rejected: list[dict], stated: bool
+    *,
+    reply: Message,
+    found: list[Statement],
+    rejected: list[dict],
+    stated: bool,
+    failure: dict | None = None,
 ) -> dict | None:
     """Write what one reply's user message stated, with its claim, in one transaction; None
     when another run claimed it first.
 
     `stated`: the message stated something about the user, by the model's grounded quotes or
-    by the rules' first-person signals; the write rate counts only such turns.
+    by the rules' first-person signals; the write rate counts only such turns. `failure`: the
+    model's error and attempts when it could not be asked, which the outcome keeps and an
+    error event tells.
     """
     owner = reply.conversation.owner
     outcome: dict = {
@@ -291,6 +337,7 @@ def _remember_all(
         "rejected": rejected,
         "triples": [],
         "stated": stated,
+        **(failure or {}),
     }
     allowed = set(user_settings_for(user=owner).learn_categories)
     kept = []
@@ -334,6 +381,10 @@ def _remember_all(
         outcome["taught"] = any(
             outcome.get(key) for key in ("created", "updated", "left", "quarantined")
         )
+        if failure is not None:
+            error_record(
+                owner=owner, step="reflection", message_id=reply.pk, error=failure["error"]
+            )
         chat_services.message_trace_put(
             message_id=reply.pk, key=TRACE_KEY, value={**outcome, "at": timezone.now().isoformat()}
         )

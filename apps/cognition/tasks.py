@@ -179,10 +179,17 @@ def _reflect(task, *, reply_ids: list[int], invalid_replies: int, retry_args: li
     except TRANSIENT_LLM_ERRORS as exc:
         if not out_of_retries:
             raise
-        _fail_replies(
-            reply_ids, error=f"gave up after {attempts} attempts: {exc}", attempts=attempts
+        error = f"gave up after {attempts} attempts: {exc}"
+        if not any(reflection.reflectable_reply(reply_id) for reply_id in reply_ids):
+            _fail_replies(reply_ids, error=error, attempts=attempts)
+            return None
+        # The rules still learn what they place in the user's words; the rest is failed.
+        outcomes = reflection.reflect_without_model(
+            reply_ids=reply_ids, error=error, attempts=attempts
         )
-        return None
+        if outcomes:
+            _after_reflection(outcomes)
+        return outcomes
     except Exception as exc:
         # A fault of ours, or the soft time limit: asking again would fail the same way, and
         # the sweep would ask for ever.

@@ -252,7 +252,8 @@ def test_garbage_json_is_repaired_once_per_attempt_then_the_turn_is_marked_faile
 ):
     config(critic_enabled=False)
     monkeypatch.setattr(tasks, "INVALID_REPLY_BACKOFF", 0)
-    reply = turn("I have a cat named Miso", "Cute!")
+    # A statement no rule places: without the model's quote nothing can be learnt from it.
+    reply = turn("I have a collection of old stamps", "Nice!")
     llm_stub.script(
         *[
             {"fault": "garbage", "match": EXTRACT},
@@ -273,6 +274,38 @@ def test_garbage_json_is_repaired_once_per_attempt_then_the_turn_is_marked_faile
     assert not MemoryNode.objects.exists() and not Triple.objects.exists()
     chats = [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
     assert len(chats) == 2 * tasks.INVALID_REPLY_ATTEMPTS
+
+
+def test_a_model_that_never_answers_usably_still_leaves_what_the_rules_place(
+    celery_worker, user, turn, llm_stub, config, monkeypatch
+):
+    config(critic_enabled=False)
+    monkeypatch.setattr(tasks, "INVALID_REPLY_BACKOFF", 0)
+    reply = turn("I have a cat named Miso", "Cute!")
+    llm_stub.script(
+        *[
+            {"fault": "garbage", "match": EXTRACT},
+            {"fault": "garbage", "match": "does not match the required JSON schema"},
+        ]
+        * tasks.INVALID_REPLY_ATTEMPTS
+    )
+
+    tasks.reflect.delay(reply.pk).get(timeout=30)
+
+    node = MemoryNode.objects.get(owner=user)
+    assert (node.description, node.source, node.quote) == (
+        "The user has a cat named Miso",
+        "user",
+        "I have a cat named Miso",
+    )
+    assert Triple.objects.get(owner=user).predicate.name == "has_pet"
+    reply.refresh_from_db()
+    outcome = reply.trace["reflection"]
+    assert outcome["created"] == [node.pk] and outcome["taught"] is True
+    assert outcome["attempts"] == tasks.INVALID_REPLY_ATTEMPTS and "failed" not in outcome
+    # The model's failure is still told.
+    error = Event.objects.get(owner=user, kind="error")
+    assert error.payload["message_id"] == reply.pk and outcome["error"] in error.payload["error"]
 
 
 def test_a_repaired_reply_is_used(celery_worker, user, turn, llm_stub, config):
@@ -298,16 +331,24 @@ def test_an_llm_500_is_retried_then_recorded(
     config(critic_enabled=False)
     monkeypatch.setattr(tasks.reflect, "max_retries", 2)
     reply = turn("I play the cello", "Lovely.")
-    llm_stub.script(*[{"fault": "http_500", "match": EXTRACT}] * 3)
+    rules = turn("My sister is called Anna", "Nice.")
+    llm_stub.script(*[{"fault": "http_500", "match": EXTRACT}] * 6)
 
     tasks.reflect.delay(reply.pk)
-    wait_for(lambda: Event.objects.filter(owner=user, kind="error").exists(), timeout=20)
+    tasks.reflect.delay(rules.pk)
+    wait_for(lambda: Event.objects.filter(owner=user, kind="error").count() == 2, timeout=30)
 
-    assert len(_asked(llm_stub)) == 3
-    assert "gave up after 3 attempts" in Event.objects.get(owner=user, kind="error").summary
-    assert not MemoryNode.objects.exists()
+    assert len(_asked(llm_stub)) == 6
+    summaries = Event.objects.filter(owner=user, kind="error").values_list("summary", flat=True)
+    assert all("gave up after 3 attempts" in summary for summary in summaries)
     reply.refresh_from_db()
     assert reply.trace["reflection"]["failed"] is True
+    # Without the model, what a rule places in the user's words is still learnt.
+    rules.refresh_from_db()
+    assert "failed" not in rules.trace["reflection"]
+    node = MemoryNode.objects.get(owner=user)
+    assert node.description == "The user's sister is called Anna"
+    assert node.source_message_id == rules.pk
 
 
 @pytest.mark.django_db(transaction=True)
