@@ -184,9 +184,13 @@ def _reflect(task, *, reply_ids: list[int], invalid_replies: int, retry_args: li
             _fail_replies(reply_ids, error=error, attempts=attempts)
             return None
         # The rules still learn what they place in the user's words; the rest is failed.
-        outcomes = reflection.reflect_without_model(
-            reply_ids=reply_ids, error=error, attempts=attempts
-        )
+        try:
+            outcomes = reflection.reflect_without_model(
+                reply_ids=reply_ids, error=error, attempts=attempts
+            )
+        except Exception as fault:  # a fault of ours: as below, never asked again
+            _fail_replies(reply_ids, error=_unexpected(fault), attempts=attempts)
+            return None
         if outcomes:
             _after_reflection(outcomes)
         return outcomes

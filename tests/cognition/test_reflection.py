@@ -351,6 +351,30 @@ def test_an_llm_500_is_retried_then_recorded(
     assert node.source_message_id == rules.pk
 
 
+def test_a_fault_of_ours_after_the_llm_gave_up_still_marks_the_reply_failed(
+    celery_worker, user, turn, llm_stub, config, monkeypatch
+):
+    from apps.cognition import reflection as reflection_module
+
+    config(critic_enabled=False)
+    monkeypatch.setattr(tasks.reflect, "max_retries", 0)
+
+    def broken(**_):
+        raise RuntimeError("rules broke")
+
+    monkeypatch.setattr(reflection_module, "grounded_statements", broken)
+    reply = turn("My sister is called Anna", "Nice.")
+    llm_stub.script({"fault": "http_500", "match": EXTRACT})
+
+    tasks.reflect.delay(reply.pk)
+    wait_for(lambda: Event.objects.filter(owner=user, kind="error").exists(), timeout=20)
+
+    reply.refresh_from_db()
+    assert reply.trace["reflection"]["failed"] is True
+    assert "unexpected error: RuntimeError: rules broke" in reply.trace["reflection"]["error"]
+    assert not MemoryNode.objects.exists()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_fact_true_only_for_a_while_gets_an_end_of_validity(user, turn, llm_stub, config):
     from datetime import timedelta
