@@ -163,15 +163,12 @@ def reflect_on_replies(
     None when none was (switched off, memory off, temporary chat, all claimed already).
 
     An unusable reply from the model raises InvalidReply for the task to try again, unless
-    this is the `last_attempt`: then every reply is marked failed.
+    this is the `last_attempt`: then, as on a refusal or a prompt too long, the replies learn
+    only what the rules place (`_remember_without_model`).
     """
     if not runtime_config().reflection_enabled:
         return None
-    replies = [
-        reply
-        for reply in _reflectable().filter(pk__in=reply_ids).order_by("created_at", "pk")
-        if TRACE_KEY not in reply.trace
-    ]
+    replies = _unclaimed(reply_ids)
     if not replies:
         return None
     conversation = replies[0].conversation
@@ -196,11 +193,7 @@ def reflect_on_replies(
 def reflect_without_model(*, reply_ids: list[int], error: str, attempts: int) -> dict | None:
     """The model could not be asked (it stayed down through every retry): what the rules
     place in the replies' user messages is still learnt, and the rest marked failed."""
-    replies = [
-        reply
-        for reply in _reflectable().filter(pk__in=reply_ids).order_by("created_at", "pk")
-        if TRACE_KEY not in reply.trace
-    ]
+    replies = _unclaimed(reply_ids)
     if not replies:
         return None
     conversation = replies[0].conversation
@@ -211,24 +204,24 @@ def reflect_without_model(*, reply_ids: list[int], error: str, attempts: int) ->
     return _remember_without_model(replies, error=error, attempts=attempts)
 
 
+def _unclaimed(reply_ids: list[int]) -> list[Message]:
+    """The reflectable replies among these that no reflection has claimed, oldest first."""
+    return [
+        reply
+        for reply in _reflectable().filter(pk__in=reply_ids).order_by("created_at", "pk")
+        if TRACE_KEY not in reply.trace
+    ]
+
+
 def _remember_without_model(replies: list[Message], *, error: str, attempts: int) -> dict | None:
     """Without the model's quotes: each reply whose user message holds a statement a rule
     places ("I have a cat named Miso") learns it, with the model's failure in its outcome and
     an error event; one with none is marked failed, as before."""
-    said = [user_said(reply) for reply in replies]
-    today = timezone.localdate(timezone=user_zone(replies[0].conversation.owner))
-    found, _ = grounded_statements(quotes={}, said=said, today=today)
-    failed = [reply for index, reply in enumerate(replies) if not found[index]]
-    for reply in failed:
-        reflection_fail(reply=reply, error=error, attempts=attempts)
-    learnt = [reply for reply in replies if reply not in failed]
-    if not learnt:
-        return None
     return _remember_replies(
-        learnt,
-        said=[user_said(reply) for reply in learnt],
+        replies,
+        said=[user_said(reply) for reply in replies],
         quotes={},
-        failure={"error": error[:500], "attempts": attempts},
+        failure={"error": error, "attempts": attempts},
     )
 
 
@@ -239,6 +232,9 @@ def _remember_replies(
     found, rejected = grounded_statements(quotes=quotes, said=said, today=today)
     outcomes = {}
     for index, reply in enumerate(replies):
+        if failure is not None and not found[index]:
+            reflection_fail(reply=reply, error=failure["error"], attempts=failure["attempts"])
+            continue
         outcome = _remember_all(
             reply=reply,
             found=found[index],
@@ -337,8 +333,9 @@ def _remember_all(
         "rejected": rejected,
         "triples": [],
         "stated": stated,
-        **(failure or {}),
     }
+    if failure is not None:
+        outcome.update(error=failure["error"][:500], attempts=failure["attempts"])
     allowed = set(user_settings_for(user=owner).learn_categories)
     kept = []
     for statement in found:

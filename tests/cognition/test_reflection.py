@@ -247,6 +247,14 @@ def test_unreflected_replies_are_the_complete_ones_without_a_reflection_oldest_f
     assert unreflected_replies(conversation_id=conversation_id, limit=1) == [first.pk]
 
 
+def _garbage_on_every_attempt() -> list[dict]:
+    """Garbage for the extraction and for its repair, on every attempt the task makes."""
+    return [
+        {"fault": "garbage", "match": EXTRACT},
+        {"fault": "garbage", "match": "does not match the required JSON schema"},
+    ] * tasks.INVALID_REPLY_ATTEMPTS
+
+
 def test_garbage_json_is_repaired_once_per_attempt_then_the_turn_is_marked_failed(
     celery_worker, user, turn, llm_stub, config, monkeypatch
 ):
@@ -254,13 +262,7 @@ def test_garbage_json_is_repaired_once_per_attempt_then_the_turn_is_marked_faile
     monkeypatch.setattr(tasks, "INVALID_REPLY_BACKOFF", 0)
     # A statement no rule places: without the model's quote nothing can be learnt from it.
     reply = turn("I have a collection of old stamps", "Nice!")
-    llm_stub.script(
-        *[
-            {"fault": "garbage", "match": EXTRACT},
-            {"fault": "garbage", "match": "does not match the required JSON schema"},
-        ]
-        * tasks.INVALID_REPLY_ATTEMPTS
-    )
+    llm_stub.script(*_garbage_on_every_attempt())
 
     tasks.reflect.delay(reply.pk).get(timeout=30)
 
@@ -282,13 +284,7 @@ def test_a_model_that_never_answers_usably_still_leaves_what_the_rules_place(
     config(critic_enabled=False)
     monkeypatch.setattr(tasks, "INVALID_REPLY_BACKOFF", 0)
     reply = turn("I have a cat named Miso", "Cute!")
-    llm_stub.script(
-        *[
-            {"fault": "garbage", "match": EXTRACT},
-            {"fault": "garbage", "match": "does not match the required JSON schema"},
-        ]
-        * tasks.INVALID_REPLY_ATTEMPTS
-    )
+    llm_stub.script(*_garbage_on_every_attempt())
 
     tasks.reflect.delay(reply.pk).get(timeout=30)
 
