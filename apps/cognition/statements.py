@@ -322,18 +322,11 @@ def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statem
     whose subject stands for something said before ("that is all for now") never does, unless
     it names the user.
     """
-    if is_question(sentence):
-        return []
-    parts = clauses(sentence)
-    originals = _original_spans(sentence, parts)
     quoted = set(grounding.words(quote))
     found = []
-    for clause, original in zip(parts, originals, strict=True):
-        clause_words = grounding.words(clause)
-        if len(clause_words) < MIN_CLAUSE_WORDS:
-            continue
+    for clause, original in _long_clauses(sentence):
         if not _FIRST_PERSON.match(clause) and (
-            (quote and len(quoted & set(clause_words)) < 2)
+            (quote and len(quoted & set(grounding.words(clause))) < 2)
             or (_STANDS_FOR_BEFORE.match(clause) and not _NAMES_THE_USER.search(clause))
         ):
             continue
@@ -349,13 +342,8 @@ def ruled_statements(sentence: str, *, today: date) -> list[Statement]:
     """The facts of a sentence of the user's that a rule places ("I work as a carpenter",
     "my daughter Sofia is allergic to peanuts"): the user's own statement about themselves,
     whether or not a model pointed at it."""
-    if is_question(sentence):
-        return []
-    parts = clauses(sentence)
     found = []
-    for clause, original in zip(parts, _original_spans(sentence, parts), strict=True):
-        if len(grounding.words(clause)) < MIN_CLAUSE_WORDS:
-            continue
+    for clause, original in _long_clauses(sentence):
         ruled = _rule_for(clause)
         if ruled is None:
             continue
@@ -364,6 +352,19 @@ def ruled_statements(sentence: str, *, today: date) -> list[Statement]:
             continue
         found.append(_statement(clause, original, today=today))
     return found
+
+
+def _long_clauses(sentence: str) -> list[tuple[str, str]]:
+    """(casefolded clause, its original spelling) of a sentence that is no question, for each
+    clause long enough to say something (MIN_CLAUSE_WORDS)."""
+    if is_question(sentence):
+        return []
+    parts = clauses(sentence)
+    return [
+        (clause, original)
+        for clause, original in zip(parts, _original_spans(sentence, parts), strict=True)
+        if len(grounding.words(clause)) >= MIN_CLAUSE_WORDS
+    ]
 
 
 def _original_spans(sentence: str, parts: list[str]) -> list[str]:
