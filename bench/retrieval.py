@@ -10,8 +10,10 @@ their sizes), and gives each user a quarter as many triples and a twentieth as m
 Then it times the real selectors, each over `--queries` random users: `memory_search` as the turn
 runs it (with recall@10 of its vector ranking against an exact full-precision scan, and the
 fewest hits against min(10, the user's rows)), its full-text branch alone (no vector), the graph
-read, the episode search, and the whole `memory_context_for_turn` with the message's vector
-already made (embedding excluded). `--hnsw` also builds the HNSW index (20 min at 1M rows) and
+read (whole, and unchanged since the process last read it: its versions only), the episode
+search, and the whole `memory_context_for_turn` with the message's vector already made
+(embedding excluded), with each user's graph unchanged since their warm-up turn and again read
+whole every turn. `--hnsw` also builds the HNSW index (20 min at 1M rows) and
 times the big-owner path forced through it. The data is kept between runs of the same shape.
 """
 
@@ -448,11 +450,17 @@ def measure_full_text(owner_ids: list[int], args: argparse.Namespace) -> str:
     )
 
 
-def measure_graph(owner_ids: list[int], args: argparse.Namespace) -> str:
-    from apps.memory.selectors import plan_and_knowledge
+def measure_graph(owner_ids: list[int], args: argparse.Namespace, *, changed: bool) -> str:
+    """The turn's graph read: read whole (`changed`: the graph moved since this process last
+    read it), or only its versions checked (unchanged since the last read)."""
+    from apps.memory.selectors import forget_known_graphs, plan_and_knowledge
 
     latencies, counts = [], []
     for owner, _, _ in _queries(owner_ids, args, 2):
+        if changed:
+            forget_known_graphs()
+        else:
+            plan_and_knowledge(user_id=owner, conversation_id=None)
         started = time.perf_counter()
         _, triples = plan_and_knowledge(user_id=owner, conversation_id=None)
         latencies.append((time.perf_counter() - started) * 1000)
@@ -487,15 +495,17 @@ def _warm_up_turns(owner_ids: list[int], args: argparse.Namespace):
         yield owner, random_unit_vector(rng, args.dim), rng.sample(words, 3)
 
 
-def measure_turn(owner_ids: list[int], args: argparse.Namespace) -> str:
-    """The whole memory context of a turn, its message's vector made beforehand."""
+def measure_turn(owner_ids: list[int], args: argparse.Namespace, *, graph_changed: bool) -> str:
+    """The whole memory context of a turn, its message's vector made beforehand; with
+    `graph_changed`, every timed turn reads its user's graph whole (the first turn after a
+    reflection wrote a fact), else only the graph's versions (nothing wrote one since)."""
     from django.conf import settings
     from django.contrib.auth import get_user_model
 
     from apps.accounts.selectors import user_knowledge_language
     from apps.cognition.context import memory_context_for_turn
     from apps.core.selectors import runtime_config
-    from apps.memory.selectors import default_plan_steps
+    from apps.memory.selectors import default_plan_steps, forget_known_graphs
     from llm_stub import StubServer
 
     users = {user.pk: user for user in get_user_model().objects.filter(pk__in=owner_ids)}
@@ -511,6 +521,8 @@ def measure_turn(owner_ids: list[int], args: argparse.Namespace) -> str:
             embedded.set_result(({query: vector}, ""))
             # The turn reads the language with its template, before the recall (turn_request).
             language = user_knowledge_language(user=users[owner], config=config)
+            if graph_changed:
+                forget_known_graphs()
             started = time.perf_counter()
             context = memory_context_for_turn(
                 user=users[owner],
@@ -568,9 +580,15 @@ def main() -> None:
         if args.hnsw:
             print(f"memory_search, forced through HNSW:  {measure_search(owner_ids, args, 0)}")
         print(f"full-text branch (no vector):        {measure_full_text(owner_ids, args)}")
-        print(f"graph (plan_and_knowledge):          {measure_graph(owner_ids, args)}")
+        graph = measure_graph(owner_ids, args, changed=True)
+        print(f"graph, read whole:                   {graph}")
+        graph = measure_graph(owner_ids, args, changed=False)
+        print(f"graph, unchanged (versions only):    {graph}")
         print(f"episodes (episode_search):           {measure_episodes(owner_ids, args)}")
-        print(f"memory_context_for_turn, no embed:   {measure_turn(owner_ids, args)}")
+        turn = measure_turn(owner_ids, args, graph_changed=False)
+        print(f"memory_context_for_turn, no embed:   {turn}")
+        turn = measure_turn(owner_ids, args, graph_changed=True)
+        print(f"  the same, each graph read whole:   {turn}")
         print(f"load average now {os.getloadavg()[0]:.1f}")
         for name, seconds in figures.items():
             print(f"build: {name}: {seconds:.1f} s")

@@ -5,15 +5,24 @@ hybrid search is in `search_selectors`."""
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from datetime import datetime
 
-from django.db import DEFAULT_DB_ALIAS
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Q, QuerySet
 from pydantic import ValidationError
 
 from apps.chat.models import Conversation
 from apps.core.db import fetch_hot, json_value
-from apps.memory.models import MemoryNode, Predicate, RetrievalPlan, Triple, WorldState
+from apps.memory.models import (
+    GLOBAL_COUNT_KEY,
+    MemoryNode,
+    Predicate,
+    RetrievalPlan,
+    Triple,
+    WorldState,
+)
 from apps.memory.schemas import PlanStep, RetrievalPlanSchema
 
 logger = logging.getLogger(__name__)
@@ -94,47 +103,125 @@ def turn_plan_steps(
     return [*default, *plan.steps], "plan"
 
 
-# The conversation's plan and the user's graph (their triples, then the global ones, in the
-# renderer's order) in one round trip: the turn needs both before it can search. The order is
+# The conversation's plan, the owner's and the global knowledge versions, and the user's graph
+# (their triples, then the global ones, in the renderer's order) in one round trip: the turn
+# needs both before it can search. The graph is read only when a version differs from the one
+# the process last read it at (the CASE's subquery is then not executed at all). The order is
 # found in triple_owner_known, without the table; only the triples shown are read from it.
 _PLAN_AND_KNOWLEDGE_SQL = """
 SELECT (SELECT steps FROM memory_retrievalplan WHERE conversation_id = %(conversation)s),
-       (SELECT COALESCE(json_agg(json_build_array(t.id, t.owner_id, t.subject, t.predicate_id,
-                                                  t.object, t.category, t.confidence,
-                                                  known.name, known.labels)
-                                 ORDER BY known.owner_id, known.category, known.name,
-                                          known.confidence DESC, known.id),
-                        '[]'::json)
-          FROM (SELECT current.id, current.owner_id, current.category, current.confidence,
-                       p.name, p.labels
-                  FROM (SELECT id, owner_id, category, confidence, predicate_id
-                          FROM memory_triple
-                         WHERE owner_id = %(owner)s::int AND valid_to IS NULL
-                        UNION ALL
-                        SELECT id, owner_id, category, confidence, predicate_id
-                          FROM memory_triple
-                         WHERE owner_id IS NULL AND valid_to IS NULL) AS current
-                  JOIN memory_predicate AS p ON p.id = current.predicate_id
-                 ORDER BY current.owner_id, current.category, p.name, current.confidence DESC,
-                          current.id
-                 LIMIT %(limit)s) AS known
-          JOIN memory_triple AS t ON t.id = known.id)
+       versions.own, versions.global,
+       CASE WHEN versions.own IS NOT DISTINCT FROM %(own)s::bigint
+             AND versions.global IS NOT DISTINCT FROM %(global)s::bigint
+            THEN NULL
+            ELSE (SELECT COALESCE(json_agg(json_build_array(t.id, t.owner_id, t.subject,
+                                                            t.predicate_id, t.object, t.category,
+                                                            t.confidence, known.name,
+                                                            known.labels)
+                                           ORDER BY known.owner_id, known.category, known.name,
+                                                    known.confidence DESC, known.id),
+                                  '[]'::json)
+                    FROM (SELECT current.id, current.owner_id, current.category,
+                                 current.confidence, p.name, p.labels
+                            FROM (SELECT id, owner_id, category, confidence, predicate_id
+                                    FROM memory_triple
+                                   WHERE owner_id = %(owner)s::int AND valid_to IS NULL
+                                  UNION ALL
+                                  SELECT id, owner_id, category, confidence, predicate_id
+                                    FROM memory_triple
+                                   WHERE owner_id IS NULL AND valid_to IS NULL) AS current
+                            JOIN memory_predicate AS p ON p.id = current.predicate_id
+                           ORDER BY current.owner_id, current.category, p.name,
+                                    current.confidence DESC, current.id
+                           LIMIT %(limit)s) AS known
+                    JOIN memory_triple AS t ON t.id = known.id)
+       END
+  FROM (SELECT (SELECT version FROM memory_knowledgeversion WHERE owner_key = %(owner)s::int)
+                   AS own,
+               (SELECT version FROM memory_knowledgeversion WHERE owner_key = %(global_key)s)
+                   AS global) AS versions
 """
+# No version is ever negative: a process that has not read an owner's graph asks with these.
+_NO_VERSION = -1
 
 
 _TRIPLE_FIELDS = ("id", "owner_id", "subject", "predicate_id", "object", "category", "confidence")
 _PREDICATE_FIELDS = ("id", "name", "labels")
 
 
+class _KnownGraphs:
+    """The graphs this process last read, by database, owner and limit, with their versions.
+
+    At most `size` of them, the least recently used dropped first; a few hundred KB at 200
+    triples each. The triples are shared by the turns that read them, which only read them.
+    """
+
+    def __init__(self, size: int):
+        self.size = size
+        self._graphs: OrderedDict[tuple, tuple[int | None, int | None, list[Triple]]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> tuple[int | None, int | None, list[Triple]] | None:
+        with self._lock:
+            known = self._graphs.get(key)
+            if known is not None:
+                self._graphs.move_to_end(key)
+            return known
+
+    def put(self, key: tuple, known: tuple[int | None, int | None, list[Triple]]) -> None:
+        with self._lock:
+            self._graphs[key] = known
+            self._graphs.move_to_end(key)
+            while len(self._graphs) > self.size:
+                self._graphs.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._graphs.clear()
+
+
+_KNOWN_GRAPHS = _KnownGraphs(size=512)
+
+
+def forget_known_graphs() -> None:
+    """Drop the graphs this process keeps: the next turn of every user reads theirs whole."""
+    _KNOWN_GRAPHS.clear()
+
+
 def plan_and_knowledge(
     *, user_id: int, conversation_id: int | None, limit: int = 200
 ) -> tuple[object, list[Triple]]:
-    """The stored plan steps (None without a plan) and the triples the renderer shows."""
-    ((steps, rows),) = fetch_hot(
+    """The stored plan steps (None without a plan) and the triples the renderer shows.
+
+    The triples come from this process's last read of the user's graph when neither their nor
+    the global knowledge version has moved since (`KnowledgeVersion`); they are shared, so a
+    caller must not change them.
+    """
+    key = (connection.settings_dict["NAME"], int(user_id), limit)
+    known = _KNOWN_GRAPHS.get(key)
+    own, global_, _ = known or (_NO_VERSION, _NO_VERSION, None)
+    ((steps, own_now, global_now, rows),) = fetch_hot(
         _PLAN_AND_KNOWLEDGE_SQL,
-        {"conversation": conversation_id, "owner": int(user_id), "limit": limit},
+        {
+            "conversation": conversation_id,
+            "owner": int(user_id),
+            "global_key": GLOBAL_COUNT_KEY,
+            "limit": limit,
+            "own": own,
+            "global": global_,
+        },
     )
-    steps, rows = json_value(steps), json_value(rows)
+    steps = json_value(steps)
+    if rows is None and known is not None:
+        return steps, list(known[2])
+    triples = _triples(json_value(rows))
+    _KNOWN_GRAPHS.put(key, (own_now, global_now, triples))
+    return steps, list(triples)
+
+
+def _triples(rows: list[list]) -> list[Triple]:
     # Built as a queryset builds its rows (from_db: the fields read, the rest deferred), with one
     # instance per predicate: keyword construction of 200 triples and their predicates held the
     # GIL for ~3 ms of every turn (bench/README.md, Retrieval).
@@ -149,7 +236,7 @@ def plan_and_knowledge(
         triple = Triple.from_db(DEFAULT_DB_ALIAS, _TRIPLE_FIELDS, row[:7])
         triple.predicate = predicate
         triples.append(triple)
-    return steps, triples
+    return triples
 
 
 def rules_and_preferences_for(*, user_id: int, limit: int = 50) -> QuerySet[MemoryNode]:
