@@ -29,7 +29,12 @@ from apps.chat import broadcasts
 from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.cognition import statements as statement_rules
-from apps.cognition.schemas import message_key, stated_quotes_schema
+from apps.cognition.schemas import (
+    message_key,
+    quote_max_chars,
+    stated_quotes_max_tokens,
+    stated_quotes_schema,
+)
 from apps.cognition.statements import Statement
 from apps.core.llm.fitting import bodies, template_prompt
 from apps.core.llm.outcomes import InvalidReply, Refused, TooLong
@@ -50,8 +55,6 @@ NOTHING_YET = "(nothing yet)"
 STARTING_CONFIDENCE = 1
 # How a withheld fact of no category is counted in the outcome's "withheld" categories.
 UNCLASSIFIED = "unclassified"
-# The extraction's reply: a few quotes per message fit well within it (about 30 tokens each).
-EXTRACTION_MAX_TOKENS = 256
 # Measured with SmolLM2-135M (tests/real_llm/test_real_reflection.py): greedy decoding copies
 # the user's words most faithfully.
 EXTRACTION_TEMPERATURE = 0.0
@@ -250,14 +253,17 @@ def _remember_replies(
 def extracted_quotes(said: list[str]) -> dict[int, list[str]]:
     """The model's quotes of what the user stated, by the index of the message it put them
     under. Only the user's messages are in the prompt: nothing can come from the assistant."""
-    schema = stated_quotes_schema(len(said))
+    quote_chars = quote_max_chars(said)
+    schema = stated_quotes_schema(len(said), quote_chars)
     lines = [f"{message_key(index)}: {text}" for index, text in enumerate(said)]
     prompt = template_prompt("extract", slots={"messages": bodies(lines)})
     reply = complete_as(
         schema,
         role="reflection",
         prompt=prompt,
-        max_tokens=EXTRACTION_MAX_TOKENS,
+        # Room for the longest reply the schema allows: a reply cut inside a quote (256 tokens
+        # were, when SmolLM2-135M repeated a phrase through six messages' quotes) is lost whole.
+        max_tokens=stated_quotes_max_tokens(len(said), quote_chars),
         temperature=EXTRACTION_TEMPERATURE,
     )
     return {index: getattr(reply, message_key(index)) for index in range(len(said))}

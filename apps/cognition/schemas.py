@@ -9,24 +9,48 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 # One call asks only which words of the user's messages state something about the user: a
 # 135M model finishes that within a few hundred tokens, and the rules do the rest
 # (apps.cognition.statements). Bounded so that it must finish: at most this many quotes per
-# message, each at most this long.
+# message, each at most this long, and never longer than the longest message quoted (a server
+# that takes the schema as a grammar stops a quote there).
 QUOTES_PER_MESSAGE = 2
 QUOTE_MAX_CHARS = 120
-Quote = Annotated[str, Field(max_length=QUOTE_MAX_CHARS)]
+# What the longest reply the schema allows costs, in tokens, counted high: a quote's text at two
+# characters a token, and the JSON around it, one quote or key a line (a quote filled with
+# "I'm a mom. " took 2.75 characters a token in SmolLM2's vocabulary, and each quote's line
+# about 8 more: tests/real_llm/test_real_reflection.py tokenizes that reply on the real server).
+_TOKENS_AROUND_REPLY = 8
+_TOKENS_AROUND_MESSAGE = 10
+_TOKENS_AROUND_QUOTE = 8
+_QUOTE_CHARS_PER_TOKEN = 2
 
 
 def message_key(index: int) -> str:
     return f"message_{index + 1}"
 
 
-def stated_quotes_schema(messages: int) -> type[BaseModel]:
+def quote_max_chars(said: list[str]) -> int:
+    """The longest quote worth allowing of these messages: the longest of them, at most
+    QUOTE_MAX_CHARS (and at least 1, which a schema needs)."""
+    return max(1, min(QUOTE_MAX_CHARS, max((len(text) for text in said), default=1)))
+
+
+def stated_quotes_schema(messages: int, quote_chars: int = QUOTE_MAX_CHARS) -> type[BaseModel]:
     """The shape of the extraction reply for `messages` user messages: one list of quotes per
-    message, in order (a small model keeps to its message better with a key for each)."""
+    message, in order (a small model keeps to its message better with a key for each), each
+    quote at most `quote_chars` long."""
+    quote = Annotated[str, Field(max_length=quote_chars)]
     fields = {
-        message_key(index): (list[Quote], Field(max_length=QUOTES_PER_MESSAGE))
+        message_key(index): (list[quote], Field(max_length=QUOTES_PER_MESSAGE))
         for index in range(messages)
     }
     return create_model("StatedQuotes", __config__=ConfigDict(extra="ignore"), **fields)
+
+
+def stated_quotes_max_tokens(messages: int, quote_chars: int = QUOTE_MAX_CHARS) -> int:
+    """Tokens enough for the longest reply `stated_quotes_schema` allows, so that a model that
+    fills every quote to its limit (SmolLM2-135M repeats a phrase until it is stopped) still
+    ends its JSON instead of being cut inside a string."""
+    quote = _TOKENS_AROUND_QUOTE + -(-quote_chars // _QUOTE_CHARS_PER_TOKEN)
+    return _TOKENS_AROUND_REPLY + messages * (_TOKENS_AROUND_MESSAGE + QUOTES_PER_MESSAGE * quote)
 
 
 class CriticVerdict(BaseModel):

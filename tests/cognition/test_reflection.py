@@ -6,11 +6,11 @@ from django.utils import timezone
 from apps.chat.models import Message
 from apps.cognition import tasks
 from apps.cognition.reflection import (
-    EXTRACTION_MAX_TOKENS,
     reflect_on_message,
     reflect_on_replies,
     unreflected_replies,
 )
+from apps.cognition.schemas import stated_quotes_max_tokens
 from apps.core.models import Event
 from apps.memory.models import MemoryNode, RetrievalPlan, Triple
 from tests.cognition.conftest import EXTRACT, reflection, wait_for
@@ -64,10 +64,11 @@ def test_the_extraction_is_one_small_bounded_call_that_never_shows_the_assistant
     (body,) = _asked(llm_stub)
     assert "I play the cello" in str(body["messages"])
     assert "opera" not in str(body["messages"])
-    assert body["max_tokens"] == EXTRACTION_MAX_TOKENS
     schema = body["response_format"]["json_schema"]["schema"]
     quotes = schema["properties"]["message_1"]
-    assert quotes["maxItems"] >= 1 and quotes["items"]["maxLength"] <= 120
+    # No quote longer than the message, and room for the longest reply that allows, no more.
+    assert quotes["maxItems"] == 2 and quotes["items"]["maxLength"] == len("I play the cello")
+    assert body["max_tokens"] == stated_quotes_max_tokens(1, len("I play the cello")) < 64
 
 
 def test_reflection_run_twice_writes_once(celery_worker, user, turn, llm_stub, config):

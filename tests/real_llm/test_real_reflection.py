@@ -3,11 +3,21 @@ whether the turns are reflected on together (one call) or one by one."""
 
 from __future__ import annotations
 
+import json
+
+import httpx
 import pytest
 
 from apps.chat.models import Conversation, Message
 from apps.cognition import grounding
 from apps.cognition.reflection import reflect_on_replies
+from apps.cognition.schemas import (
+    QUOTES_PER_MESSAGE,
+    message_key,
+    quote_max_chars,
+    stated_quotes_max_tokens,
+    stated_quotes_schema,
+)
 from apps.memory.models import MemoryNode
 from apps.memory.services import says_the_same
 
@@ -96,3 +106,28 @@ def test_each_turn_reflected_on_alone_teaches_what_the_user_stated(user, on_real
     assert len(found) >= 4, (found, [node.description for node in nodes])
     _assert_only_the_users_words(nodes)
     _assert_no_duplicates(nodes)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        ["Thanks, that is all for now."],
+        [text for text, _ in CONVERSATION],
+        ["My son Marco plays the violin and the piano every evening after school, " * 2] * 6,
+    ],
+    ids=["one short message", "the conversation", "six long messages"],
+)
+def test_the_longest_reply_the_schema_allows_fits_the_calls_max_tokens(real_llm, said):
+    # SmolLM2-135M has filled every quote to its limit with one phrase ("I'm a mom. I'm a mom…"):
+    # that reply, in the model's own tokens, must end within the call's max_tokens, or the JSON
+    # is cut inside a string and the whole reply lost.
+    quote_chars = quote_max_chars(said)
+    schema = stated_quotes_schema(len(said), quote_chars)
+    looping = ("I'm a mom. " * 20)[:quote_chars]
+    reply = json.dumps(
+        {message_key(index): [looping] * QUOTES_PER_MESSAGE for index in range(len(said))},
+        indent=2,
+    )
+    schema.model_validate_json(reply)  # the longest reply the schema allows
+    tokens = httpx.post(f"{real_llm.root}/tokenize", json={"content": reply}, timeout=10)
+    assert len(tokens.json()["tokens"]) <= stated_quotes_max_tokens(len(said), quote_chars)
