@@ -27,8 +27,9 @@ SWEEP_AFTER = timedelta(minutes=10)
 SWEEP_WITHIN = timedelta(days=1)
 
 
-# The extraction's answer is capped at 256 tokens, two quotes of up to 120 characters per
-# message: six messages fit, eight where the model fills every list may not.
+# The extraction's answer has room for the longest the schema allows, two quotes of up to 120
+# characters per message (`schemas.stated_quotes_max_tokens`): six messages need 980 tokens,
+# within the background calls' default cap of 1,024; eight would not be.
 MAX_REPLIES_PER_CALL = 6
 
 

@@ -152,8 +152,9 @@ _PREDICATE_FIELDS = ("id", "name", "labels")
 class _KnownGraphs:
     """The graphs this process last read, by database, owner and limit, with their versions.
 
-    At most `size` of them, the least recently used dropped first; a few hundred KB at 200
-    triples each. The triples are shared by the turns that read them, which only read them.
+    At most `size` of them, the least recently used dropped first: a graph of 200 triples
+    takes ~113 KB, so 256 of them at most ~29 MB a process. The triples are shared by the
+    turns that read them, which only read them.
     """
 
     def __init__(self, size: int):
@@ -182,7 +183,7 @@ class _KnownGraphs:
             self._graphs.clear()
 
 
-_KNOWN_GRAPHS = _KnownGraphs(size=512)
+_KNOWN_GRAPHS = _KnownGraphs(size=256)
 
 
 def forget_known_graphs() -> None:

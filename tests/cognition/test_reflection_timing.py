@@ -235,3 +235,15 @@ def test_the_sweep_runs_every_five_minutes_from_its_migration(db):
 
     sweep = PeriodicTask.objects.get(task="cognition.reflect_unreflected")
     assert (sweep.interval.every, sweep.interval.period) == (5, "minutes") and sweep.enabled
+
+
+def test_the_most_replies_one_call_takes_leave_room_for_the_longest_extraction_reply():
+    # Each message may get two quotes of up to 120 characters; the call asks for room for all
+    # of them (a reply cut inside a quote is lost whole), and the default cap must give it.
+    from apps.cognition.schemas import QUOTE_MAX_CHARS, stated_quotes_max_tokens
+    from apps.core.models import RuntimeConfig
+
+    default_cap = RuntimeConfig._meta.get_field("background_max_tokens").default
+    most = stated_quotes_max_tokens(reflection_timing.MAX_REPLIES_PER_CALL, QUOTE_MAX_CHARS)
+    assert most <= default_cap
+    assert stated_quotes_max_tokens(reflection_timing.MAX_REPLIES_PER_CALL + 1) > default_cap

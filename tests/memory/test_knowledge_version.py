@@ -164,3 +164,14 @@ def test_an_unchanged_graph_costs_the_database_no_read_of_the_triples(django_use
     unknown = triple_scans(explain({**params, "own": -1, "global": -1}))
     assert known and all("never executed" in line for line in known), known
     assert unknown and not any("never executed" in line for line in unknown), unknown
+
+
+def test_the_process_keeps_a_bounded_number_of_graphs_dropping_the_least_recently_used():
+    graphs = selectors._KnownGraphs(size=2)
+    graphs.put(("db", 1, 200), (1, 1, []))
+    graphs.put(("db", 2, 200), (2, 1, []))
+    assert graphs.get(("db", 1, 200)) == (1, 1, [])  # used again: now the most recent
+    graphs.put(("db", 3, 200), (3, 1, []))
+    assert graphs.get(("db", 2, 200)) is None
+    assert graphs.get(("db", 1, 200)) == (1, 1, [])
+    assert graphs.get(("db", 3, 200)) == (3, 1, [])
