@@ -11,6 +11,7 @@ from apps.cognition.statements import (
     quoted_sentences,
     statements_of,
     states_something,
+    third_person,
 )
 from apps.memory.models import Category
 from apps.memory.support import quote_supports
@@ -264,3 +265,28 @@ def test_every_statement_says_nothing_its_quote_does_not(said):
     # Reflection stores these as the user's own words (apps.memory.services demotes any other).
     for statement in statements_of(said, today=TODAY):
         assert quote_supports(description=statement.description, quote=statement.quote), statement
+
+
+@pytest.mark.parametrize(
+    ("said", "written"),
+    [
+        ("I really like jazz", "The user really likes jazz"),
+        ("I also play chess", "The user also plays chess"),
+        ("I usually go running", "The user usually goes running"),
+        ("I went to Rome", "The user went to Rome"),
+        ("I just moved to Lyon", "The user just moved to Lyon"),
+        ("I study physics", "The user studies physics"),
+        ("I fly to Paris often", "The user flies to Paris often"),
+        ("I haven't seen Rome", "The user hasn't seen Rome"),
+        ("I can swim", "The user can swim"),
+        ("i live in turin", "The user lives in turin"),
+        ("Sofia says I cook well", "Sofia says the user cooks well"),
+        ("My wife thinks I am funny", "The user's wife thinks the user is funny"),
+        ("Then I moved to Lyon", "Then the user moved to Lyon"),
+        ("My son and I play chess", "The user's son and the user play chess"),
+        ("World War I ended in 1918", "World War I ended in 1918"),
+    ],
+)
+def test_the_user_in_the_third_person_agrees_with_its_verb(said, written):
+    # Each read by the model as its own memory: "I" would be the assistant, "reallies" a typo.
+    assert third_person(said) == written
