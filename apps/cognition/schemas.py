@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
 
 # One call asks only which words of the user's messages state something about the user: a
 # 135M model finishes that within a few hundred tokens, and the rules do the rest
@@ -37,11 +37,22 @@ def stated_quotes_schema(messages: int, quote_chars: int = QUOTE_MAX_CHARS) -> t
     """The shape of the extraction reply for `messages` user messages: one list of quotes per
     message, in order (a small model keeps to its message better with a key for each), each
     quote at most `quote_chars` long."""
-    quote = Annotated[str, Field(max_length=quote_chars)]
-    fields = {
-        message_key(index): (list[quote], Field(max_length=QUOTES_PER_MESSAGE))
-        for index in range(messages)
-    }
+    # The schema says the limits (a grammar holds the model to them); a server that ignores
+    # them may still send a longer quote or more of them, which are cut to the limits rather
+    # than failing the whole reply: grounding then finds each in a message or rejects it.
+    quote = Annotated[
+        str,
+        BeforeValidator(lambda value: value[:quote_chars] if isinstance(value, str) else value),
+        Field(max_length=quote_chars),
+    ]
+    quotes = Annotated[
+        list[quote],
+        BeforeValidator(
+            lambda value: value[:QUOTES_PER_MESSAGE] if isinstance(value, list) else value
+        ),
+        Field(max_length=QUOTES_PER_MESSAGE),
+    ]
+    fields = {message_key(index): (quotes, ...) for index in range(messages)}
     return create_model("StatedQuotes", __config__=ConfigDict(extra="ignore"), **fields)
 
 

@@ -72,7 +72,9 @@ def test_what_the_assistant_said_or_saw_is_never_the_users(user, turn, llm_stub,
         owner=user, description="Has a dog named Rex who loves the beach"
     )
     memory_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Rome")
-    reply = turn("What is the capital of Australia?", "Canberra, a city planned in 1913.")
+    # Long enough that no quote below is cut to the longest message's length.
+    question = "What is the capital city of Australia, the big country down under?"
+    reply = turn(question, "Canberra, a city planned in 1913.")
     echoes = [
         "Canberra, a city planned in 1913",  # the assistant's reply
         "a helpful assistant with a long-term memory",  # the system prompt
@@ -82,7 +84,7 @@ def test_what_the_assistant_said_or_saw_is_never_the_users(user, turn, llm_stub,
     llm_stub.script(reflection(*echoes[:2]), reflection(*echoes[2:]))
 
     outcomes = [reflect_on_message(message_id=reply.pk)]
-    again = turn("What is the capital of Australia?", "Canberra, a city planned in 1913.")
+    again = turn(question, "Canberra, a city planned in 1913.")
     outcomes.append(reflect_on_message(message_id=again.pk))
 
     assert list(MemoryNode.objects.values_list("pk", flat=True)) == [recalled.pk]

@@ -173,6 +173,27 @@ def test_what_a_rule_places_is_learnt_though_the_model_quoted_only_part_of_it(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_server_that_ignores_the_schemas_limits_still_has_its_quotes_read(
+    user, turn, llm_stub, config
+):
+    """Without a grammar a model may quote past the longest message, and quote three times:
+    the quote is cut to the limit and the list to two, not the whole reply thrown away."""
+    config(critic_enabled=False)
+    reply = turn("I have a collection of old stamps", "Nice!")
+    llm_stub.script(
+        reflection("I have a collection of old stamps, the user told the assistant", "Nice!", "x")
+    )
+
+    outcome = reflect_on_message(message_id=reply.pk)
+
+    learnt = MemoryNode.objects.filter(pk__in=outcome["created"])
+    assert list(learnt.values_list("description", flat=True)) == [
+        "The user has a collection of old stamps"
+    ]
+    assert outcome["rejected"] == [{"text": "Nice!", "reason": "not in the user's messages"}]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_question_states_nothing_and_is_not_counted_as_a_turn_to_learn_from(
     user, turn, llm_stub, config
 ):
