@@ -76,6 +76,11 @@ def test_a_turn_that_failed_as_too_long_is_edited_in_the_composer(
 
     page.click("text=Edit the message")
     page.wait_for_selector(".msg", state="detached")
+    # The turn leaves the page in one frame, the composer with its text comes in the next.
+    page.wait_for_function(
+        "document.querySelector('#composer textarea').value !== ''"
+        " && document.querySelector('#composer-room').innerText.includes('Your message is about')"
+    )
     assert page.locator("#composer textarea").input_value() == text.strip()
     assert page.locator("#composer button[type=submit]").is_disabled()
     assert "Your message is about" in page.locator("#composer-room").inner_text()
