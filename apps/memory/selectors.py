@@ -106,7 +106,7 @@ def turn_plan_steps(
 # The conversation's plan, the owner's and the global knowledge versions, and the user's graph
 # (their triples, then the global ones, in the renderer's order) in one round trip: the turn
 # needs both before it can search. The graph is read only when a version differs from the one
-# the process last read it at (the CASE's subquery is then not executed at all). The order is
+# the process last read it at; while both stand, the CASE's subquery is not executed. The order is
 # found in triple_owner_known, without the table; only the triples shown are read from it.
 _PLAN_AND_KNOWLEDGE_SQL = """
 SELECT (SELECT steps FROM memory_retrievalplan WHERE conversation_id = %(conversation)s),
