@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +31,10 @@ MANIFEST = "thalamus-backup.json"
 DUMP = "database.dump"
 SECRET_KEY = "secret_key"
 MAINTENANCE_DATABASE = "postgres"
+# A session whose client has just closed is still listed until its server process exits, a few
+# milliseconds later: sessions are looked for again for this long before a restore is refused
+# (an operator who stops `up` and restores at once, or a script, would otherwise be refused).
+SESSIONS_GONE_SECONDS = 2.0
 
 
 class BackupError(Exception):
@@ -111,10 +116,15 @@ def backup_restore(
     manifest = backup_manifest(path=path)
     name = database["dbname"]
     with _connect(database) as conn:
-        others = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        ).fetchone()[0]
+        gone_by = time.monotonic() + SESSIONS_GONE_SECONDS
+        while True:
+            others = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone()[0]
+            if not others or time.monotonic() >= gone_by:
+                break
+            time.sleep(0.1)
         tables = conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
         ).fetchone()[0]

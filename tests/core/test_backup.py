@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 from pathlib import Path
 
 import psycopg
@@ -210,6 +211,24 @@ def test_restore_refuses_a_database_in_use(user, scratch, source_data_dir, tmp_p
         pytest.raises(CommandError, match="1 other session.*stop `manage.py up`"),
     ):
         call_command("restore", str(backup), database_url=url)
+
+
+@in_database
+def test_restore_waits_for_a_session_that_is_closing(user, scratch, source_data_dir, tmp_path):
+    # A client that has just closed is listed until its server process exits: a restore right
+    # after `up` stops (or after a script's own query) must not be refused for it.
+    _a_remembered_conversation(user)
+    backup = tmp_path / "thalamus.backup"
+    call_command("backup", str(backup))
+    name, url = scratch
+    leaving = psycopg.connect(**_server(), dbname=name)
+    closing = threading.Timer(0.5, leaving.close)
+    closing.start()
+
+    call_command("restore", str(backup), database_url=url)
+
+    closing.join()
+    assert _counts(name)[MemoryNode._meta.db_table] == MemoryNode.objects.count() > 0
 
 
 def test_a_backup_never_overwrites_a_file(source_data_dir, tmp_path):
