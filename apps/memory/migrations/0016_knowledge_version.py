@@ -10,41 +10,32 @@ from django.db import migrations, models
 # flush (TRUNCATE … RESTART IDENTITY) never winds it back to values a process has seen.
 VERSION_TRIGGERS = """
 CREATE SEQUENCE memory_knowledge_version_seq;
+CREATE FUNCTION memory_knowledge_move(owner_keys int[]) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO memory_knowledgeversion AS known (owner_key, version)
+    SELECT owner_key, nextval('memory_knowledge_version_seq')
+      FROM (SELECT DISTINCT unnest(owner_keys) AS owner_key) AS owners
+     ORDER BY owner_key
+    ON CONFLICT (owner_key) DO UPDATE SET version = EXCLUDED.version;
+$$;
 CREATE FUNCTION memory_knowledge_statement() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        INSERT INTO memory_knowledgeversion AS known (owner_key, version)
-        SELECT owner_key, nextval('memory_knowledge_version_seq')
-          FROM (SELECT DISTINCT COALESCE(owner_id, 0) AS owner_key FROM inserted) AS owners
-         ORDER BY owner_key
-        ON CONFLICT (owner_key) DO UPDATE SET version = EXCLUDED.version;
+        PERFORM memory_knowledge_move(ARRAY(SELECT COALESCE(owner_id, 0) FROM inserted));
     ELSE
-        INSERT INTO memory_knowledgeversion AS known (owner_key, version)
-        SELECT owner_key, nextval('memory_knowledge_version_seq')
-          FROM (SELECT DISTINCT COALESCE(owner_id, 0) AS owner_key FROM deleted) AS owners
-         ORDER BY owner_key
-        ON CONFLICT (owner_key) DO UPDATE SET version = EXCLUDED.version;
+        PERFORM memory_knowledge_move(ARRAY(SELECT COALESCE(owner_id, 0) FROM deleted));
     END IF;
     RETURN NULL;
 END
 $$;
 CREATE FUNCTION memory_knowledge_row() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO memory_knowledgeversion AS known (owner_key, version)
-    SELECT owner_key, nextval('memory_knowledge_version_seq')
-      FROM (SELECT DISTINCT owner_key
-              FROM (VALUES (COALESCE(OLD.owner_id, 0)), (COALESCE(NEW.owner_id, 0)))
-                   AS changed(owner_key)) AS owners
-     ORDER BY owner_key
-    ON CONFLICT (owner_key) DO UPDATE SET version = EXCLUDED.version;
+    PERFORM memory_knowledge_move(ARRAY[COALESCE(OLD.owner_id, 0), COALESCE(NEW.owner_id, 0)]);
     RETURN NULL;
 END
 $$;
 CREATE FUNCTION memory_knowledge_everyone() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO memory_knowledgeversion AS known (owner_key, version)
-    VALUES (0, nextval('memory_knowledge_version_seq'))
-    ON CONFLICT (owner_key) DO UPDATE SET version = EXCLUDED.version;
+    PERFORM memory_knowledge_move(ARRAY[0]);
     RETURN NULL;
 END
 $$;
@@ -79,6 +70,7 @@ DROP TRIGGER predicate_knowledge_update ON memory_predicate;
 DROP FUNCTION memory_knowledge_statement();
 DROP FUNCTION memory_knowledge_row();
 DROP FUNCTION memory_knowledge_everyone();
+DROP FUNCTION memory_knowledge_move(int[]);
 DROP SEQUENCE memory_knowledge_version_seq;
 """
 
