@@ -97,7 +97,8 @@ async def _turn(stub, user, case: str) -> float:
 
     from apps.cognition.answer import answer_reply
     from apps.cognition.pipeline import start_turn
-    from apps.cognition.turn_request import build_turn, memory_for_turn
+    from apps.cognition.turn_memory import memory_for_turn
+    from apps.cognition.turn_request import build_turn
 
     conversation, reply, history = await sync_to_async(_ask)(user, TEXTS[case])
     _script(stub, case)

@@ -519,7 +519,7 @@ def measure_turn(owner_ids: list[int], args: argparse.Namespace, *, graph_change
             query = default_plan_steps(text, config.max_memory_results)[0].search_text
             embedded = Future()
             embedded.set_result(({query: vector}, ""))
-            # The turn reads the language with its template, before the recall (turn_request).
+            # The turn reads the language with its template, before the recall (turn_memory).
             language = user_knowledge_language(user=users[owner], config=config)
             if graph_changed:
                 forget_known_graphs()

@@ -139,7 +139,7 @@ def history_step(window: int) -> int:
 def reply_traces(*, conversation_id: int, limit: int) -> list[tuple[int, object, object]]:
     """(question id, note, history_from) of the conversation's last `limit` answers, newest
     first: what memory added to the message each answers, and the first message of the history
-    each was sent with (see apps.cognition.turn_request)."""
+    each was sent with (see apps.cognition.notes)."""
     rows = (
         Message.objects.filter(
             conversation_id=conversation_id,

@@ -17,7 +17,9 @@ from apps.accounts.selectors import (
     time_zone_of,
     user_settings_for,
 )
-from apps.cognition.turn_request import EVIDENCE_HEADING, memory_on, note_text, system_prompt
+from apps.cognition.notes import note_text
+from apps.cognition.turn_memory import memory_on
+from apps.cognition.turn_request import EVIDENCE_HEADING, system_prompt
 from apps.core.llm.limits import CHAT, TOKENS_PER_MESSAGE, prompt_and_limits
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config

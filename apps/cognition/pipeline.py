@@ -45,14 +45,8 @@ from apps.cognition.route import (
     route_by_model,
     route_by_rule,
 )
-from apps.cognition.turn_request import (
-    MemoryForTurn,
-    PreparedTurn,
-    build_turn,
-    memory_for_turn,
-    memory_on,
-    turn_history,
-)
+from apps.cognition.turn_memory import MemoryForTurn, memory_for_turn, memory_on
+from apps.cognition.turn_request import PreparedTurn, build_turn, turn_history
 from apps.core.llm.chat_models import picked_chat_model
 from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig

@@ -1,31 +1,21 @@
-"""The answer's request: what memory knows for a turn, fitted with the history into the model's
-window (`build_turn`), and fitted again for any other model the gateway asks (`turn_prompt`)."""
+"""The answer's request: what memory knows for a turn (`turn_memory`) fitted with the history
+into the model's window (`build_turn`), and fitted again for any other model the gateway asks
+(`turn_prompt`)."""
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
 from django.utils import timezone
 
-from apps.accounts.models import UserSettings
-from apps.accounts.selectors import (
-    custom_instructions,
-    knowledge_language_of,
-    time_zone_of,
-    user_settings_for,
-)
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
-from apps.cognition.context import MemoryContext
-from apps.cognition.debate import (
-    rule_lines,
-)
+from apps.cognition.notes import Note, note_text
+from apps.cognition.turn_memory import MemoryForTurn
 from apps.core.llm.fitting import (
     NEVER,
     Piece,
@@ -34,20 +24,12 @@ from apps.core.llm.fitting import (
     fit,
     message_piece,
 )
-from apps.core.llm.limits import (
-    CHAT,
-    ModelLimits,
-    TokenCounter,
-    prompt_and_limits,
-)
 from apps.core.llm.outcomes import TooLong
 from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig
 from apps.core.prompts import fill_prompt
 from apps.core.selectors import runtime_config
 from apps.memory.renderer import episode_line, knowledge_line, memory_line, render_memory_block
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -83,220 +65,6 @@ class PreparedTurn:
         """The request's sampling fields besides the temperature, as the client set them."""
         fields = {"top_p": self.top_p, "stop": self.stop, "seed": self.seed}
         return {name: value for name, value in fields.items() if value is not None}
-
-
-@dataclass
-class MemoryForTurn:
-    """What a turn needs besides its history: what memory holds, the model's limits, the
-    system prompt's template."""
-
-    context: MemoryContext
-    ms: float
-    template: str
-    user_name: str
-    limits: ModelLimits
-    counter: TokenCounter
-    config: RuntimeConfig
-    # The lines of the rules and preferences the internal debate holds the draft to; None when
-    # the debate is off.
-    rules: list[str] | None = None
-    # The user's world state (topics, project, goals, how to answer), rendered; "" when empty.
-    world: str = ""
-    # The user's settings: their custom instructions (never dropped), their time zone, and
-    # whether memory was read at all (off, or a temporary chat: nothing read, nothing learnt).
-    instructions: str = ""
-    time_zone: str = ""
-    remember: bool = True
-    # The notes earlier messages of the conversation were sent with, by message id, as they
-    # are replayed (only those whose every memory is still current).
-    notes: dict[int, Note] = field(default_factory=dict)
-    # The first message of the history the conversation's last answer was sent with: the next
-    # starts there or later, so the prompt's start holds (0: from the first).
-    history_from: int = 0
-
-
-# What memory adds to a message stands before it, between these tags (the answer's system
-# prompt says what they mean).
-NOTE_OPEN = "<memory>"
-NOTE_CLOSE = "</memory>"
-
-
-@dataclass(frozen=True)
-class Note:
-    """What memory added to one user message, as the model saw it.
-
-    The system prompt stays the same from turn to turn and what memory finds for a message
-    goes with the message; a note is replayed verbatim with its message on later turns, so
-    the server's prompt cache (llama.cpp's cache_prompt, Ollama's KV reuse) keeps the whole
-    conversation and evaluates only what is new. The ids say what it quotes: a note quoting a
-    memory that was forgotten, marked wrong or quarantined is no longer replayed.
-    """
-
-    text: str
-    memories: tuple[int, ...] = ()
-    triples: tuple[int, ...] = ()
-    episodes: tuple[int, ...] = ()
-
-    def as_trace(self) -> dict:
-        return {
-            "text": self.text,
-            "memories": list(self.memories),
-            "triples": list(self.triples),
-            "episodes": list(self.episodes),
-        }
-
-    @classmethod
-    def from_trace(cls, value: object) -> Note | None:
-        if not isinstance(value, dict) or not isinstance(value.get("text"), str):
-            return None
-        ids = {}
-        for name in ("memories", "triples", "episodes"):
-            found = value.get(name) or []
-            if not isinstance(found, list) or not all(isinstance(i, int) for i in found):
-                return None
-            ids[name] = tuple(found)
-        return cls(value["text"], **ids)
-
-    def attached(self, content: str) -> str:
-        """The message as sent: the note, then the user's words."""
-        return f"{self.text}\n\n{content}"
-
-
-def note_text(block: str) -> str:
-    return f"{NOTE_OPEN}\n{block}\n{NOTE_CLOSE}"
-
-
-@dataclass
-class Replay:
-    """What a turn takes from the conversation's last answers: the notes their messages were
-    sent with, by message id (those whose every memory is still current), and the first
-    message of the last one's history."""
-
-    notes: dict[int, Note] = field(default_factory=dict)
-    history_from: int = 0
-
-
-def conversation_replay(*, conversation_id: int | None, limit: int, notes: bool) -> Replay:
-    """The replay of the conversation's last `limit` answers; without `notes` (memory off),
-    only where the history starts."""
-    from apps.chat.selectors import reply_traces
-    from apps.memory.selectors import current_ids
-
-    if conversation_id is None:
-        return Replay()
-    rows = reply_traces(conversation_id=conversation_id, limit=limit)
-    history_from = next((value for _, _, value in rows if isinstance(value, int)), 0)
-    found = {
-        question_id: note
-        for question_id, value, _ in rows
-        if notes and (note := Note.from_trace(value)) is not None
-    }
-    if not found:
-        return Replay(history_from=history_from)
-    memories, triples, episodes = current_ids(
-        memories={i for note in found.values() for i in note.memories},
-        triples={i for note in found.values() for i in note.triples},
-        episodes={i for note in found.values() for i in note.episodes},
-    )
-    current = {
-        question_id: note
-        for question_id, note in found.items()
-        if memories.issuperset(note.memories)
-        and triples.issuperset(note.triples)
-        and episodes.issuperset(note.episodes)
-    }
-    return Replay(current, history_from)
-
-
-def memory_on(*, user, conversation, prefs: UserSettings | None = None) -> bool:
-    """Does a turn in `conversation` read and write memory: the user's memory is on and the
-    chat is not temporary."""
-    if getattr(conversation, "temporary", False):
-        return False
-    return (prefs or user_settings_for(user=user)).memory_enabled
-
-
-def memory_for_turn(
-    *,
-    user,
-    conversation,
-    text: str,
-    config: RuntimeConfig | None = None,
-    embedded: Future | None = None,
-    recall: bool = True,
-) -> MemoryForTurn:
-    """What the memory knows for this turn; callers may run it while the message is saved.
-
-    `embedded`: the embedding of `text` already under way (`start_turn_embedding`). Without
-    `recall` (memory off for an API call) the memory, the rules and the world state stay empty.
-    """
-    from apps.cognition.context import memory_context_for_turn
-    from apps.memory.renderer import render_world
-    from apps.memory.selectors import rules_and_preferences_for, world_state_for
-
-    started = time.perf_counter()
-    config = config or runtime_config()
-    # Read before the recall, which spends most of its time waiting on the embedding, rather
-    # than after it, when the answer waits on this.
-    template, limits, counter = prompt_and_limits("answer", CHAT, config)
-    prefs = user_settings_for(user=user)
-    language = knowledge_language_of(prefs, config)
-    own = {
-        "instructions": custom_instructions(prefs),
-        "time_zone": time_zone_of(prefs),
-        "remember": memory_on(user=user, conversation=conversation, prefs=prefs),
-    }
-    remember = recall and own["remember"]
-    replay = conversation_replay(
-        conversation_id=getattr(conversation, "pk", None),
-        limit=config.short_term_window,
-        notes=remember,
-    )
-    if not remember:
-        return MemoryForTurn(
-            history_from=replay.history_from,
-            context=MemoryContext(
-                trace={"memories": [], "episodes": [], "triples": [], "off": True},
-                language=language,
-                user=user,
-            ),
-            **{**own, "remember": False},
-            ms=(time.perf_counter() - started) * 1000,
-            template=template,
-            user_name=user.get_full_name() or user.get_username(),
-            limits=limits,
-            counter=counter,
-            config=config,
-        )
-    context = memory_context_for_turn(
-        user=user,
-        conversation=conversation,
-        text=text,
-        config=config,
-        embedded=embedded,
-        language=language,
-    )
-    rules = None
-    if config.debate_enabled:
-        descriptions = rules_and_preferences_for(user_id=user.pk).values_list(
-            "description", flat=True
-        )
-        rules = rule_lines(list(descriptions))
-    world = render_world(world_state_for(user_id=user.pk), language=language)
-    return MemoryForTurn(
-        notes=replay.notes,
-        history_from=replay.history_from,
-        context=context,
-        ms=(time.perf_counter() - started) * 1000,
-        template=template,
-        user_name=user.get_full_name() or user.get_username(),
-        limits=limits,
-        counter=counter,
-        config=config,
-        rules=rules,
-        world=world,
-        **own,
-    )
 
 
 # Asked, not saved, after an answer cut short (Continue).

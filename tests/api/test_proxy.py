@@ -11,8 +11,8 @@ import pytest
 
 from apps.accounts.services import api_key_create
 from apps.chat.models import Conversation, Message
+from apps.cognition.notes import NOTE_CLOSE
 from apps.cognition.reflection import TRACE_KEY
-from apps.cognition.turn_request import NOTE_CLOSE
 from apps.memory.services import memory_node_create
 
 pytestmark = pytest.mark.django_db(transaction=True)

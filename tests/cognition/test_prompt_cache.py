@@ -9,8 +9,8 @@ import pytest
 from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import history_kept
+from apps.cognition.notes import NOTE_CLOSE, NOTE_OPEN
 from apps.cognition.pipeline import prepare_saved_reply
-from apps.cognition.turn_request import NOTE_CLOSE, NOTE_OPEN
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
 from apps.memory import browser_services, forget_services

@@ -77,7 +77,8 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
 
 
 def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_first(user, llm_stub):
-    from apps.cognition.turn_request import build_turn, memory_for_turn
+    from apps.cognition.turn_memory import memory_for_turn
+    from apps.cognition.turn_request import build_turn
     from apps.memory import services as memory_services
     from apps.memory.models import Triple
 

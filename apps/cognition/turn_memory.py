@@ -1,0 +1,144 @@
+"""What memory knows for a turn (`memory_for_turn`): the recall, the rules the debate holds
+the draft to, the world state, the user's settings and the notes to replay, read before the
+request is built."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from apps.accounts.models import UserSettings
+from apps.accounts.selectors import (
+    custom_instructions,
+    knowledge_language_of,
+    time_zone_of,
+    user_settings_for,
+)
+from apps.cognition.context import MemoryContext
+from apps.cognition.debate import rule_lines
+from apps.cognition.notes import Note, conversation_replay
+from apps.core.llm.limits import CHAT, ModelLimits, TokenCounter, prompt_and_limits
+from apps.core.models import RuntimeConfig
+from apps.core.selectors import runtime_config
+
+
+@dataclass
+class MemoryForTurn:
+    """What a turn needs besides its history: what memory holds, the model's limits, the
+    system prompt's template."""
+
+    context: MemoryContext
+    ms: float
+    template: str
+    user_name: str
+    limits: ModelLimits
+    counter: TokenCounter
+    config: RuntimeConfig
+    # The lines of the rules and preferences the internal debate holds the draft to; None when
+    # the debate is off.
+    rules: list[str] | None = None
+    # The user's world state (topics, project, goals, how to answer), rendered; "" when empty.
+    world: str = ""
+    # The user's settings: their custom instructions (never dropped), their time zone, and
+    # whether memory was read at all (off, or a temporary chat: nothing read, nothing learnt).
+    instructions: str = ""
+    time_zone: str = ""
+    remember: bool = True
+    # The notes earlier messages of the conversation were sent with, by message id, as they
+    # are replayed (only those whose every memory is still current).
+    notes: dict[int, Note] = field(default_factory=dict)
+    # The first message of the history the conversation's last answer was sent with: the next
+    # starts there or later, so the prompt's start holds (0: from the first).
+    history_from: int = 0
+
+
+def memory_on(*, user, conversation, prefs: UserSettings | None = None) -> bool:
+    """Does a turn in `conversation` read and write memory: the user's memory is on and the
+    chat is not temporary."""
+    if getattr(conversation, "temporary", False):
+        return False
+    return (prefs or user_settings_for(user=user)).memory_enabled
+
+
+def memory_for_turn(
+    *,
+    user,
+    conversation,
+    text: str,
+    config: RuntimeConfig | None = None,
+    embedded: Future | None = None,
+    recall: bool = True,
+) -> MemoryForTurn:
+    """What the memory knows for this turn; callers may run it while the message is saved.
+
+    `embedded`: the embedding of `text` already under way (`start_turn_embedding`). Without
+    `recall` (memory off for an API call) the memory, the rules and the world state stay empty.
+    """
+    from apps.cognition.context import memory_context_for_turn
+    from apps.memory.renderer import render_world
+    from apps.memory.selectors import rules_and_preferences_for, world_state_for
+
+    started = time.perf_counter()
+    config = config or runtime_config()
+    # Read before the recall, which spends most of its time waiting on the embedding, rather
+    # than after it, when the answer waits on this.
+    template, limits, counter = prompt_and_limits("answer", CHAT, config)
+    prefs = user_settings_for(user=user)
+    language = knowledge_language_of(prefs, config)
+    own = {
+        "instructions": custom_instructions(prefs),
+        "time_zone": time_zone_of(prefs),
+        "remember": memory_on(user=user, conversation=conversation, prefs=prefs),
+    }
+    remember = recall and own["remember"]
+    replay = conversation_replay(
+        conversation_id=getattr(conversation, "pk", None),
+        limit=config.short_term_window,
+        notes=remember,
+    )
+    if not remember:
+        return MemoryForTurn(
+            history_from=replay.history_from,
+            context=MemoryContext(
+                trace={"memories": [], "episodes": [], "triples": [], "off": True},
+                language=language,
+                user=user,
+            ),
+            **{**own, "remember": False},
+            ms=(time.perf_counter() - started) * 1000,
+            template=template,
+            user_name=user.get_full_name() or user.get_username(),
+            limits=limits,
+            counter=counter,
+            config=config,
+        )
+    context = memory_context_for_turn(
+        user=user,
+        conversation=conversation,
+        text=text,
+        config=config,
+        embedded=embedded,
+        language=language,
+    )
+    rules = None
+    if config.debate_enabled:
+        descriptions = rules_and_preferences_for(user_id=user.pk).values_list(
+            "description", flat=True
+        )
+        rules = rule_lines(list(descriptions))
+    world = render_world(world_state_for(user_id=user.pk), language=language)
+    return MemoryForTurn(
+        notes=replay.notes,
+        history_from=replay.history_from,
+        context=context,
+        ms=(time.perf_counter() - started) * 1000,
+        template=template,
+        user_name=user.get_full_name() or user.get_username(),
+        limits=limits,
+        counter=counter,
+        config=config,
+        rules=rules,
+        world=world,
+        **own,
+    )
