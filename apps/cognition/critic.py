@@ -1,9 +1,11 @@
 """The sceptical critic (CLAM): a devil's advocate doubts the memories a turn touched.
 
-Each judged node gets a written debate and a verdict: withstands (+1) or fails (−1). The critic
-is shown what could contradict the node — the owner's nearest long-term (promoted) memories
-first, then unconfirmed ones, and the known facts that share its words — and a known memory it
-names as contradicted or supported gets a `contradicts` or `supports` link. A critique is unique
+Each judged node gets a written debate and a verdict: withstands (+1) or fails (−1); a failing
+verdict on the user's own words is kept and moves nothing (critique_record): the critic doubts
+what was inferred, not what the user said. The critic is shown what could contradict the node
+— the owner's nearest long-term (promoted) memories first, then unconfirmed ones, and the known
+facts that share its words — and a known memory it names as contradicted or supported gets a
+`contradicts` or `supports` link. A critique is unique
 per node and turn, so a redelivered task never counts a verdict twice; a sweep reviews the
 volatile nodes no turn ever brought before the critic, oldest first. A node the critic cannot
 judge (a reply it cannot read, a refusal, a prompt too long, a fault of ours) gets an error event
@@ -265,10 +267,10 @@ def critic_outcome_record(*, message_id: int, failed: list[dict], error: str = "
     """The critic's outcome in the reply's trace: the verdicts on the nodes it judged for this
     turn, the nodes it could not judge and why, and `error` when it gave up on the turn."""
     judged = [
-        {"node": node_id, "verdict": verdict}
-        for node_id, verdict in Critique.objects.filter(message_id=message_id)
+        {"node": node_id, "verdict": verdict, "delta": delta}
+        for node_id, verdict, delta in Critique.objects.filter(message_id=message_id)
         .order_by("node_id")
-        .values_list("node_id", "verdict")
+        .values_list("node_id", "verdict", "delta")
     ]
     outcome = {"judged": judged, "failed": failed, "at": timezone.now().isoformat()}
     if error:

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, models, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, Q, Value, When
 from django.db.models.functions import Abs, Length
 from django.utils import timezone
 from pgvector.django import CosineDistance
@@ -608,10 +608,11 @@ def memory_node_revise(
     return current
 
 
-# A critic's verdict as the mind stream says it.
+# A critic's verdict as the mind stream says it, by the change it made.
 _VERDICT_WORDS = {
-    Critique.Verdict.WITHSTANDS: "it holds, so I trust it more",
-    Critique.Verdict.FAILS: "it may not hold, so I trust it less",
+    1: "it holds, so I trust it more",
+    -1: "it may not hold, so I trust it less",
+    0: "it may not hold, but you said it yourself, so I trust it as before",
 }
 
 
@@ -627,19 +628,27 @@ def critique_record(
 ):
     """Store the critic's verdict and move the node's confidence by one, atomically.
 
+    The user's own words (source user) are not argued down: a failing verdict on them is kept,
+    with its debate, and moves nothing. They lose confidence only to the user's later words
+    (a new value of the fact) or to the user marking them wrong. An inference can be.
+
     Returns None when the node is gone (decayed, superseded) or this turn already judged it, so
     a redelivered task never counts a verdict twice. The increment is an F() expression: two
     critics judging one node at once both count.
     """
-    delta = 1 if verdict == Critique.Verdict.WITHSTANDS else -1
+    withstands = verdict == Critique.Verdict.WITHSTANDS
+    said = Q(source=MemoryNode.Source.USER)
+    change = Value(1) if withstands else Case(When(said, then=Value(0)), default=Value(-1))
     try:
         with transaction.atomic():
             changed = MemoryNode.objects.filter(pk=node_id, valid_to=None).update(
-                confidence_score=F("confidence_score") + delta
+                confidence_score=F("confidence_score") + change
             )
             if not changed:
                 return None
             node = MemoryNode.objects.select_related("owner").get(pk=node_id)
+            kept = not withstands and node.source == MemoryNode.Source.USER
+            delta = 1 if withstands else 0 if kept else -1
             critique = Critique.objects.create(
                 node=node,
                 owner=node.owner,
@@ -654,7 +663,7 @@ def critique_record(
             event_record(
                 kind=Event.Kind.CRITIQUE,
                 summary=(
-                    f"Checked a memory against what you said; {_VERDICT_WORDS[verdict]}"
+                    f"Checked a memory against what you said; {_VERDICT_WORDS[delta]}"
                     f" (now {round(node.confidence * 100)}%): {node.description[:200]}"
                 ),
                 owner=node.owner,

@@ -139,7 +139,7 @@ def test_a_critique_records_its_verdicts_on_the_reply(celery_worker, user, turn,
     tasks.criticise.delay(reply.pk).get(timeout=30)
 
     outcome = Message.objects.get(pk=reply.pk).trace["critic"]
-    assert outcome["judged"] == [{"node": node.pk, "verdict": "withstands"}]
+    assert outcome["judged"] == [{"node": node.pk, "verdict": "withstands", "delta": 1}]
     assert outcome["failed"] == []
 
 
