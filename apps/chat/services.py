@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
@@ -390,10 +390,9 @@ def _busy_on_conflict():
 
 
 def _send_statement(params: dict) -> tuple:
-    # The statement is a transaction of its own; inside the caller's, a savepoint keeps a
-    # refusal from spoiling it.
-    inside = transaction.atomic() if connection.in_atomic_block else nullcontext()
-    with _busy_on_conflict(), inside:
+    # A transaction of its own, or a savepoint inside the caller's, so that a refusal never
+    # spoils an enclosing transaction.
+    with _busy_on_conflict(), transaction.atomic():
         return fetch_hot(_SEND_SQL, params)[0]
 
 
