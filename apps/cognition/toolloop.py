@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection
 from psycopg.errors import QueryCanceled
 from pydantic import BaseModel, Field, ValidationError
 
@@ -304,18 +304,13 @@ def _call(
         return done("invalid", f"invalid arguments for {tool.name}: {_validation_sentence(exc)}")
 
     try:
-        if connection.in_atomic_block:
-            # A pool thread would not see what the caller's transaction wrote (tests, a
-            # caller in atomic()): run here, without a time limit.
-            found = tool.run(context, args)
-        else:
-            deadline = time.monotonic() + config.tool_timeout_seconds
-            future = _TOOL_POOL.submit(_run_and_close, tool, context, args, deadline=deadline)
-            try:
-                found = future.result(timeout=config.tool_timeout_seconds)
-            except ToolTimeout:
-                future.cancel()
-                raise ToolDeadlinePassed from None
+        deadline = time.monotonic() + config.tool_timeout_seconds
+        future = _TOOL_POOL.submit(_run_and_close, tool, context, args, deadline=deadline)
+        try:
+            found = future.result(timeout=config.tool_timeout_seconds)
+        except ToolTimeout:
+            future.cancel()
+            raise ToolDeadlinePassed from None
     except ToolDeadlinePassed:
         return done(
             "timeout", f"{tool.name} did not answer within {config.tool_timeout_seconds:g} s"
@@ -342,9 +337,10 @@ def _run_and_close(
     killed, so the tool's work is stopped where it happens, in the database. Every statement
     runs with PostgreSQL's statement_timeout set to the time left, so a slow one is cancelled
     by the server at the deadline, and none starts after it. (The embedder's call has its own
-    timeout within the tool's; the calculator bounds its own work.)"""
+    timeout within the tool's; the calculator bounds its own work.) No transaction is opened
+    around the tool: a search tool embeds its query over HTTP between its statements."""
     try:
-        with connection.execute_wrapper(_until(deadline)), transaction.atomic():
+        with connection.execute_wrapper(_until(deadline)):
             return tool.run(context, args)
     except DatabaseError as exc:
         # The server's cancellation may come back a moment before the caller stops waiting,
@@ -362,9 +358,10 @@ def _until(deadline: float):
         left_ms = int((deadline - time.monotonic()) * 1000)
         if left_ms <= 0:
             raise ToolDeadlinePassed
-        # Local to the tool's transaction: the pooled connection keeps no timeout of ours.
+        # For the session: the thread's connection is closed when the tool is done
+        # (_run_and_close), so no other work inherits the timeout.
         context["cursor"].cursor.execute(
-            "SELECT set_config('statement_timeout', %s, true)", [f"{left_ms}ms"]
+            "SELECT set_config('statement_timeout', %s, false)", [f"{left_ms}ms"]
         )
         return run(sql, params, many, context)
 
