@@ -177,7 +177,8 @@ def memory_context_for_turn(
     """Everything memory adds to the system prompt of one turn, with a trace of why.
 
     Synchronous (ORM and one HTTP embedding call): from a consumer call it through
-    `sync_to_async` / `database_sync_to_async`. Never raises on an LLM or embedding failure: the
+    `sync_to_async` / `database_sync_to_async`, outside any transaction, as its searches run
+    on pool threads with connections of their own. Never raises on an LLM or embedding failure: the
     turn then gets full-text retrieval, and the trace says so. The caller marks the memories
     it used as accessed (`mark_memories_used`) once the answer no longer waits on it.
     `embedded` is the embedding of `text` already under way (`start_turn_embedding`);
@@ -199,25 +200,22 @@ def memory_context_for_turn(
     own_step = _own_step(text, limit)
     own_query = own_step.search_text
     # The user's own message is always searched: it is embedded and searched on pool threads
-    # while this one reads the plan and the graph. Inside the caller's transaction everything
-    # runs here, on its connection, so the search sees what the transaction wrote.
-    parallel = not connection.in_atomic_block
+    # while this one reads the plan and the graph. The pool threads have their own connections:
+    # the turn is read after the message was committed, never inside a transaction.
     if embedded is None:
         try:
             embedded = start_turn_embedding(text=text, config=config)
         except RecallBusy:  # a turn already admitted runs on; its thread does the work
             embedded = _done(_embed_turn_text(text, config))
-    own_search = None
-    if parallel:
-        own_search = _submit_or_none(
-            _SEARCH_POOL,
-            _in_pool,
-            _search_when_embedded,
-            embedded=embedded,
-            step=own_step,
-            user_id=user.pk,
-            weights=weights,
-        )
+    own_search = _submit_or_none(
+        _SEARCH_POOL,
+        _in_pool,
+        _search_when_embedded,
+        embedded=embedded,
+        step=own_step,
+        user_id=user.pk,
+        weights=weights,
+    )
     mark = time.perf_counter()
     stored_steps, triples = plan_and_knowledge(
         user_id=user.pk, conversation_id=conversation.pk if conversation else None
@@ -236,18 +234,16 @@ def memory_context_for_turn(
     mark = lap("embed", mark)
     # Episodes are searched beside the memories, but waited for only if the router asks for
     # them: a familiar turn never waits on them.
-    early_episodes = None
-    if parallel:
-        early_episodes = _submit_or_none(
-            _SEARCH_POOL,
-            _in_pool,
-            episode_search,
-            user_id=user.pk,
-            text=text,
-            vector=own_vector,
-            limit=EPISODES_PER_TURN,
-            weights=weights,
-        )
+    early_episodes = _submit_or_none(
+        _SEARCH_POOL,
+        _in_pool,
+        episode_search,
+        user_id=user.pk,
+        text=text,
+        vector=own_vector,
+        limit=EPISODES_PER_TURN,
+        weights=weights,
+    )
 
     planned = [step for step in steps[1:] if step.search_text != own_query]
     found: list[MemoryHit] = []

@@ -76,6 +76,8 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
         prepare_saved_reply(reply_id=huge.pk)
 
 
+# Committed: the recall reads on pool threads, as in production.
+@pytest.mark.django_db(transaction=True)
 def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_first(user, llm_stub):
     from apps.cognition.turn_memory import memory_for_turn
     from apps.cognition.turn_request import build_turn

@@ -203,6 +203,8 @@ def test_custom_instructions_are_in_the_system_prompt(user, llm_stub):
     assert "{{" not in system
 
 
+# Committed: the recall reads on pool threads, as in production.
+@pytest.mark.django_db(transaction=True)
 def test_custom_instructions_are_kept_when_the_window_drops_memories_and_history(user, llm_stub):
     runtime_config_save(
         config=RuntimeConfig(context_tokens=1024, answer_max_tokens=256, turns_per_minute=0)

@@ -13,7 +13,9 @@ from apps.memory import services
 from apps.memory.models import MemoryNode, RetrievalPlan, Triple
 from apps.memory.selectors import retrieval_plan_steps
 
-pytestmark = pytest.mark.django_db
+# Transactional: the recall searches on pool threads with their own connections, as in
+# production, and they see only what was committed.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
