@@ -17,6 +17,14 @@ from tests.private_servers import wait_for_http
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _few_password_rounds():
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["tests.passwords.FewRoundsPBKDF2PasswordHasher"]):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _fresh_runtime_config():
     """The cache outlives the flushed database between tests; never let a config leak."""
