@@ -8,8 +8,9 @@ allergy, a way to answer, a pet, a relative), a `value` (words of the message a 
 must hold) and `about: other` when it is a relative's or a pet's fact ("my son Mateo is
 allergic to eggs": the memory names Mateo); a decoy has no facts and a `decoy` kind (a
 negation, the past, a wish, a hypothesis, a question, an idiom, another person's fact, reported
-speech, a quote, the assistant, an instruction). A message is labelled with a single-valued
-fact only when it states it plainly: what a careful reader would hesitate over is left out.
+speech, a quote, the assistant, an instruction, a passing state or place: "I'm in Rome this
+week"). A message is labelled with a single-valued fact only when it states it plainly: what
+a careful reader would hesitate over is left out.
 
 A statement matches a fact when:
 - the fact is single-valued (it has a key): the statement has that fact_key and the value's
@@ -48,6 +49,7 @@ DECOY_KINDS = frozenset(
         "quote",
         "assistant",
         "instruction",
+        "passing",
     }
 )
 _WORD = re.compile(r"\w+")
