@@ -1,0 +1,242 @@
+"""Whether a construction's value is of the right kind: a name is a name, a place a place, an
+age a plausible number, a job a job. A value that is not ("call me later", "I live in fear")
+makes the construction no fact at all."""
+
+from __future__ import annotations
+
+import re
+
+from apps.language import lemmas, names, occupations, places
+from apps.language.detect import ALL_STOPWORDS
+from apps.language.facts.grammar import Grammar
+from apps.language.text import word_set
+
+MAX_NAME_WORDS = 3
+MAX_PLACE_WORDS = 4
+MAX_PLACE_LEADS = 6
+MAX_THING_WORDS = 10
+_NAME_WORD = re.compile(r"^[^\W\d_]+(?:[-'][^\W\d_]+)*$")
+_CALENDAR = word_set(
+    """monday tuesday wednesday thursday friday saturday sunday january february march april
+    may june july august september october november december lunedì martedì mercoledì
+    giovedì venerdì sabato domenica lundi mardi mercredi jeudi vendredi samedi dimanche
+    montag dienstag mittwoch donnerstag freitag samstag sonntag lunes martes miércoles
+    jueves viernes sábado domingo"""
+)
+# Words that open a value about the conversation, not the user: "your", "tu", "ton", "dein".
+_PRONOUNS = word_set(
+    """i me my mine myself you your yours we us our he him his she her they them their it its
+    io mi me mio mia tu ti te tuo tua noi ci voi lui lei loro je moi mon ma mes toi ton ta
+    tes nous vous il elle ils elles ich mich mir mein meine du dich dir dein deine wir uns
+    ihr sie er es yo mí mis tú ti tu tus nosotros vosotros él ella ellos ellas"""
+)
+_FOODS = word_set(
+    """meat red pork beef chicken fish seafood shellfish dairy milk cheese eggs egg gluten
+    wheat sugar alcohol caffeine coffee nuts peanuts peanut soy sesame lactose bread carbs
+    fried sweets meat, carne maiale manzo pollo pesce latticini latte formaggio uova
+    glutine zucchero alcol caffè noci arachidi frutti di mare crostacei viande porc bœuf
+    boeuf poulet poisson laitages lait fromage œufs oeufs gluten sucre alcool café noix
+    arachides cacahuètes fruits de mer fleisch schweinefleisch rindfleisch hähnchen fisch
+    meeresfrüchte milch milchprodukte käse eier gluten zucker alkohol kaffee nüsse
+    erdnüsse cerdo ternera pollo pescado marisco lácteos leche queso huevos gluten azúcar
+    alcohol café nueces cacahuetes maní mariscos"""
+)
+
+
+def words_of(value: str) -> list[str]:
+    return value.split()
+
+
+def cut(value: str, grammar: Grammar) -> str:
+    """The value up to where the clause goes on about something else."""
+    end = grammar.regex("value_ends").search(value)
+    return (value[: end.start()] if end else value).strip(" \"'.,!?")
+
+
+def _capitalised(word: str) -> bool:
+    return word[:1].isupper()
+
+
+def person_name(value: str, grammar: Grammar, *, weak: bool, at_start: bool = False) -> str:
+    """The name `value` starts with, or "" when it starts with no name. One to three words of
+    letters, none of them a common word of the language ("later", "not", "important"); each in
+    the first-name list or capitalised as typed and no dictionary word. After a weak
+    construction ("call me", "I'm") the name must be capitalised and end the clause."""
+    taken = cut(value, grammar)
+    tokens = taken.split()
+    if not tokens or len(tokens) > MAX_NAME_WORDS:
+        return ""
+    if weak and taken != value.strip(" .!,"):
+        return ""
+    for index, token in enumerate(tokens):
+        folded = token.casefold()
+        if not _NAME_WORD.match(token) or folded in ALL_STOPWORDS or folded in _CALENDAR:
+            return ""
+        if folded in grammar.vague or folded in _PRONOUNS:
+            return ""
+        typed_capital = _capitalised(token) and not (at_start and index == 0)
+        if weak and not typed_capital:
+            return ""
+        if names.is_first_name(token):
+            continue
+        # Not a known given name: a surname as typed ("Bianchi"), or a first name nobody
+        # lists that is no word of the language ("Xiaoling").
+        if not typed_capital or (
+            index == 0 and lemmas.is_dictionary_word(folded, language=grammar.code)
+        ):
+            return ""
+    return " ".join(tokens)
+
+
+def place(value: str, grammar: Grammar, *, lowercase_message: bool) -> tuple[str, str]:
+    """(the place `value` names, the value up to it) or ("", ""): a city, country or region,
+    after at most a few words that say where about it ("a small village near Bergen")."""
+    tokens = value.split()
+    for start in range(min(len(tokens), MAX_PLACE_LEADS + 1)):
+        lead = tokens[:start]
+        if any(word.casefold().strip(",") not in grammar.place_leads for word in lead):
+            return "", ""
+        for size in range(min(MAX_PLACE_WORDS, len(tokens) - start), 0, -1):
+            span = tokens[start : start + size]
+            name = " ".join(span).strip(" ,.!?;:()\"'")
+            folded = name.casefold()
+            if not name or folded in ALL_STOPWORDS or folded in grammar.place_leads:
+                continue
+            if not places.is_place(name):
+                continue
+            first = span[0].strip("\"'(")
+            if lowercase_message:
+                if name.casefold() in ALL_STOPWORDS or (
+                    size == 1 and lemmas.is_dictionary_word(name.casefold(), language=grammar.code)
+                ):
+                    continue
+            elif not _capitalised(first) and first.casefold() not in grammar.articles:
+                continue
+            return name, " ".join([*lead, name])
+    return "", ""
+
+
+def age(value: str, *, of_user: bool) -> str:
+    if not value.isdigit():
+        return ""
+    years = int(value)
+    return value if (5 if of_user else 0) <= years <= 110 else ""
+
+
+def _without_article(tokens: list[str], grammar: Grammar) -> list[str]:
+    while tokens and (
+        tokens[0].casefold() in grammar.articles or tokens[0].casefold() in ("l'", "un'")
+    ):
+        tokens = tokens[1:]
+    if tokens and re.match(r"^(?:l'|un')", tokens[0], re.IGNORECASE):
+        tokens = [tokens[0][tokens[0].index("'") + 1 :], *tokens[1:]]
+    return tokens
+
+
+def job(value: str, grammar: Grammar, *, explicit: bool) -> str:
+    tokens = _without_article(cut(value, grammar).split(), grammar)
+    at = next((i for i, token in enumerate(tokens) if token.casefold() in grammar.preps), None)
+    tokens = tokens[:at] if at else tokens
+    if not tokens or tokens[0].casefold() in _PRONOUNS:
+        return ""
+    if occupations.is_job(tokens, language=grammar.code, stated_as_job=explicit):
+        return " ".join(tokens)
+    return ""
+
+
+def taught(value: str, grammar: Grammar) -> str:
+    """What "I teach …" names: a subject, not "my kids" or "at home"."""
+    tokens = cut(value, grammar).split()
+    if not tokens or len(tokens) > 3 or tokens[0].casefold() in _PRONOUNS | ALL_STOPWORDS:
+        return ""
+    return " ".join(tokens)
+
+
+_TIMES = word_set(
+    """home night nights day days morning mornings evening evenings weekend weekends moment
+    myself yourself free fun peanuts now present minute hour week month year casa notte
+    giorno mattina sera maison nuit jour matin soir hause nacht tag morgen abend noche día
+    mañana tarde"""
+)
+
+
+def organisation(value: str, grammar: Grammar, *, at_start: bool = False) -> str:
+    """An employer: a name as typed ("Google", "Philips") or a noun phrase with an article
+    ("a bakery", "the city hospital"), never a time or a pronoun ("at night", "for myself")."""
+    tokens = cut(value, grammar).split()
+    if not tokens or len(tokens) > 5:
+        return ""
+    folded = [token.casefold() for token in tokens]
+    if any(word in _TIMES or word in _PRONOUNS for word in folded):
+        return ""
+    if folded[0] in grammar.articles and len(tokens) > 1:
+        return " ".join(tokens)
+    if _capitalised(tokens[0]) and not at_start and folded[0] not in ALL_STOPWORDS:
+        return " ".join(tokens)
+    return ""
+
+
+_NOT_SUBJECTS = word_set(
+    """hard a lot lots every all late abroad online alone together at for to with how when
+    there here tonight today tomorrow again more less too much non molto tanto sempre
+    beaucoup trop toujours viel immer mucho siempre"""
+)
+
+
+def subject(value: str, grammar: Grammar) -> str:
+    tokens = cut(value, grammar).split()
+    if not tokens or len(tokens) > 4:
+        return ""
+    first = tokens[0].casefold()
+    if first in _NOT_SUBJECTS or first in _PRONOUNS or first in grammar.vague:
+        return ""
+    if first in ALL_STOPWORDS and first not in grammar.articles:
+        return ""
+    return " ".join(tokens)
+
+
+def spoken_languages(value: str, grammar: Grammar) -> str:
+    named = occupations.languages_named(re.findall(r"[^\W\d_]+", value))
+    return ", ".join(named)
+
+
+# "my coffee black" is the user's; "to think", "to say" are how a sentence goes on.
+_OWN = word_set("my mi mes mis meine mia mio")
+_SAYING = word_set(
+    "think say know ask see believe hear pensare dire penser denken sagen pensar decir"
+)
+
+
+def thing(value: str, grammar: Grammar) -> str:
+    """What a user likes or dislikes: a noun phrase or an activity, not a word that stands for
+    something said before ("it", "that") or for the conversation ("your answer", "you")."""
+    taken = cut(value, grammar)
+    tokens = taken.split()
+    if not tokens or len(tokens) > MAX_THING_WORDS:
+        return ""
+    first = tokens[0].casefold().strip("\"'")
+    if first in grammar.vague or first in _PRONOUNS - _OWN:
+        return ""
+    if first in ("to", "a", "de", "di", "zu") and len(tokens) > 1:
+        second = tokens[1].casefold()
+        if second in grammar.vague or second in _SAYING:
+            return ""
+    return taken
+
+
+def food(value: str, grammar: Grammar) -> str:
+    """The food or drink of a diet ("meat", "red meat", "dairy"), as typed."""
+    tokens = _without_article(cut(value, grammar).split(), grammar)
+    for size in (3, 2, 1):
+        words = [token.casefold().strip(",.") for token in tokens[:size]]
+        if words and words[-1] in _FOODS and all(w in _FOODS or w.isalpha() for w in words):
+            return " ".join(tokens[:size]).strip(",.")
+    return ""
+
+
+def condition(value: str, grammar: Grammar) -> str:
+    taken = cut(value, grammar)
+    tokens = taken.split()
+    if not tokens or len(tokens) > 6 or tokens[0].casefold() in grammar.vague:
+        return ""
+    return taken
