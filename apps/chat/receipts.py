@@ -15,6 +15,20 @@ from apps.chat.models import Message
 from apps.chat.recall import Recalled
 from apps.chat.turn_status import learns_nothing
 from apps.memory.models import MemoryNode
+from apps.memory.schemas import same_text
+
+# What found a memory reflection wrote (the outcome's `found_by`), as the receipt says it.
+FOUND_BY_WORDS = {"rules": "found by rules", "model": "found by the model", "both": "rules + model"}
+
+
+@dataclass
+class Proposal:
+    """A new value of a fact the user stated once, weakly: it waits for their confirmation."""
+
+    index: int
+    description: str
+    quote: str
+    current: MemoryNode
 
 
 @dataclass
@@ -32,6 +46,9 @@ class Receipt:
     learned_nodes: list[MemoryNode] = field(default_factory=list)
     # Memories the user's message said again: confirmed, not added a second time.
     confirmed_nodes: list[MemoryNode] = field(default_factory=list)
+    proposals: list[Proposal] = field(default_factory=list)
+    # Memory id: what found it (FOUND_BY_WORDS), for what this exchange taught.
+    found_by: dict[int, str] = field(default_factory=dict)
 
     @property
     def used(self) -> int:
@@ -42,13 +59,14 @@ class Receipt:
         return len(self.shared_texts)
 
     @property
-    def groups(self) -> list[tuple[str, list[MemoryNode]]]:
+    def groups(self) -> list[tuple[str, list[tuple[MemoryNode, str]]]]:
+        """Each group's memories, each with what found it ("" for those recalled)."""
         return [
-            (title, nodes)
-            for title, nodes in [
-                ("Used for this answer", self.used_nodes),
-                ("Learned from this exchange", self.learned_nodes),
-                ("Confirmed by this exchange", self.confirmed_nodes),
+            (title, [(node, self.found_by.get(node.pk, "") if found else "") for node in nodes])
+            for title, nodes, found in [
+                ("Used for this answer", self.used_nodes, False),
+                ("Learned from this exchange", self.learned_nodes, True),
+                ("Confirmed by this exchange", self.confirmed_nodes, True),
             ]
             if nodes
         ]
@@ -72,12 +90,22 @@ def _confirmed_ids(message: Message) -> list[int]:
     return (message.trace.get("reflection") or {}).get("confirmed") or []
 
 
+def _pending_proposals(message: Message) -> list[tuple[int, dict]]:
+    proposals = (message.trace.get("reflection") or {}).get("proposed") or []
+    return [(index, p) for index, p in enumerate(proposals) if p.get("state") == "pending"]
+
+
 def receipt_nodes(*, conversation_id: int, messages: Iterable[Message]) -> dict[int, MemoryNode]:
     """The current memories the receipts of these answers name, of the conversation's owner."""
     ids = {
         pk
         for message in messages
-        for pk in [*_used_ids(message), *_learned_ids(message), *_confirmed_ids(message)]
+        for pk in [
+            *_used_ids(message),
+            *_learned_ids(message),
+            *_confirmed_ids(message),
+            *(proposal["replaces"] for _, proposal in _pending_proposals(message)),
+        ]
     }
     if not ids:
         return {}
@@ -108,6 +136,15 @@ def receipt_for(message: Message, nodes: dict[int, MemoryNode], recalled: Recall
             used_texts.append(recalled.episodes[item["id"]])
     learned_nodes = [nodes[pk] for pk in dict.fromkeys(learned_ids) if pk in nodes]
     awaiting = sum(1 for node in learned_nodes if node.state == MemoryNode.State.QUARANTINED)
+    # A proposal whose fact was forgotten, or already holds its value, asks nothing any more.
+    proposals = [
+        Proposal(index, proposal["description"], proposal["quote"], nodes[proposal["replaces"]])
+        for index, proposal in _pending_proposals(message)
+        if proposal["replaces"] in nodes
+        and not same_text(nodes[proposal["replaces"]].description, proposal["description"])
+    ]
+    found = (outcome or {}).get("found_by") or {}
+    found_by = {int(pk): FOUND_BY_WORDS.get(by, by) for pk, by in found.items()}
     return Receipt(
         message_id=message.pk,
         learned=len(learned_nodes) - awaiting if reflected else None,
@@ -118,4 +155,6 @@ def receipt_for(message: Message, nodes: dict[int, MemoryNode], recalled: Recall
         shared_texts=shared_texts,
         learned_nodes=learned_nodes,
         confirmed_nodes=[nodes[pk] for pk in _confirmed_ids(message) if pk in nodes],
+        proposals=proposals,
+        found_by=found_by,
     )

@@ -733,12 +733,13 @@ UPDATE chat_message AS m
 _TRACES_FORGET_ALL_MEMORIES_SQL = """
 WITH scrubbed AS (
     SELECT m.id, m.trace AS before,
-           jsonb_set(jsonb_set(jsonb_set(jsonb_set(jsonb_set(
+           jsonb_set(jsonb_set(jsonb_set(jsonb_set(jsonb_set(jsonb_set(
                m.trace, '{memory,memories}', '[]', false),
                '{memory,episodes}', '[]', false),
                '{memory,triples}', '[]', false),
                '{memory,plan,steps}', '[]', false),
-               '{reflection,rejected}', '[]', false)
+               '{reflection,rejected}', '[]', false),
+               '{reflection,proposed}', '[]', false)
            - 'note' #- '{debate,draft}' #- '{debate,review}' AS after
       FROM chat_message AS m
       JOIN chat_conversation AS c ON c.id = m.conversation_id
@@ -783,9 +784,9 @@ def message_traces_forget(
 
 def message_traces_forget_all_memories(*, owner_id: int) -> int:
     """Empty what one person's answers' traces quote of memory (the memories, episodes and
-    triples used, the note, the memories reflection rejected) or may paraphrase (plan steps,
-    debate drafts and reviews), in one statement; how many traces changed. The answers
-    themselves stay."""
+    triples used, the note, the memories reflection rejected or proposed) or may paraphrase
+    (plan steps, debate drafts and reviews), in one statement; how many traces changed. The
+    answers themselves stay."""
     with connection.cursor() as cursor:
         cursor.execute(_TRACES_FORGET_ALL_MEMORIES_SQL, [owner_id])
         return cursor.rowcount

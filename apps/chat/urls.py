@@ -24,6 +24,11 @@ urlpatterns = [
     path("<int:pk>/delete-message", views.message_delete, name="delete_message"),
     path("<int:pk>/messages/<int:message_id>/used", views.message_used, name="message_used"),
     path("<int:pk>/memories/<int:node_id>/confirm", views.memory_confirm, name="memory_confirm"),
+    path(
+        "<int:pk>/proposals/<int:index>/confirm",
+        views.proposal_confirm,
+        name="proposal_confirm",
+    ),
     path("<int:pk>/memories/<int:node_id>/wrong", views.memory_wrong, name="memory_wrong"),
     path("<int:pk>/memories/<int:node_id>/forget", views.memory_forget, name="memory_forget"),
     path(

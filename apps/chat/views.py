@@ -22,7 +22,7 @@ from apps.chat.selectors import (
     message_of,
     messages_of,
 )
-from apps.cognition import branching
+from apps.cognition import branching, remembering
 from apps.cognition.answer import AnswerFailed
 from apps.cognition.message_room import message_room
 from apps.cognition.pipeline import answer_saved_reply
@@ -419,6 +419,14 @@ def _undo_offer(reply: Message, node: MemoryNode, *, forgotten: bool) -> dict:
 def memory_confirm(request, pk: int, node_id: int):
     reply = _get_reply_for_user(request, pk)
     browser_services.memory_node_confirm(node=_get_node_for_user(request, node_id))
+    return _receipt_after_change(request, pk, reply)
+
+
+@require_POST
+def proposal_confirm(request, pk: int, index: int):
+    """The receipt's Update: a new value of a fact the user stated once replaces the old one."""
+    reply = _get_reply_for_user(request, pk)
+    remembering.proposal_confirm(reply=reply, index=index)
     return _receipt_after_change(request, pk, reply)
 
 

@@ -27,7 +27,15 @@ from apps.accounts.selectors import memory_enabled_for, user_time_zone
 from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.cognition import statements as statement_rules
-from apps.cognition.remembering import TRACE_KEY, error_record, remember_all
+from apps.cognition.remembering import (
+    FOUND_BY_BOTH,
+    FOUND_BY_MODEL,
+    FOUND_BY_RULES,
+    TRACE_KEY,
+    Finding,
+    error_record,
+    remember_all,
+)
 from apps.cognition.schemas import (
     message_key,
     quote_max_chars,
@@ -233,23 +241,24 @@ def extracted_quotes(said: list[str]) -> dict[int, list[str]]:
 
 def grounded_statements(
     *, quotes: dict[int, list[str]], said: list[str], today: date
-) -> tuple[list[list[Statement]], list[list[dict]]]:
+) -> tuple[list[list[Finding]], list[list[dict]]]:
     """Per message: the statements its quoted sentences make and those a rule places in any
-    of its sentences (each once), and the quotes found in no message, rejected under the
-    message the model put them under.
+    of its sentences (each once, with what found it: the model's quote, the rules or both),
+    and the quotes found in no message, rejected under the message the model put them under.
 
     A quote's own words decide whose message it is, whatever key it came under: a small model
     often shifts them by one.
     """
-    found: list[list[Statement]] = [[] for _ in said]
+    found: list[dict[str, Finding]] = [{} for _ in said]
     rejected: list[list[dict]] = [[] for _ in said]
-    seen: set[tuple[int, str]] = set()
 
-    def add(owner_index: int, statement: Statement) -> None:
-        key = (owner_index, " ".join(statement.description.casefold().split()))
-        if key not in seen:
-            seen.add(key)
-            found[owner_index].append(statement)
+    def add(owner_index: int, statement: Statement, by: str) -> None:
+        key = " ".join(statement.description.casefold().split())
+        earlier = found[owner_index].get(key)
+        if earlier is None:
+            found[owner_index][key] = Finding(statement, by)
+        elif earlier.found_by != by:
+            found[owner_index][key] = Finding(earlier.statement, FOUND_BY_BOTH)
 
     for index, texts in quotes.items():
         for quote in texts:
@@ -266,15 +275,15 @@ def grounded_statements(
                 continue
             for owner_index, sentence in located:
                 for statement in statement_rules.statements_of(sentence, today=today, quote=quote):
-                    add(owner_index, statement)
+                    add(owner_index, statement, FOUND_BY_MODEL)
     # What a rule places is the user's statement whether or not the model quoted it: a small
     # model lists some of a message's statements and not others (SmolLM2-135M left out "I work
     # as a carpenter" in one real run of two, "I prefer short answers" in the other).
     for owner_index, text in enumerate(said):
         for sentence in statement_rules.sentences(text):
             for statement in statement_rules.ruled_statements(sentence, today=today):
-                add(owner_index, statement)
-    return found, rejected
+                add(owner_index, statement, FOUND_BY_RULES)
+    return [list(findings.values()) for findings in found], rejected
 
 
 def user_zone(user) -> ZoneInfo:

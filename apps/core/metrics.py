@@ -1,4 +1,5 @@
-"""LLM call metrics per role and model, summed over every process of the instance.
+"""LLM call metrics per role and model, and what found the memories reflection wrote (the
+rules, the model or both), summed over every process of the instance.
 
 Each process (web, Celery workers) writes its counts to files of its own in
 settings.THALAMUS_METRICS_DIR (prometheus_client's multiprocess mode; settings point
@@ -64,6 +65,21 @@ ERRORS = Counter(
     "Failed LLM requests by kind (the exception's class).",
     ["role", "model", "kind"],
 )
+
+MEMORIES_FOUND = Counter(
+    "thalamus_memories_found",
+    "Memories reflection wrote, by what found them (rules, model or both) and what it did "
+    "(created, updated, confirmed, held for approval, proposed for confirmation).",
+    ["found_by", "outcome"],
+)
+
+
+def record_memory_found(*, found_by: str, outcome: str) -> None:
+    """Count one memory reflection wrote; never raises, as record_llm_call."""
+    try:
+        MEMORIES_FOUND.labels(found_by, outcome).inc()
+    except Exception:  # noqa: BLE001 — a metrics failure must not break a reflection.
+        logger.exception("recording a memory's metrics failed")
 
 
 def error_kind(exc: BaseException) -> str:
