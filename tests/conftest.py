@@ -86,6 +86,16 @@ def llm_stub():
 
 
 @pytest.fixture
+def no_outbound_in_atomic():
+    """Fail the test if an LLM, embedding or HTTP call starts inside a transaction the product
+    opened (tests/outbound.py); the test's own transaction does not count."""
+    from tests.outbound import no_outbound_call_in_atomic
+
+    with no_outbound_call_in_atomic() as found:
+        yield found
+
+
+@pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user("alice", password="correct-horse-battery-9")
 
