@@ -4,12 +4,13 @@ import json
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.db import models, transaction
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
 
-from apps.core.forms import RuntimeConfigForm
+from apps.core.forms import RuntimeConfigForm, listed_models
 from apps.core.llm.gateway import models_of
 from apps.core.llm.limits import (
     EMBEDDING,
@@ -190,6 +191,11 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
         if request.method == "GET":
             self._warn_about_truncation(request)
             self._warn_about_missing_models(request)
+        else:
+            # The servers are asked for their models before the admin's transaction opens;
+            # the form inside it reads their answers from the cache.
+            saved = self.get_object(request, unquote(object_id)) if object_id else None
+            listed_models(saved or RuntimeConfig())
         return super().changeform_view(request, object_id, form_url, extra_context)
 
     def changelist_view(self, request, extra_context=None):
@@ -205,6 +211,10 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         runtime_config_save(config=obj)
+        # The admin saves inside a transaction: the endpoints are asked once it has committed.
+        transaction.on_commit(lambda: self._warn_about_endpoints(request, obj))
+
+    def _warn_about_endpoints(self, request, obj) -> None:
         # A warning, not an error: the endpoint may be down for a moment, or not started yet.
         problem = endpoint_problem(obj.llm_base_url or settings.THALAMUS_LLM_BASE_URL)
         if problem:

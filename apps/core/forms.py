@@ -95,6 +95,12 @@ class FallbackChainsField(forms.MultiValueField):
         return chains
 
 
+def listed_models(config: RuntimeConfig) -> dict[str, list[str] | None]:
+    """The models each role's endpoint lists, by role (None: it could not be asked); kept in
+    the cache for a while (`endpoint_models`)."""
+    return {role: endpoint_models(role_endpoint(role, config).base_url) for role in ROLES}
+
+
 class RuntimeConfigForm(forms.ModelForm):
     model_fallbacks = FallbackChainsField(
         label="Fallback models",
@@ -108,11 +114,12 @@ class RuntimeConfigForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        listed = listed_models(self.instance)
         for role in ROLES:
             field = self.fields.get(model_field(role))
             if field is None:
                 continue
-            models = endpoint_models(role_endpoint(role, self.instance).base_url)
+            models = listed[role]
             field.widget = ListedModelInput(models or [], field.widget.attrs)
             if models is None:
                 field.help_text += " (The endpoint could not be asked which models it has.)"

@@ -37,7 +37,9 @@ def test_a_runtime_config_with_an_out_of_range_threshold_is_refused(admin_client
     assert not RuntimeConfig.objects.exists()
 
 
-def test_saving_an_unreachable_endpoint_warns_but_saves(admin_client):
+# Committed: the endpoints are asked once the admin's transaction has committed.
+@pytest.mark.django_db(transaction=True)
+def test_saving_an_unreachable_endpoint_warns_but_saves(no_outbound_in_atomic, admin_client):
     dead = f"http://127.0.0.1:{free_port()}/v1"
     response = admin_client.post(
         reverse("admin:core_runtimeconfig_add"), _config_form(llm_base_url=dead), follow=True
@@ -47,7 +49,9 @@ def test_saving_an_unreachable_endpoint_warns_but_saves(admin_client):
     assert any("not usable" in text and "unreachable" in text for text in texts), texts
 
 
-def test_saving_a_reachable_endpoint_does_not_warn(admin_client, llm_stub):
+# Committed: the endpoints are asked once the admin's transaction has committed.
+@pytest.mark.django_db(transaction=True)
+def test_saving_a_reachable_endpoint_does_not_warn(no_outbound_in_atomic, admin_client, llm_stub):
     response = admin_client.post(
         reverse("admin:core_runtimeconfig_add"), _config_form(), follow=True
     )
