@@ -14,20 +14,17 @@
 6. answer   — streamed (answer.answer_reply), which saves the reply however it ends.
 7. reflect  — queued once the reply is saved; the worker learns from the exchange.
 
-Each step is a plain function over the part of the typed turn state it needs, recorded as a
-span (name, start, duration, outcome, error) in the reply's trace. A step that fails leaves
-its error in its span and on the page's status line, and the turn goes on without it: only the
-answer itself can fail a turn.
+Each step is a plain function over the part of the typed turn state (`turn_state`) it needs,
+recorded as a span (name, start, duration, outcome, error) in the reply's trace. A step that
+fails leaves its error in its span and on the page's status line, and the turn goes on without
+it: only the answer itself can fail a turn.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
@@ -47,6 +44,7 @@ from apps.cognition.route import (
 )
 from apps.cognition.turn_memory import MemoryForTurn, memory_for_turn, memory_on
 from apps.cognition.turn_request import PreparedTurn, build_turn, turn_history
+from apps.cognition.turn_state import CallOptions, Turn, TurnInput
 from apps.core.llm.chat_models import picked_chat_model
 from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig
@@ -69,129 +67,6 @@ SUBSYSTEMS = ("router", "retrieval", "tools", "world", "llm", "reflection")
 
 # A status update: subsystem, state ("running", "ok", "skipped", "error"), a short text.
 StatusSink = Callable[[str, str, str], Awaitable[None] | None]
-
-
-# ----------------------------------------------------------------------------------- state
-
-
-@dataclass
-class Span:
-    name: str
-    start_ms: float
-    ms: float = 0.0
-    outcome: str = "ok"  # "ok", "skipped" or "error"
-    error: str = ""
-    detail: str = ""
-
-    def as_trace(self) -> dict:
-        trace = {
-            "name": self.name,
-            "start_ms": round(self.start_ms, 2),
-            "ms": round(self.ms, 2),
-            "outcome": self.outcome,
-        }
-        if self.error:
-            trace["error"] = self.error[:300]
-        if self.detail:
-            trace["detail"] = self.detail[:200]
-        return trace
-
-
-@dataclass
-class Spans:
-    """The turn's steps as they ran; times are from the turn's start."""
-
-    started: float = field(default_factory=time.perf_counter)
-    items: list[Span] = field(default_factory=list)
-
-    @contextmanager
-    def span(self, name: str):
-        span = Span(name, (time.perf_counter() - self.started) * 1000)
-        self.items.append(span)
-        try:
-            yield span
-        except BaseException as exc:
-            span.outcome = "error"
-            span.error = span.error or f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            span.ms = (time.perf_counter() - self.started) * 1000 - span.start_ms
-
-    def open(self, name: str) -> Span:
-        """A span that ends when `close` is called (a step running while others do)."""
-        span = Span(name, (time.perf_counter() - self.started) * 1000)
-        self.items.append(span)
-        return span
-
-    def close(self, span: Span, *, error: str = "") -> None:
-        span.ms = (time.perf_counter() - self.started) * 1000 - span.start_ms
-        if error:
-            span.outcome, span.error = "error", error
-
-    def record(
-        self, name: str, *, since: float, outcome: str = "ok", error: str = "", detail: str = ""
-    ) -> None:
-        """A step that ran elsewhere (the answer), from the perf_counter time `since` to now."""
-        start = (since - self.started) * 1000
-        ms = (time.perf_counter() - since) * 1000
-        self.items.append(Span(name, start, ms, outcome, error, detail))
-
-    def skip(self, name: str, reason: str) -> None:
-        self.items.append(
-            Span(
-                name, (time.perf_counter() - self.started) * 1000, outcome="skipped", detail=reason
-            )
-        )
-
-    def as_trace(self) -> list[dict]:
-        return [span.as_trace() for span in self.items]
-
-
-@dataclass
-class CallOptions:
-    """What an API client sets for its call; None keeps Thalamus's own setting."""
-
-    model: str | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    # Capped by the model's reply cap.
-    max_tokens: int | None = None
-    stop: list[str] | None = None
-    seed: int | None = None
-    # The client's system prompt, ahead of the memory block.
-    system: str = ""
-    # False: no recall, tools or world change for this turn, and no reflection on its reply.
-    remember: bool = True
-
-
-@dataclass
-class TurnInput:
-    """What the turn starts from: who asks, where, what."""
-
-    user: object
-    conversation: object
-    text: str
-    # None until the recall has read it (on its own thread: the event loop must not).
-    config: RuntimeConfig | None
-    time_zone: str
-    options: CallOptions = field(default_factory=CallOptions)
-
-
-@dataclass
-class Turn:
-    """The typed turn state; each step fills in its own part."""
-
-    input: TurnInput
-    spans: Spans = field(default_factory=Spans)
-    route: RouteDecision | None = None
-    memory: MemoryForTurn | None = None
-    reply: Message | None = None
-    history: list[Message] = field(default_factory=list)
-    tools: object | None = None  # toolloop.ToolLoopResult
-    world: object | None = None  # memory.world_services.WorldChange
-    # The model picked for the conversation (its chat model picker), when still offered.
-    picked_model: str | None = None
-    prepared: PreparedTurn | None = None
 
 
 # ----------------------------------------------------------------------------------- steps

@@ -52,7 +52,7 @@ class PreparedTurn:
     trace: dict = field(default_factory=dict)
     # The internal debate's rules and preferences (their lines); None: no debate this turn.
     debate_rules: list[str] | None = None
-    # The turn's steps as the pipeline ran them (pipeline.Spans); the answer adds its own.
+    # The turn's steps as the pipeline ran them (turn_state.Spans); the answer adds its own.
     spans: object | None = None
     # Set by an API client for its call; None: the server's default.
     top_p: float | None = None
