@@ -1,0 +1,260 @@
+"""A call to /v1/chat/completions, accepted and started: the caller's key, its request and
+options, one of its stream slots, its conversation, and the turn saved and under way."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Awaitable
+from typing import NamedTuple
+
+import pydantic
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+
+from apps.accounts.models import ApiKey
+from apps.accounts.selectors import api_key_for_token
+from apps.accounts.services import api_key_mark_used
+from apps.accounts.throttle import bad_api_key_record, bad_api_key_wait
+from apps.api.errors import ApiError, bad_request, rate_limited
+from apps.api.schemas import ChatCompletionRequest
+from apps.api.selectors import conversation_sharing_history
+from apps.api.services import ConversationBusy, api_turn_start
+from apps.chat.admission import turn_admit
+from apps.chat.errors import ChatError, ChatRateLimited
+from apps.chat.models import Conversation, Message
+from apps.chat.selectors import conversation_for_user, history_kept
+from apps.chat.services import SentTurn
+from apps.cognition.context import RecallBusy, start_turn_embedding
+from apps.cognition.pipeline import start_turn
+from apps.cognition.turn_request import PreparedTurn
+from apps.cognition.turn_state import CallOptions
+from apps.core.db import on_pool_thread
+from apps.core.llm.chat_models import listed_chat_models
+from apps.core.llm.servers import model_listed
+from apps.core.models import RuntimeConfig
+from apps.core.selectors import runtime_config
+
+MODEL_ID = "thalamus"
+CONVERSATION_HEADER = "X-Thalamus-Conversation"
+MEMORY_HEADER = "X-Thalamus-Memory"
+
+
+def authenticate(request) -> ApiKey:
+    """The caller's API key from its bearer token, or 401 (429 for an address that keeps
+    sending wrong ones)."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(
+            401,
+            "Missing API key: send `Authorization: Bearer <key>`; create a key on your "
+            "Thalamus settings page.",
+            type="authentication_error",
+            code="missing_api_key",
+        )
+    address = request.META.get("REMOTE_ADDR", "")
+    wait = bad_api_key_wait(address=address)
+    if wait:
+        raise ApiError(
+            429,
+            f"Too many wrong API keys from this address. Try again in {wait} seconds.",
+            type="rate_limit_error",
+            code="too_many_wrong_keys",
+            headers={"Retry-After": str(wait)},
+        )
+    key = api_key_for_token(token=token.strip())
+    if key is None:
+        bad_api_key_record(address=address)
+        raise ApiError(
+            401,
+            "Invalid or revoked API key.",
+            type="authentication_error",
+            code="invalid_api_key",
+        )
+    api_key_mark_used(key=key)
+    return key
+
+
+def _get_conversation_for_key(key: ApiKey, raw_id: str) -> Conversation:
+    conversation = None
+    if raw_id.strip().isdigit():
+        conversation = conversation_for_user(user=key.user, pk=int(raw_id))
+    if conversation is None:
+        raise ApiError(
+            404,
+            f"No conversation {raw_id!r}.",
+            type="invalid_request_error",
+            code="conversation_not_found",
+            param=CONVERSATION_HEADER,
+        )
+    return conversation
+
+
+def request_body(request) -> bytes:
+    """The JSON body, at most DATA_UPLOAD_MAX_MEMORY_SIZE bytes (413 beyond)."""
+    cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    try:
+        if int(request.META.get("CONTENT_LENGTH") or 0) <= cap:
+            return request.body
+    except (ValueError, RequestDataTooBig):
+        pass
+    raise ApiError(
+        413,
+        f"The request body is larger than {cap:,} bytes.",
+        type="invalid_request_error",
+        code="request_too_large",
+    )
+
+
+def _parse_request(body: bytes) -> ChatCompletionRequest:
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise bad_request(f"The request body is not valid JSON: {exc}.") from exc
+    try:
+        return ChatCompletionRequest.model_validate(data)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join(str(part) for part in first["loc"]) or None
+        raise bad_request(f"{param or 'body'}: {first['msg']}", param=param) from exc
+
+
+def _admit(key: ApiKey) -> str:
+    """One of the user's stream slots for this answer, or 429 (see chat's turn_admit)."""
+    try:
+        return turn_admit(user_id=key.user_id, config=runtime_config())
+    except ChatRateLimited as exc:
+        raise rate_limited(exc) from exc
+    except ChatError as exc:
+        raise ApiError(429, str(exc), type="rate_limit_error", code="too_many_streams") from exc
+
+
+def _call_options(request, body: ChatCompletionRequest) -> CallOptions:
+    """What the client set for this call: the upstream model, sampling, its system prompt, and
+    whether memory takes part (`X-Thalamus-Memory: off`)."""
+    model = None
+    if body.model not in (None, "", MODEL_ID):
+        prefix, _, model = body.model.partition("/")
+        listed = listed_chat_models() if prefix == MODEL_ID else None
+        if (
+            prefix != MODEL_ID
+            or not model.strip()
+            or (listed is not None and not model_listed(model, listed))
+        ):
+            raise ApiError(
+                404,
+                f"No model {body.model!r}: ask for {MODEL_ID!r} (the configured chat model) "
+                f"or {MODEL_ID + '/<name>'!r} for a model the chat's server lists "
+                "(GET /v1/models).",
+                type="invalid_request_error",
+                code="model_not_found",
+                param="model",
+            )
+    memory = request.headers.get(MEMORY_HEADER, "on").strip().lower()
+    if memory not in ("on", "off"):
+        raise bad_request(f"{MEMORY_HEADER} is either on or off.", param=MEMORY_HEADER)
+    return CallOptions(
+        model=model,
+        temperature=body.temperature,
+        top_p=body.top_p,
+        max_tokens=body.max_completion_tokens or body.max_tokens,
+        stop=body.stop_list(),
+        seed=body.seed,
+        system=body.system_prompt(),
+        remember=memory == "on",
+    )
+
+
+def _conversation_for_call(request, key: ApiKey, earlier: list[tuple[str, str]]):
+    """The conversation the header names, else the one holding the client's history, else None
+    (a new one)."""
+    raw_id = request.headers.get(CONVERSATION_HEADER)
+    if raw_id is not None:
+        return _get_conversation_for_key(key, raw_id)
+    return conversation_sharing_history(user=key.user, turns=earlier)
+
+
+def _save_turn(
+    key: ApiKey, conversation: Conversation | None, text: str, config: RuntimeConfig
+) -> SentTurn:
+    try:
+        return api_turn_start(
+            user=key.user, conversation=conversation, content=text, history=config.short_term_window
+        )
+    except ConversationBusy as exc:
+        raise ApiError(
+            409, str(exc), type="invalid_request_error", code="conversation_busy"
+        ) from exc
+    except ChatRateLimited as exc:
+        raise rate_limited(exc) from exc
+    except ChatError as exc:
+        raise bad_request(str(exc), param="messages") from exc
+
+
+class Call(NamedTuple):
+    key: ApiKey
+    body: ChatCompletionRequest
+    options: CallOptions
+    slot: str
+    config: RuntimeConfig
+
+
+def call_accept(request, raw_body: bytes) -> Call:
+    """The caller's key, its request, and one of its stream slots for the answer."""
+    key = authenticate(request)
+    body = _parse_request(raw_body)
+    options = _call_options(request, body)
+    return Call(key, body, options, _admit(key), runtime_config())
+
+
+async def call_start_turn(request, call: Call) -> tuple[Message, Awaitable[PreparedTurn]]:
+    """Save the turn and start its pipeline, as the chat page's socket does: the message is
+    embedded from the start and recalled from while it is saved. Returns the reply and its
+    preparation, to answer."""
+    user_message = call.body.last_user_message()
+    if user_message is None or not user_message.text.strip():
+        raise bad_request("The request has no user message to answer.", param="messages")
+    text = user_message.text
+    earlier = call.body.earlier_turns()
+    named = request.headers.get(CONVERSATION_HEADER) is not None
+    if named:
+        # A conversation the caller names is checked before anything is asked of the embedder:
+        # a refused call starts nothing.
+        conversation = await on_pool_thread(_conversation_for_call)(request, call.key, earlier)
+    embedded = None
+    # When the embedding pool is full the recall embeds the message on its own thread.
+    if call.options.remember:
+        with contextlib.suppress(RecallBusy):
+            embedded = start_turn_embedding(text=text, config=call.config)
+    if not named:
+        # Matched by the history it shares while the message is embedded.
+        conversation = await on_pool_thread(_conversation_for_call)(request, call.key, earlier)
+    run = start_turn(
+        user=call.key.user,
+        conversation=conversation,
+        text=text,
+        config=call.config,
+        embedded=embedded,
+        options=call.options,
+    )
+    try:
+        sent = await on_pool_thread(_save_turn)(call.key, conversation, text, call.config)
+    except BaseException:
+        run.cancel()
+        raise
+    history = sent.history
+    if earlier:
+        # The client's messages are the history of its call (an edited or trimmed history too);
+        # where they are the conversation's own, the saved ones stand for them, so each is
+        # replayed with the note memory added to it (the server's prompt cache then holds).
+        client_history = [Message(role=role, content=said) for role, said in earlier]
+        kept = history_kept(total=len(earlier) + 1, window=call.config.short_term_window)
+        client_history = (client_history + [sent.question])[-kept:]
+        if _said(client_history) != _said(history):
+            history = client_history
+    run.turn.input.conversation = sent.reply.conversation
+    return sent.reply, run.prepare(reply=sent.reply, history=history)
+
+
+def _said(messages: list[Message]) -> list[tuple[str, str]]:
+    return [(message.role, message.content) for message in messages]
