@@ -14,6 +14,7 @@ from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import reflect_on_message
 from apps.core.models import Event
 from apps.memory import undo_services
+from apps.memory.browser_services import memories_forget_all_recorded
 from apps.memory.models import MemoryNode
 from tests.cognition.conftest import reflection
 
@@ -334,3 +335,90 @@ def test_where_nothing_is_learned_the_receipt_and_the_status_line_say_so(alice_c
     assert "used 0 memories · nothing is learned here</span>" in page
     assert _status_line(page, reply)["reflection"] == "nothing is learned here"
     assert "reflection queued" not in page
+
+
+@pytest.fixture
+def proposed(user, conversation, llm_stub, config):
+    """An answer to "I live in Ghent", which only the rules read, while Gent is known."""
+    config(critic_enabled=False)
+    gent = MemoryNode.objects.create(
+        owner=user,
+        description="The user lives in Gent",
+        fact_key="home_city",
+        source="user",
+        quote="I live in Gent",
+    )
+    reply = _answer(conversation, content="Noted.", said="I live in Ghent")
+    llm_stub.script(reflection())  # the model quotes nothing
+    reflect_on_message(message_id=reply.pk)
+    return gent, reply
+
+
+def test_the_receipt_asks_before_a_new_value_found_once_replaces_a_fact(
+    alice_client, user, conversation, proposed
+):
+    gent, reply = proposed
+    page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
+    receipt = page.split(f'id="receipt-{reply.pk}"')[1].split("</details>")[0]
+    assert "1 to confirm" in receipt
+    assert (
+        "You said “I live in Ghent”; I know: The user lives in Gent. "
+        "Update to “The user lives in Ghent”?"
+    ) in receipt
+
+    response = alice_client.post(
+        f"/c/{conversation.pk}/proposals/0/confirm",
+        {"message_id": reply.pk},
+        HTTP_HX_REQUEST="true",
+    )
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.lstrip().startswith(f'<details id="receipt-{reply.pk}" class="receipt" open>')
+    assert "to confirm" not in html and "Changes to confirm" not in html
+    learned = html.split("Learned from this exchange")[1]
+    assert "The user lives in Ghent" in learned and "found by rules" in learned
+    gent.refresh_from_db()
+    assert gent.description == "The user lives in Ghent" and gent.valid_to is None
+    assert MemoryNode.objects.get(owner=user, valid_to__isnull=False).description == (
+        "The user lives in Gent"
+    )
+
+
+def test_the_update_works_without_javascript_and_only_once(
+    alice_client, user, conversation, proposed
+):
+    gent, reply = proposed
+    url = f"/c/{conversation.pk}/proposals/0/confirm"
+
+    response = alice_client.post(url, {"message_id": reply.pk})
+    again = alice_client.post(url, {"message_id": reply.pk})
+
+    assert response.status_code == again.status_code == 302
+    assert response["Location"] == f"/c/{conversation.pk}/#msg-{reply.pk}"
+    assert MemoryNode.objects.filter(owner=user, fact_key="home_city").count() == 2
+    assert Event.objects.filter(owner=user, payload__action="proposal_confirm").count() == 1
+    beyond = f"/c/{conversation.pk}/proposals/7/confirm"
+    assert alice_client.post(beyond, {"message_id": reply.pk}).status_code == 302
+    gent.refresh_from_db()
+    assert gent.description == "The user lives in Ghent"
+
+
+def test_another_users_proposal_is_a_404(client, other_user, conversation, proposed):
+    gent, reply = proposed
+    client.force_login(other_user)
+    theirs = Conversation.objects.create(owner=other_user)
+
+    for pk in (conversation.pk, theirs.pk):
+        response = client.post(f"/c/{pk}/proposals/0/confirm", {"message_id": reply.pk})
+        assert response.status_code == 404
+    assert client.get(f"/c/{conversation.pk}/proposals/0/confirm").status_code == 405
+    gent.refresh_from_db()
+    assert gent.description == "The user lives in Gent"
+
+
+def test_forgetting_everything_forgets_the_proposals_too(user, proposed):
+    _, reply = proposed
+    memories_forget_all_recorded(owner=user)
+
+    assert Message.objects.get(pk=reply.pk).trace["reflection"]["proposed"] == []

@@ -34,6 +34,13 @@ def _lives_in_gent(user, turn, llm_stub) -> MemoryNode:
     return _home(user)
 
 
+def _ghent_said_once(turn, llm_stub) -> Message:
+    reply = turn("I live in Ghent", "Noted.")
+    llm_stub.script(reflection())  # the model quotes nothing: the rules' signal alone
+    reflect_on_message(message_id=reply.pk)
+    return reply
+
+
 def test_a_new_home_the_rules_alone_found_is_proposed_not_written(user, turn, llm_stub, config):
     config(critic_enabled=False)
     gent = _lives_in_gent(user, turn, llm_stub)
@@ -57,9 +64,7 @@ def test_the_same_new_value_said_again_replaces_the_old_one_which_stays_as_histo
 ):
     config(critic_enabled=False)
     gent = _lives_in_gent(user, turn, llm_stub)
-    once = turn("I live in Ghent", "Noted.")
-    llm_stub.script(reflection())
-    reflect_on_message(message_id=once.pk)
+    once = _ghent_said_once(turn, llm_stub)
     again = turn("I live in Ghent", "Got it.")
     llm_stub.script(reflection())
 
@@ -108,9 +113,7 @@ def test_confirming_a_proposal_replaces_the_old_value_once_and_says_why(
 ):
     config(critic_enabled=False)
     gent = _lives_in_gent(user, turn, llm_stub)
-    reply = turn("I live in Ghent", "Noted.")
-    llm_stub.script(reflection())
-    reflect_on_message(message_id=reply.pk)
+    reply = _ghent_said_once(turn, llm_stub)
 
     node = remembering.proposal_confirm(reply=Message.objects.get(pk=reply.pk), index=0)
 

@@ -12,10 +12,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apps.accounts.services import api_key_create
 from apps.chat.models import Conversation, Message
+from apps.cognition.reflection import reflect_on_message
 from apps.core.llm.gateway import complete
 from apps.core.llm.limits import TITLE, role_endpoint
 from apps.core.llm.outcomes import Unreachable
 from apps.core.metrics import histogram_quantile, record_llm_call
+from tests.cognition.conftest import reflection
 
 TOKEN = "scrape-me-" + "x" * 24
 
@@ -268,3 +270,33 @@ def test_a_metrics_failure_never_breaks_the_call_it_counts(caplog):
         error=None,
     )
     assert "recording an LLM call's metrics failed" in caplog.text
+
+
+@pytest.mark.django_db
+def test_memories_reflection_wrote_are_counted_by_what_found_them(
+    user, llm_stub, scrape, config, django_capture_on_commit_callbacks
+):
+    config(critic_enabled=False)
+    conversation = Conversation.objects.create(owner=user)
+    said = Message.objects.create(
+        conversation=conversation,
+        role="user",
+        content="I work as a nurse. I love jazz. Jazz makes my evenings.",
+    )
+    reply = Message.objects.create(
+        conversation=conversation, role="assistant", status="complete", content="Nice.",
+        reply_to=said,
+    )  # fmt: skip
+    llm_stub.script(reflection("I work as a nurse.", "Jazz makes my evenings."))
+    before = scrape()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        reflect_on_message(message_id=reply.pk)
+
+    after = scrape()
+    for found_by in ("both", "rules", "model"):
+        labels = {"found_by": found_by, "outcome": "created"}
+        grew = _value(after, "thalamus_memories_found_total", **labels) - _value(
+            before, "thalamus_memories_found_total", **labels
+        )
+        assert grew == 1, found_by
