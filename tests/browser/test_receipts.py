@@ -127,3 +127,50 @@ def test_a_new_users_answer_shows_global_knowledge_as_shared_facts_as_its_status
     assert shared.count() == 1 and "Bees sleep in the hive" in shared.inner_text()
     assert shared.locator("button").count() == 0, "everyone's knowledge is not corrected here"
     assert "No memories of yours were used" in receipt.inner_text()
+
+
+def test_a_new_value_said_once_is_asked_in_the_receipt_and_updated_by_one_click(
+    page, asgi_server, log_in, user, llm_stub, config, celery_worker
+):
+    config(critic_enabled=False, reflection_quiet_seconds=1)
+    gent = services.memory_node_create(
+        owner=user,
+        description="The user lives in Gent",
+        fact_key="home_city",
+        source=MemoryNode.Source.USER,
+        quote="I live in Gent",
+    )
+    # The model quotes nothing: the rules alone read the new home, so it waits for the user.
+    llm_stub.script({"content": "Ghent is lovely in spring.", "match": "Ghent"}, reflection())
+    log_in("alice")
+    page.click("text=+ New conversation")
+    page.wait_for_selector(".chat[data-live='on']", state="attached")
+    page.fill("#composer textarea", "I live in Ghent")
+    page.keyboard.press("Enter")
+
+    receipt = page.locator(".msg-assistant.complete details.receipt")
+    receipt.locator("summary", has_text="1 to confirm").wait_for(timeout=20_000)
+    receipt.locator("summary").click()
+    proposal = receipt.locator(".receipt-proposal")
+    assert proposal.locator(".receipt-text").inner_text() == (
+        "You said “I live in Ghent”; I know: The user lives in Gent. "
+        "Update to “The user lives in Ghent”?"
+    )
+    gent.refresh_from_db()
+    assert gent.description == "The user lives in Gent", "nothing changes before the click"
+    _shoot(page, "receipt-proposal")
+
+    proposal.locator("button", has_text="Update").click()
+    proposal.wait_for(state="detached")
+    # Recalled for the answer as Gent, it is listed as used too: learned is the one found.
+    learned = receipt.locator(".receipt-memory", has=page.locator(".receipt-found"))
+    learned.wait_for()
+    assert learned.locator(".receipt-text").inner_text() == "The user lives in Ghent"
+    assert learned.locator(".receipt-found").inner_text() == "found by rules"
+    assert receipt.get_attribute("open") is not None, "the receipt stays open"
+    assert "to confirm" not in receipt.locator("summary").inner_text()
+    gent.refresh_from_db()
+    assert gent.description == "The user lives in Ghent"
+    assert MemoryNode.objects.get(owner=user, valid_to__isnull=False).description == (
+        "The user lives in Gent"
+    )
