@@ -1,5 +1,5 @@
-"""Output a model runs away with: an answer stuck repeating itself, and chat-template leftovers
-(`<|im_end|>user`) in a reply that should be a few plain words.
+"""Output a model runs away with: an answer stuck repeating itself, exactly or nearly, and
+chat-template leftovers (`<|im_end|>user`) in a reply that should be a few plain words.
 
 Pure functions; the answer's streaming loop and the title call use them.
 """
@@ -18,10 +18,32 @@ LOOP_TAIL_CHARS = 3000
 
 _WORD = re.compile(r"[^\W\d_]{2,}")
 
+# A near loop: copies that each differ a little ("I'm glad to have you here, and I'm happy to
+# have you here, too. I'm so glad to have you here…"). In the last NEAR_WORDS words of prose, at
+# least NEAR_REPEATED of the word 4-grams were already said there. A list or an explanation
+# that explains stays well below (a paragraph on baking bread: 0.05; the loop SmolLM2-135M wrote:
+# 0.44). Code, table rows and list items share their shape by nature ("- Monday: go for a run,
+# then…"): they are left to the exact check.
+NEAR_WORDS = 80
+NEAR_GRAM = 4
+NEAR_REPEATED = 0.35
+# Fewer different words than this is a chant or a column ("ha ha ha", "- milk"), not a loop.
+NEAR_MIN_DISTINCT = 8
+_PROSE_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
+_FENCED = re.compile(r"```.*?```", re.DOTALL)
+_NOT_PROSE = re.compile(r"(?m)^[ \t]*(?:\||[-*+•]\s|\d+[.)]\s).*$")
+_SENTENCE_END = re.compile(r"[.!?…](?=\s)|\n")
+
 
 def repeated_tail(text: str) -> int | None:
-    """Where the repeats begin when `text` ends in a loop: `text[:index]` keeps the repeated
-    block once (to the end of its line, sentence or word). None when it does not.
+    """Where the repeats begin when `text` ends in a loop, exact or near: `text[:index]` keeps
+    the repeated block once (to the end of its line, sentence or word). None when it does not."""
+    exact = _exact_loop(text)
+    return exact if exact is not None else _near_loop(text)
+
+
+def _exact_loop(text: str) -> int | None:
+    """The end of the first copy when the text ends in copies of one block.
 
     The end of the text may be part of a copy (the stream stops anywhere). Rules, dividers and
     rows of numbers repeat without words, and short repeated lines cover too little to count.
@@ -56,6 +78,43 @@ def repeated_tail(text: str) -> int | None:
                 return start + at + len(boundary)
         return start + first_end
     return None
+
+
+def _blank(match: re.Match) -> str:
+    return " " * len(match.group())
+
+
+def _near_loop(text: str) -> int | None:
+    """The end of the sentence where the repeating begins, when the prose at the end of the
+    text mostly says again what it said just before (`NEAR_REPEATED`)."""
+    start = max(len(text) - LOOP_TAIL_CHARS, 0)
+    tail = text[start:]
+    if tail.count("```") % 2:
+        return None  # inside a code block
+    # Code, table rows and list items are blanked, keeping the offsets.
+    tail = _NOT_PROSE.sub(_blank, _FENCED.sub(_blank, tail))
+    words = list(_PROSE_WORD.finditer(tail))[-NEAR_WORDS:]
+    if len(words) < NEAR_WORDS:
+        return None
+    said = [word.group().casefold().replace("’", "'") for word in words]
+    if len(set(said)) < NEAR_MIN_DISTINCT:
+        return None
+    grams = [tuple(said[i : i + NEAR_GRAM]) for i in range(len(said) - NEAR_GRAM + 1)]
+    seen: set[tuple[str, ...]] = set()
+    first_repeat = None
+    repeated = 0
+    for index, gram in enumerate(grams):
+        if gram in seen:
+            repeated += 1
+            first_repeat = index if first_repeat is None else first_repeat
+        seen.add(gram)
+    if repeated < NEAR_REPEATED * len(grams):
+        return None
+    # The sentence in which the saying again starts is kept whole; the rest goes.
+    at = words[first_repeat].start()
+    end = _SENTENCE_END.search(tail, at)
+    cut = end.end() if end is not None else words[first_repeat].start()
+    return start + cut
 
 
 TITLE_MAX_CHARS = 80

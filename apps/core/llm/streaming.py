@@ -41,6 +41,21 @@ from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 
+# Against an answer that says itself again (SmolLM2-135M looped for 23 s of a one-slot server):
+# llama.cpp's DRY sampler (off unless dry_multiplier is set; its author's suggested values) and
+# its repeat penalty, on by default. Ollama's /v1 documents neither (its repeat_penalty is an
+# option of its own /api only, 1.1 unless a Modelfile says otherwise), and other servers may
+# refuse a field they do not know: they are sent nothing. The client's own fields come after.
+REPEATS_AVOIDED: dict[str, dict] = {
+    "llama.cpp": {
+        "dry_multiplier": 0.8,
+        "dry_base": 1.75,
+        "dry_allowed_length": 2,
+        "repeat_penalty": 1.1,
+        "repeat_last_n": 256,
+    },
+}
+
 
 @dataclass
 class Answering:
@@ -161,7 +176,11 @@ async def _open_answer(
             messages=messages,
             max_tokens=max_tokens,
             temperature=temperature,
-            extra={**sampling, "stream_options": {"include_usage": True}},
+            extra={
+                **REPEATS_AVOIDED.get(room.limits.server, {}),
+                **sampling,
+                "stream_options": {"include_usage": True},
+            },
         )
         answering.endpoint, answering.room, answering.messages = endpoint, room, messages
         started = time.monotonic()
