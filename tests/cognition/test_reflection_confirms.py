@@ -46,4 +46,4 @@ def test_reflection_confirms_a_memory_said_again_and_the_receipt_says_so(
         recalled_texts(conversation_id=second.conversation_id, messages=[second]),
     )
     assert [n.pk for n in receipt.confirmed_nodes] == [node.pk]
-    assert ("Confirmed by this exchange", receipt.confirmed_nodes) in receipt.groups
+    assert ("Confirmed by this exchange", [(node, "rules + model")]) in receipt.groups
