@@ -15,11 +15,11 @@ from apps.language.facts.grammar import FACT_TYPES, SINGLE_VALUED, Grammar
 
 __all__ = ["FACT_TYPES", "SINGLE_VALUED", "Clause", "Fact", "grammar_for", "read", "language_of"]
 
-_MODULES = {"en": "english"}
+_MODULES = {"en": "english", "it": "italian", "fr": "french", "de": "german", "es": "spanish"}
 
 
 def grammar_for(language: str) -> Grammar:
-    module = importlib.import_module(f"apps.language.facts.{_MODULES[language]}")
+    module = importlib.import_module(f"apps.language.facts.grammars.{_MODULES[language]}")
     return module.GRAMMAR
 
 

@@ -31,8 +31,11 @@ TEMPLATES = {
         "diet_is": "The user is {v}",
         "health": "The user is allergic to {v}",
         "health_has": "The user has {v}",
+        "health_is": "The user is {v}",
         "relative_name": "The user's {r} is called {v}",
         "relative": "The user's {r}",
+        "answers_whole": "The user prefers {v}",
+        "answers_without": "The user prefers answers without {v}",
         "said": "The user says: “{c}”",
     },
     "it": {
@@ -52,8 +55,11 @@ TEMPLATES = {
         "diet_is": "L'utente è {v}",
         "health": "L'utente è allergico a {v}",
         "health_has": "L'utente ha {v}",
+        "health_is": "L'utente è {v}",
         "relative_name": "{R} dell'utente si chiama {v}",
         "relative": "{R} dell'utente",
+        "answers_whole": "L'utente preferisce {v}",
+        "answers_without": "L'utente preferisce risposte senza {v}",
         "said": "L'utente dice: «{c}»",
     },
     "fr": {
@@ -73,8 +79,11 @@ TEMPLATES = {
         "diet_is": "L'utilisateur est {v}",
         "health": "L'utilisateur est allergique à {v}",
         "health_has": "L'utilisateur a {v}",
+        "health_is": "L'utilisateur est {v}",
         "relative_name": "{R} de l'utilisateur s'appelle {v}",
         "relative": "{R} de l'utilisateur",
+        "answers_whole": "L'utilisateur préfère {v}",
+        "answers_without": "L'utilisateur préfère des réponses sans {v}",
         "said": "L'utilisateur dit : « {c} »",
     },
     "de": {
@@ -94,8 +103,11 @@ TEMPLATES = {
         "diet_is": "Der Nutzer ist {v}",
         "health": "Der Nutzer ist allergisch gegen {v}",
         "health_has": "Der Nutzer hat {v}",
+        "health_is": "Der Nutzer ist {v}",
         "relative_name": "{R} des Nutzers heißt {v}",
         "relative": "{R} des Nutzers",
+        "answers_whole": "Der Nutzer bevorzugt {v}",
+        "answers_without": "Der Nutzer bevorzugt Antworten ohne {v}",
         "said": "Der Nutzer sagt: „{c}“",
     },
     "es": {
@@ -115,8 +127,11 @@ TEMPLATES = {
         "diet_is": "El usuario es {v}",
         "health": "El usuario es alérgico a {v}",
         "health_has": "El usuario tiene {v}",
+        "health_is": "El usuario es {v}",
         "relative_name": "{R} del usuario se llama {v}",
         "relative": "{R} del usuario",
+        "answers_whole": "El usuario prefiere {v}",
+        "answers_without": "El usuario prefiere respuestas sin {v}",
         "said": "El usuario dice: «{c}»",
     },
 }
@@ -141,11 +156,8 @@ def description(fact: Fact) -> str:
         return third_person(fact.clause)
     key = _template_key(fact)
     value = fact.value
-    if fact.fact == "answers" and language == "en":
-        if value.casefold().endswith(("answers", "replies", "responses")):
-            return f"The user prefers {value}"
-        if _ADJECTIVE_STYLE.match(value.casefold()):
-            return f"The user prefers {value} answers"
+    if fact.fact == "answers" and language == "en" and _ADJECTIVE_STYLE.match(value.casefold()):
+        return f"The user prefers {value} answers"
     article = "an" if value[:1].casefold() in "aeiou" else "a"
     return templates[key].format(v=value, p=fact.phrase, a=article)
 
@@ -154,6 +166,8 @@ def _template_key(fact: Fact) -> str:
     frame = fact.frame
     if frame is not None and frame.template in ("teach",):
         return frame.template
+    if frame is not None and fact.fact == "answers" and frame.template in ("whole", "without"):
+        return f"answers_{frame.template}"
     if (
         fact.fact == "diet"
         and " " not in fact.value
@@ -163,10 +177,8 @@ def _template_key(fact: Fact) -> str:
         )
     ):
         return "diet_is"
-    if fact.fact == "health" and not re.search(
-        r"allerg|intoler|alérg|gegen|à|al\b|a\b|to\b", frame.pattern if frame else ""
-    ):
-        return "health_has"
+    if fact.fact == "health" and frame is not None and frame.template in ("has", "is"):
+        return f"health_{frame.template}"
     return fact.fact
 
 

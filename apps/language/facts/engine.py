@@ -17,8 +17,11 @@ from apps.language.facts import slots
 from apps.language.facts.grammar import FACT_TYPES, SINGLE_VALUED, Frame, Grammar, Relation
 from apps.language.text import plain
 
-# Double quotes around someone else's words: what they say is not the user's.
-_QUOTED = re.compile(r"[\"“”«»„][^\"“”«»„]{2,}[\"“”«»„]")
+# Quotes of someone else's words, in double quotes or in single ones that no word's
+# apostrophe opens ("my boss said 'I'm moving to Dubai'"): what they say is not the user's.
+_QUOTED = re.compile(
+    r"[\"“”«»„][^\"“”«»„]{2,}[\"“”«»„]|(?<!\w)['‘](?:[^'’]|(?<=\w)['’](?=\w))+\s(?:[^'’]|(?<=\w)['’](?=\w))+['’](?!\w)"
+)
 
 
 @dataclass(frozen=True)
@@ -53,8 +56,15 @@ def clauses_of(sentence: str, grammar: Grammar) -> list[Clause]:
     text = _QUOTED.sub(" ", plain(sentence)).strip()
     question = text.rstrip().endswith("?")
     text = text.strip().rstrip(".!?…").strip()
-    # "my daughter, Liv, can't…": the name is part of the relative's clause.
-    text = re.sub(rf"\b({grammar.relation_words}),\s+([^\W\d_]+),\s+", r"\1 \2 ", text, flags=re.I)
+    # "my daughter, Liv, can't…", "two cats, Miso and Tofu": the names are the relative's.
+    relation = rf"\b((?:{grammar.relation_words})s?)"
+    text = re.sub(rf"{relation},\s+([^\W\d_]+),\s+", r"\1 \2 ", text, flags=re.I)
+    text = re.sub(
+        rf"{relation}\s*[,:]\s+(?=[^\W\d_]+(?:\s*(?:,|\(|$)|\s+\w+\s+[^\W\d_]+\s*(?:\(|$)))",
+        r"\1 ",
+        text,
+        flags=re.I,
+    )
     lowercase_message = text == text.lower()
     found = []
     parts = [
@@ -70,7 +80,21 @@ def clauses_of(sentence: str, grammar: Grammar) -> list[Clause]:
         else:
             clause.decoy = True
         found.append(clause)
+    _fragments_in_context(found)
     return found
+
+
+def _fragments_in_context(clauses: list[Clause]) -> None:
+    """A fragment ("33", "accountant", "Anh") says something of the user only in a sentence
+    that introduces them: beside a fact stated in full, or with other fragments of other
+    types ("Anh, 26, UX designer")."""
+    facts = [fact for clause in clauses for fact in clause.facts if fact.of_user]
+    fragments = [fact for fact in facts if fact.frame is not None and fact.frame.fragment]
+    whole = len(facts) > len(fragments)
+    if not fragments or whole or len({fact.fact for fact in fragments}) >= 2:
+        return
+    for clause in clauses:
+        clause.facts = [fact for fact in clause.facts if fact not in fragments]
 
 
 def _opens_with(grammar: Grammar, cue: str, part: str) -> bool:
@@ -120,11 +144,28 @@ def _read(clause: Clause, grammar: Grammar, *, question: bool, lowercase: bool) 
         fact = _fact(frame, value_text, clause, grammar, match, lowercase=lowercase)
         if fact is not None:
             clause.facts.append(fact)
+            clause.facts.extend(_besides(match, clause, grammar, lowercase=lowercase))
             clause.decoy = False
             return
         clause.decoy = clause.decoy or frame.decoy
     if question:
         clause.decoy = True
+
+
+# A construction may state a second fact in a group of its own: "I work for the city council
+# as a gardener" (employer, then "job"), "I work as a nurse at St Mary's" (then "org").
+_BESIDES = {"job": Frame("occupation", "", explicit=True), "org": Frame("employer", "")}
+
+
+def _besides(match: re.Match, clause: Clause, grammar: Grammar, *, lowercase: bool) -> list[Fact]:
+    found = []
+    for group, frame in _BESIDES.items():
+        value = match.groupdict().get(group)
+        if value:
+            fact = _fact(frame, value, clause, grammar, match, lowercase=lowercase)
+            if fact is not None:
+                found.append(fact)
+    return found
 
 
 def _other(match: re.Match) -> str:
@@ -156,16 +197,15 @@ def _fact(
     if not value:
         return None
     typed = _original_value(value.strip(), clause)
-    before = clause.text[: match.start("v") if match.group("v") is not None else match.end()]
     checked = slots.cut(value, grammar)
     if grammar.regex("negation").search(checked) and frame.fact not in ("diet",):
         return None
     single = frame.fact in SINGLE_VALUED
     if single and (
-        grammar.regex("past").search(clause.text) or grammar.regex("unreal").search(before)
+        grammar.regex("past").search(clause.text) or grammar.regex("passing").search(clause.text)
     ):
         return None
-    if grammar.regex("unreal").search(before) and frame.fact != "answers":
+    if grammar.regex("unreal").search(checked) and frame.fact != "answers":
         return None
     found, phrase = _slot(frame, typed, grammar, relation=relation, lowercase=lowercase,
                           at_start=clause.text.startswith(value))  # fmt: skip
@@ -188,9 +228,11 @@ def _slot(
     frame: Frame, typed: str, grammar: Grammar, *, relation, lowercase: bool, at_start: bool
 ) -> tuple[str, str]:
     kind = FACT_TYPES[frame.fact].slot
+    if kind == "name" and relation is not None:
+        return slots.person_names(typed, grammar), ""
     if kind == "name":
         return slots.person_name(
-            typed, grammar, weak=frame.template == "weak", at_start=at_start
+            typed, grammar, strength=_strength(frame, relation), at_start=at_start
         ), ""
     if kind == "place":
         return slots.place(typed, grammar, lowercase_message=lowercase)
@@ -213,6 +255,12 @@ def _slot(
     if kind == "diet":
         return (slots.food(typed, grammar) or _diet_word(typed, grammar)), ""
     return slots.condition(typed, grammar), ""
+
+
+def _strength(frame: Frame, relation: Relation | None) -> str:
+    if frame.template == "weak":
+        return "weak"
+    return "strong" if relation is None else "relative"
 
 
 def _diet_word(typed: str, grammar: Grammar) -> str:
@@ -239,14 +287,15 @@ def _relative(clause: Clause, grammar: Grammar, *, lowercase: bool) -> list[Fact
     if having is not None:
         word = having.group("rel")
         relation = grammar.relations[word]
-        name = slots.person_name(_original_value(having.group("v"), clause), grammar, weak=False)
+        name = slots.person_names(_original_value(having.group("v"), clause), grammar)
         frame = Frame("relative_name", "")
         if name:
             return [Fact("relative_name", name, name, clause.original, grammar.code, frame,
                          relation, word, name)]  # fmt: skip
         return [Fact("relation", word, word, clause.original, grammar.code, None, relation, word)]
     start = re.match(
-        rf"^{grammar.expand(grammar.possessive)}\s+(?P<rel>{grammar.relation_words})\b", clause.text
+        rf"^{grammar.expand(grammar.possessive)}\s+(?P<rel>{grammar.relation_words})(?:s|es)?\b",
+        clause.text,
     )
     if start is None:
         return None
@@ -260,7 +309,7 @@ def _relative(clause: Clause, grammar: Grammar, *, lowercase: bool) -> list[Fact
             if len(tokens) < size:
                 continue
             candidate = _original_value(" ".join(tokens[:size]), clause)
-            name = slots.person_name(candidate, grammar, weak=False)
+            name = slots.person_name(candidate, grammar, strength="relative")
             if not name or len(name.split()) != size:
                 continue
         remainder = rest

@@ -61,6 +61,8 @@ class Frame:
     # kind ("call me later", "I live in fear"); False where the construction is only a guess
     # ("I'm X": a name if X is one, else anything).
     decoy: bool = True
+    # A fragment ("33", "accountant"): a fact only in a sentence that introduces the user.
+    fragment: bool = False
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,8 @@ class Grammar:
     user_words: frozenset[str] = frozenset()
     # The diets a word names alone ("vegetarian").
     diets: str = r"$^"
+    # A stay, not a home: "this week", "on holiday".
+    passing: str = r"$^"
     # (pattern, replacement) that spell a clause one way ("i am" -> "i'm").
     normal: tuple[tuple[str, str], ...] = ()
     macros: dict[str, str] = field(default_factory=dict)

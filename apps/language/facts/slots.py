@@ -57,35 +57,61 @@ def _capitalised(word: str) -> bool:
     return word[:1].isupper()
 
 
-def person_name(value: str, grammar: Grammar, *, weak: bool, at_start: bool = False) -> str:
+def person_name(value: str, grammar: Grammar, *, strength: str, at_start: bool = False) -> str:
     """The name `value` starts with, or "" when it starts with no name. One to three words of
-    letters, none of them a common word of the language ("later", "not", "important"); each in
-    the first-name list or capitalised as typed and no dictionary word. After a weak
-    construction ("call me", "I'm") the name must be capitalised and end the clause."""
+    letters, none of them a common word of the language ("later", "not", "important").
+
+    `strength` is how surely the construction names someone: "strong" ("my name is"): a given
+    name of the list, or a word capitalised as typed that no dictionary lists; "relative"
+    ("my daughter Liv"): capitalised as typed, or a listed name that is no ordinary word
+    ("said"); "weak" ("call me", "I'm"): capitalised as typed, ending the clause, and a listed
+    name or no ordinary word ("call me crazy", "I'm Italian" are not names).
+    """
     taken = cut(value, grammar)
     tokens = taken.split()
     if not tokens or len(tokens) > MAX_NAME_WORDS:
         return ""
-    if weak and taken != value.strip(" .!,"):
+    if strength == "weak" and taken != value.strip(" .!,"):
         return ""
     for index, token in enumerate(tokens):
         folded = token.casefold()
         if not _NAME_WORD.match(token) or folded in ALL_STOPWORDS or folded in _CALENDAR:
             return ""
-        if folded in grammar.vague or folded in _PRONOUNS:
+        if folded in grammar.vague or folded in _PRONOUNS or folded in occupations.LANGUAGE_NAMES:
             return ""
-        typed_capital = _capitalised(token) and not (at_start and index == 0)
-        if weak and not typed_capital:
-            return ""
-        if names.is_first_name(token):
-            continue
-        # Not a known given name: a surname as typed ("Bianchi"), or a first name nobody
-        # lists that is no word of the language ("Xiaoling").
-        if not typed_capital or (
-            index == 0 and lemmas.is_dictionary_word(folded, language=grammar.code)
-        ):
+        capital = _capitalised(token) and not (at_start and index == 0)
+        if not _name_word(token, grammar, strength=strength, first=index == 0, capital=capital):
             return ""
     return " ".join(tokens)
+
+
+def person_names(value: str, grammar: Grammar) -> str:
+    """The names of a relative or of several ("Ines and Mara", "Noa (7) and Eli (4)"), each
+    one as `person_name` takes a relative's; "" unless every one is a name."""
+    plain_value = re.sub(r"\([^)]*\)", " ", value)
+    head = re.split(r"\s*(?:[;:.!?]|\s-\s)", plain_value, maxsplit=1)[0]
+    parts = [part for part in re.split(r"\s*,\s*|\s+(?:and|e|et|und|y|&)\s+", head) if part]
+    if len(parts) == 1:
+        return person_name(value, grammar, strength="relative")
+    found = [person_name(part, grammar, strength="relative") for part in parts]
+    if not all(found) or any(len(name.split()) > 2 for name in found):
+        return ""
+    return ", ".join(found)
+
+
+def _name_word(token: str, grammar: Grammar, *, strength: str, first: bool, capital: bool) -> bool:
+    known = names.is_first_name(token)
+    if not first:
+        # A surname as typed ("Bianchi"), or a second given name.
+        return capital or known
+    if strength == "strong" and known:
+        return True
+    if strength == "weak" and not capital:
+        return False
+    ordinary = lemmas.is_dictionary_word(token.casefold(), language=grammar.code)
+    if strength == "relative" and capital:
+        return True
+    return (known or capital) and not ordinary or (known and capital)
 
 
 def place(value: str, grammar: Grammar, *, lowercase_message: bool) -> tuple[str, str]:
@@ -135,8 +161,7 @@ def _without_article(tokens: list[str], grammar: Grammar) -> list[str]:
 
 def job(value: str, grammar: Grammar, *, explicit: bool) -> str:
     tokens = _without_article(cut(value, grammar).split(), grammar)
-    at = next((i for i, token in enumerate(tokens) if token.casefold() in grammar.preps), None)
-    tokens = tokens[:at] if at else tokens
+    tokens = tokens[:1] + _until_prep(tokens[1:], grammar.preps)
     if not tokens or tokens[0].casefold() in _PRONOUNS:
         return ""
     if occupations.is_job(tokens, language=grammar.code, stated_as_job=explicit):
@@ -144,9 +169,14 @@ def job(value: str, grammar: Grammar, *, explicit: bool) -> str:
     return ""
 
 
+def _until_prep(tokens: list[str], preps: frozenset[str]) -> list[str]:
+    at = next((i for i, token in enumerate(tokens) if token.casefold() in preps), None)
+    return tokens[:at] if at is not None else tokens
+
+
 def taught(value: str, grammar: Grammar) -> str:
     """What "I teach …" names: a subject, not "my kids" or "at home"."""
-    tokens = cut(value, grammar).split()
+    tokens = _until_prep(cut(value, grammar).split(), grammar.preps)
     if not tokens or len(tokens) > 3 or tokens[0].casefold() in _PRONOUNS | ALL_STOPWORDS:
         return ""
     return " ".join(tokens)
@@ -164,6 +194,9 @@ def organisation(value: str, grammar: Grammar, *, at_start: bool = False) -> str
     """An employer: a name as typed ("Google", "Philips") or a noun phrase with an article
     ("a bakery", "the city hospital"), never a time or a pronoun ("at night", "for myself")."""
     tokens = cut(value, grammar).split()
+    tokens = tokens[:1] + _until_prep(
+        tokens[1:], grammar.preps - grammar.articles - {"of", "de", "di", "von", "del", "della"}
+    )
     if not tokens or len(tokens) > 5:
         return ""
     folded = [token.casefold() for token in tokens]
@@ -185,6 +218,7 @@ _NOT_SUBJECTS = word_set(
 
 def subject(value: str, grammar: Grammar) -> str:
     tokens = cut(value, grammar).split()
+    tokens = tokens[:1] + _until_prep(tokens[1:], grammar.preps)
     if not tokens or len(tokens) > 4:
         return ""
     first = tokens[0].casefold()

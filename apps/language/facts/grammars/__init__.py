@@ -1,0 +1,1 @@
+"""Each language's constructions and cues, as data for the one engine (..engine)."""
