@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
 
 import django
 
@@ -9,18 +11,55 @@ django.setup(set_prefix=False)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.middleware.clickjacking import XFrameOptionsMiddleware  # noqa: E402
 from django.middleware.security import SecurityMiddleware  # noqa: E402
+from django.template.loader import get_template  # noqa: E402
+from django.urls import get_resolver  # noqa: E402
 
+import apps  # noqa: E402
 from apps.core.asgi import LeanASGIHandler, SiteASGIHandler, SocketAuthMiddlewareStack  # noqa: E402
 from apps.core.middleware import content_security_policy, inline  # noqa: E402
+from apps.core.warmup import warm_in_background  # noqa: E402
 from apps.mcp_server.server import MCP_PATH, mcp_asgi_app  # noqa: E402
-from apps.memory.query_text import lemmas_warm  # noqa: E402
+from apps.memory.embedding import embedder_warm  # noqa: E402
+from apps.memory.query_text import lemmas_load  # noqa: E402
 from thalamus_site.routing import websocket_urlpatterns  # noqa: E402
 
-# The recall's lemma dictionary loads while the server starts, not in the first turn's search.
-lemmas_warm()
+
+def modules_load() -> None:
+    """Import every module of the apps but migrations and commands: those a request imports
+    where it uses them (the tools, the tasks it queues, template tags) are then ready too."""
+    for module in pkgutil.walk_packages(apps.__path__, "apps."):
+        if ".migrations" not in module.name and ".management" not in module.name:
+            importlib.import_module(module.name)
+
+
+def urls_load() -> None:
+    get_resolver().reverse_dict  # noqa: B018  (imports the URLconf and its views, and indexes it)
+
+
+def templates_load() -> None:
+    """Compile the project's templates, which each process would at its first page."""
+    root = settings.BASE_DIR / "templates"
+    for path in root.rglob("*.html"):
+        get_template(str(path.relative_to(root)))
+
+
+# What a first turn would otherwise load. PRELOAD is plain data, loaded once before `up`'s web
+# processes fork (thalamus_site/serve.py): our modules, the URLs (Django imports them at the
+# first request), the templates, and the recall's lemma dictionary (1.4 s under load). The rest
+# is loaded on a thread in each process once it serves (a thread does not fork): the embedder
+# (the local one took 14 s in a fresh process; an HTTP one makes its server load the model).
+# A server started another way loads it all on that thread (apps/core/warmup.py).
+PRELOAD = [
+    ("modules", modules_load),
+    ("urls", urls_load),
+    ("templates", templates_load),
+    ("lemmas", lemmas_load),
+]
+WARM_STEPS = [*PRELOAD, ("embedder", embedder_warm)]
 
 # One process serves everything, static files included; behind a reverse proxy in
 # production, the proxy can serve STATIC_ROOT (`collectstatic`) instead.
@@ -45,6 +84,12 @@ async def http_app(scope, receive, send):
     return await site_app(scope, receive, send)
 
 
+async def lifespan_app(scope, receive, send):
+    """The server's start and stop: the warm-up begins, and the MCP session manager runs."""
+    warm_in_background(WARM_STEPS)
+    return await mcp_app(scope, receive, send)
+
+
 application = ProtocolTypeRouter(
     {
         "http": http_app,
@@ -52,6 +97,6 @@ application = ProtocolTypeRouter(
             SocketAuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
         # Starts and stops the MCP session manager: uvicorn runs with `--lifespan on`.
-        "lifespan": mcp_app,
+        "lifespan": lifespan_app,
     }
 )

@@ -9,6 +9,7 @@ from django.db import connection
 
 from apps.core.cache import redis_client
 from apps.core.heartbeat import HEARTBEAT_STALE_AFTER, last_heartbeat
+from apps.core.warmup import warm_report
 
 
 def _error(exc: Exception) -> str:
@@ -105,7 +106,8 @@ def check_models() -> dict:
 
 
 def system_health() -> tuple[bool, dict]:
-    """(healthy, report): healthy needs database and redis; the rest is reported only."""
+    """(healthy, report): healthy needs database and redis; the rest (the worker, the LLM, this
+    web process's warm-up) is reported only."""
     report = {
         "database": check_database(),
         "pgvector": check_pgvector(),
@@ -114,5 +116,8 @@ def system_health() -> tuple[bool, dict]:
         "llm": check_llm(),
         "models": check_models(),
     }
+    # A web process that is still loading what a first turn needs says so; it serves meanwhile.
+    if (warm := warm_report()) is not None:
+        report["warm"] = warm
     healthy = report["database"]["ok"] and report["redis"]["ok"]
     return healthy, {"status": "ok" if healthy else "error", **report}

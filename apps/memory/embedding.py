@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import importlib
 import os
+import threading
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -152,8 +153,18 @@ def _local_model_path() -> Path:
     raise EmbeddingConfigError(f"No model files found inside the {LOCAL_MODEL_PACKAGE} package.")
 
 
-@lru_cache(maxsize=1)
+_local_model_lock = threading.Lock()
+
+
 def _local_model():
+    # The web's warm-up loads it on a thread; a turn that comes meanwhile waits for that load
+    # instead of starting a second one.
+    with _local_model_lock:
+        return _local_model_loaded()
+
+
+@lru_cache(maxsize=1)
+def _local_model_loaded():
     path = _local_model_path()
     # The weights ship inside the package; never reach for a model hub.
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -178,6 +189,17 @@ def get_embedder(*, timeout: float = 30.0, config: RuntimeConfig | None = None) 
     if embedder_name() == "local":
         return LocalEmbedder()
     return OpenAIEmbedder(timeout=timeout, config=config)
+
+
+# What the web's warm-up embeds: short, and never stored.
+WARM_TEXT = "warm-up"
+
+
+def embedder_warm() -> None:
+    """Embed one short text as a first turn would, so that its embedding does not wait: the
+    local embedder loads its model (14 s in a fresh process), an HTTP one makes its server load
+    the model (Ollama does on the first request) and this process open its client."""
+    get_embedder().embed([WARM_TEXT])
 
 
 def vector_literal(vector: list[float]) -> str:

@@ -112,12 +112,10 @@ def query_variants(words: list[str]) -> list[list[str]]:
     return variants
 
 
-def lemmas_warm() -> None:
-    """Load the lemma dictionary and its irregular forms on a thread of its own, so a server's
-    first search does not wait for them (1.4 s measured under load)."""
-    threading.Thread(
-        target=query_variants, args=(["ran"],), name="lemmas-warm", daemon=True
-    ).start()
+def lemmas_load() -> None:
+    """Load the lemma dictionary and its irregular forms, for a web process's warm-up
+    (apps/core/warmup.py): a server's first search does not wait for them (1.4 s under load)."""
+    query_variants(["ran"])
 
 
 @dataclass

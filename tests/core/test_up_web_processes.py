@@ -1,5 +1,5 @@
-"""`manage.py up --web-processes 2`: two uvicorn workers serve the one port, and stopping `up`
-stops them all."""
+"""`manage.py up --web-processes 2`: two web processes forked from one that imported the app serve
+the one port, and stopping `up` stops them all."""
 
 from __future__ import annotations
 
@@ -16,18 +16,14 @@ from tests.core.test_up import ROOT, _env, _processes_mentioning, _stop, _wait_h
 from tests.private_servers import pool_children
 
 
-def _uvicorn_workers(up_pid: int) -> list[int]:
+def _web_workers(up_pid: int) -> list[int]:
+    """The web server's processes: forked from the one `up` started, after it imported the app."""
     (web,) = [
         pid
         for pid in pool_children(up_pid)
-        if b"uvicorn" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        if b"thalamus_site.serve" in Path(f"/proc/{pid}/cmdline").read_bytes()
     ]
-    return [
-        pid
-        for pid in pool_children(web)
-        if b"multiprocessing" in Path(f"/proc/{pid}/cmdline").read_bytes()
-        and b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
+    return pool_children(web)
 
 
 @pytest.mark.timeout(240)
@@ -44,7 +40,7 @@ def test_up_runs_two_web_processes_on_one_port_and_stops_them(tmp_path):
     )
     try:
         _wait_healthy(f"http://127.0.0.1:{port}/healthz", process, log_path)
-        workers = _uvicorn_workers(process.pid)
+        workers = _web_workers(process.pid)
         assert len(workers) == 2, log_path.read_text()
         for _ in range(4):
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/") as response:

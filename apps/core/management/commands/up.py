@@ -1,9 +1,12 @@
 """`manage.py up`: the whole of Thalamus in the foreground, on embedded defaults.
 
 Starts the embedded PostgreSQL and Redis when DATABASE_URL / REDIS_URL are unset, migrates,
-creates the first admin, then runs the ASGI server, a Celery worker and Celery beat as child
-processes with their logs interleaved. Ctrl-C or SIGTERM stops them all and the embedded servers.
-If a child dies, `up` says which and why, stops everything else and exits non-zero.
+creates the first admin, then runs the ASGI server, the Celery workers and Celery beat as child
+processes with their logs interleaved. The web server imports the app while the database is
+migrated and serves as soon as it is; the workers and beat start once it serves, at a lower CPU
+priority, so that on two cores the web's start does not share them with three more imports.
+Ctrl-C or SIGTERM stops them all and the embedded servers. If a child dies, `up` says which and
+why, stops everything else and exits non-zero.
 """
 
 from __future__ import annotations
@@ -47,31 +50,26 @@ class Child:
     tail: deque = field(default_factory=lambda: deque(maxlen=20))
 
 
-def web_command(host: str, port: int, processes: int = 1) -> list[str]:
-    """The ASGI server's command line. A websocket frame over THALAMUS_WS_MAX_BYTES closes the
-    socket with 1009 before it reaches Thalamus. With several `processes`, uvicorn's workers
-    share the one listening socket; the channel layer, the shared cache and the database carry
-    everything between them (apps/chat/stops.py: Stop)."""
+def web_command(host: str, port: int, processes: int = 1, *, after_go: bool = False) -> list[str]:
+    """The ASGI server's command line (thalamus_site/serve.py: uvicorn, the app imported once
+    and its `processes` forked from it). A websocket frame over THALAMUS_WS_MAX_BYTES closes the
+    socket with 1009 before it reaches Thalamus. The processes share the one listening socket;
+    the channel layer, the shared cache and the database carry everything between them
+    (apps/chat/stops.py: Stop). With `after_go` it binds the port only once it reads a line."""
     return [
         sys.executable,
         "-m",
-        "uvicorn",
+        "thalamus_site.serve",
         "thalamus_site.asgi:application",
         "--host",
         host,
         "--port",
         str(port),
-        # The MCP endpoint's session manager runs in the app's lifespan.
-        "--lifespan",
-        "on",
-        "--no-access-log",
         "--ws-max-size",
         str(settings.THALAMUS_WS_MAX_BYTES),
-        # Compressing each streamed fragment cost ~12 % of the web process's loop at 50 users
-        # (bench.load); the fragments are small and the pages mostly on a LAN.
-        "--ws-per-message-deflate",
-        "false",
-        *(["--workers", str(processes)] if processes > 1 else []),
+        "--workers",
+        str(processes),
+        *(["--after-go"] if after_go else []),
     ]
 
 
@@ -121,23 +119,35 @@ class Command(BaseCommand):
             raise CommandError("--web-processes must be 1 or more.")
         _check_port_free(host, port)
         try:
-            embedded.acquire()
+            embedded.check_data_dir_writable()
         except embedded.EmbeddedError as exc:
             raise CommandError(str(exc)) from None
+        acquiring = False
         try:
             for signum in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(signum, self._on_signal)
-            self._prepare_database(demo)
             _clear_metrics()
             env = self._child_env(demo)
-            self._start_children(
-                host, port, env, web_processes, worker_concurrency, background_concurrency
-            )
-            self._wait_until_served(host, port, started_at)
+            # The web imports the app (seconds of CPU) while the servers start and the database
+            # is migrated; it binds the port when told "go".
+            web = Child("web", web_command(host, port, web_processes, after_go=True))
+            self._spawn(web, env, stdin=subprocess.PIPE)
+            acquiring = True
+            try:
+                embedded.acquire()
+            except embedded.EmbeddedError as exc:
+                raise CommandError(str(exc)) from None
+            self._prepare_database(demo)
+            with contextlib.suppress(BrokenPipeError):  # a web that died is reported below
+                web.process.stdin.write("go\n")
+                web.process.stdin.flush()
+            if self._wait_until_served(host, port, started_at):
+                self._start_background(env, worker_concurrency, background_concurrency)
             failed = self._supervise()
         finally:
             self._stop_children()
-            embedded.release()
+            if acquiring:
+                embedded.release()
         if failed:
             raise CommandError(failed)
         self._say("up", "stopped cleanly.")
@@ -219,18 +229,8 @@ class Command(BaseCommand):
             time.sleep(0.05)
         raise CommandError(f"The demo LLM did not say where it listens within {timeout:.0f} s.")
 
-    def _start_children(
-        self,
-        host: str,
-        port: int,
-        env: dict,
-        web_processes: int,
-        concurrency: int,
-        background_concurrency: int,
-    ) -> None:
-        python = sys.executable
+    def _start_background(self, env: dict, concurrency: int, background_concurrency: int) -> None:
         children = [
-            Child("web", web_command(host, port, web_processes)),
             _worker("worker", settings.CELERY_TASK_DEFAULT_QUEUE, concurrency, "thalamus"),
             # The background LLM calls (reflection, critic, episodes, titles) on a queue and a
             # worker of their own, so they never crowd out memory upkeep, nor each other.
@@ -239,25 +239,18 @@ class Command(BaseCommand):
             ),
             Child(
                 "beat",
-                [
-                    python,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "thalamus_site",
+                _celery(
                     "beat",
-                    "--loglevel",
-                    "INFO",
                     "--scheduler",
                     "django_celery_beat.schedulers:DatabaseScheduler",
                     "--pidfile=",
-                ],
+                ),
             ),
         ]
         for child in children:
             self._spawn(child, env)
 
-    def _spawn(self, child: Child, env: dict) -> None:
+    def _spawn(self, child: Child, env: dict, stdin: int = subprocess.DEVNULL) -> None:
         # Own session: Ctrl-C reaches only `up`, which then stops children in order.
         child.process = subprocess.Popen(
             child.argv,
@@ -265,7 +258,7 @@ class Command(BaseCommand):
             cwd=str(settings.BASE_DIR),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             start_new_session=True,
             text=True,
             bufsize=1,
@@ -284,21 +277,23 @@ class Command(BaseCommand):
             self.stdout.write(f"{name:>6} | {line}")
             self.stdout.flush()
 
-    def _wait_until_served(self, host: str, port: int, started_at: float) -> None:
+    def _wait_until_served(self, host: str, port: int, started_at: float) -> bool:
+        """True once the login page is served; False if a child died or `up` is stopping."""
         url = f"http://{host}:{port}/accounts/login/"
         while not self._stopping.is_set():
             if self._dead_child():
-                return
+                return False
             try:
                 with urllib.request.urlopen(url, timeout=2) as response:
                     if response.status == 200:
                         break
             except OSError:
-                time.sleep(0.1)
+                time.sleep(0.05)
         else:
-            return
+            return False
         elapsed = time.monotonic() - started_at
         self._say("up", f"Thalamus is up at http://{host}:{port}/ ({elapsed:.1f} s). Ctrl-C stops.")
+        return True
 
     def _dead_child(self) -> Child | None:
         for child in self.children:
@@ -336,32 +331,32 @@ class Command(BaseCommand):
             _signal_group(child.process, signal.SIGKILL)
 
 
-# Workers run at a lower CPU priority than the web process: on a busy machine background work
-# yields the cores to the chat's first tokens, and catches up once they are idle.
+# Workers and beat run at a lower CPU priority than the web process: on a busy machine background
+# work yields the cores to the chat's first tokens (and to the web's start), and catches up once
+# they are idle.
 WORKER_NICENESS = 10
 
 
+def _celery(command: str, *args: str) -> list[str]:
+    """Celery's `command` for Thalamus, at WORKER_NICENESS."""
+    nice = ["nice", "-n", str(WORKER_NICENESS)] if shutil.which("nice") else []
+    celery = [sys.executable, "-m", "celery", "-A", "thalamus_site", command]
+    return [*nice, *celery, "--loglevel", "INFO", *args]
+
+
 def _worker(name: str, queue: str, concurrency: int, host_prefix: str) -> Child:
-    """A Celery worker child consuming one queue, at WORKER_NICENESS."""
+    """A Celery worker child consuming one queue."""
     return Child(
         name,
-        [
-            *(["nice", "-n", str(WORKER_NICENESS)] if shutil.which("nice") else []),
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "thalamus_site",
+        _celery(
             "worker",
-            "--loglevel",
-            "INFO",
             "--queues",
             queue,
             "--concurrency",
             str(concurrency),
             "--hostname",
             f"{host_prefix}-{os.getpid()}@%h",
-        ],
+        ),
     )
 
 
