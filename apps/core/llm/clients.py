@@ -5,6 +5,10 @@ Clients are cached: a new one per call would open a new connection pool every tu
 more than the whole of Thalamus's own work on the hot path. Requests are plain POSTs whose
 replies stay dicts: the SDK's typed transform costs about 4 ms for a dozen messages, and the
 gateway reads three fields of each chunk.
+
+The SDK is imported where it is used: importing it takes ~0.5 s of CPU, which every process
+(`up`, each web and Celery process, each command) paid at start for a call it may not make yet;
+a web process imports it while it warms up (apps/core/warmup.py).
 """
 
 from __future__ import annotations
@@ -14,10 +18,9 @@ import contextlib
 import re
 import socket
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import openai
 from django.conf import settings
-from openai import AsyncOpenAI, AsyncStream, OpenAI, Stream
 
 from apps.core.llm.outcomes import InvalidReply, LLMError, Refused, TimedOut, TooLong, Unreachable
 
@@ -25,6 +28,10 @@ from apps.core.llm.outcomes import InvalidReply, LLMError, Refused, TimedOut, To
 CONTEXT_ERROR = re.compile(r"context (size|length|window)|too long|too many tokens", re.I)
 _TOOLS_REFUSAL = re.compile(r"tool|jinja|function.call", re.I)
 _FORMAT_REFUSAL = re.compile(r"response_format|json_schema|json_object|grammar", re.I)
+
+if TYPE_CHECKING:
+    import openai
+    from openai import AsyncOpenAI, AsyncStream, OpenAI, Stream
 
 
 class ToolsRefused(Refused):
@@ -38,6 +45,8 @@ class FormatRefused(Refused):
 
 @lru_cache(maxsize=16)
 def _sync_client(base_url: str, api_key: str, timeout: float) -> OpenAI:
+    from openai import OpenAI
+
     return OpenAI(base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0)
 
 
@@ -57,6 +66,8 @@ def async_client(base_url: str, *, timeout: float) -> AsyncOpenAI:
     key = (id(asyncio.get_running_loop()), base_url, endpoint_api_key(base_url), float(timeout))
     client = _async_clients.get(key)
     if client is None:
+        from openai import AsyncOpenAI
+
         if len(_async_clients) > 32:
             _async_clients.clear()
         client = _async_clients[key] = AsyncOpenAI(
@@ -73,6 +84,8 @@ def post(base_url: str, path: str, body: dict, *, timeout: float) -> object:
 
 def open_stream(base_url: str, body: dict, *, timeout: float) -> Stream[object]:
     """POST /chat/completions with stream=true; its chunks come as plain dicts."""
+    from openai import Stream
+
     with sdk_errors(base_url, body.get("model", "")):
         return sync_client(base_url, timeout=timeout).post(
             "/chat/completions",
@@ -84,6 +97,8 @@ def open_stream(base_url: str, body: dict, *, timeout: float) -> Stream[object]:
 
 
 async def aopen_stream(base_url: str, body: dict, *, timeout: float) -> AsyncStream[object]:
+    from openai import AsyncStream
+
     with sdk_errors(base_url, body.get("model", "")):
         return await async_client(base_url, timeout=timeout).post(
             "/chat/completions",
@@ -116,7 +131,11 @@ def sdk_errors(base_url: str, model: str):
     """Turn the SDK's exceptions raised inside into outcomes."""
     try:
         yield
-    except (openai.OpenAIError, ValueError) as exc:
+    except Exception as exc:
+        import openai
+
+        if not isinstance(exc, openai.OpenAIError | ValueError):
+            raise
         # ValueError: a streamed event that is not JSON.
         if isinstance(exc, LLMError):
             raise
@@ -124,6 +143,8 @@ def sdk_errors(base_url: str, model: str):
 
 
 def outcome_of(exc: Exception, *, base_url: str, model: str) -> LLMError:
+    import openai
+
     where = {"base_url": base_url, "model": model}
     if isinstance(exc, LLMError):
         return exc
