@@ -1,36 +1,123 @@
-"""Time from `manage.py up` to the login page served: one cold start, then warm restarts.
+"""Time from `manage.py up` (what `make run` runs) to /healthz 200, on fresh data dirs and on
+restarts of the same one, with the machine's load beside each figure.
 
-Run: .venv/bin/python -m bench.startup [--runs 5]
+Run: .venv/bin/python -m bench.startup [--runs 3] [-- <extra up arguments>]
+
+Each fresh start gets an empty data dir (initdb, every migration, the first admin); each restart
+then starts `up` again on the data dir of the fresh start before it. Per start it reports when
+/healthz first answered 200, when the login page did, and when /healthz's `warm` part said the
+web process had loaded what a first turn needs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
+import subprocess
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
-from bench._harness import free_port, start_up, stop_up, summary, wait_for_page
+from bench._harness import cpu_times, free_port, start_up, steal_share, stop_up
+
+HEALTH_TOKEN = "bench-startup-monitor"
+
+
+def _get(url: str) -> tuple[int, dict | None]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {HEALTH_TOKEN}"})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:
+            body = response.read()
+            try:
+                return response.status, json.loads(body)
+            except ValueError:
+                return response.status, None
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+
+
+def time_start(data_dir: Path, log_path: Path, up_args: list[str], timeout: float = 120) -> dict:
+    """Seconds from `up`'s start to /healthz 200, to the login page, and to `warm` done."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    load = os.getloadavg()[0]
+    cpu_before = cpu_times()
+    started = time.monotonic()
+    process = start_up(data_dir, port, log_path, *up_args, THALAMUS_HEALTH_TOKEN=HEALTH_TOKEN)
+    found: dict[str, float] = {}
+    try:
+        while len(found) < 3 and time.monotonic() - started < timeout:
+            if process.poll() is not None:
+                raise RuntimeError(f"up exited with {process.returncode}: {log_path.read_text()}")
+            try:
+                if "healthz" not in found or "warm" not in found:
+                    status, body = _get(f"{base}/healthz")
+                    now = time.monotonic() - started
+                    if status == 200:
+                        found.setdefault("healthz", now)
+                        warm = (body or {}).get("warm", {})
+                        # An up that warms nothing has no `warm` part: counted as warm at 200.
+                        if not warm or warm.get("ok"):
+                            found.setdefault("warm", now)
+                if "login" not in found:
+                    status, _ = _get(f"{base}/accounts/login/")
+                    if status == 200:
+                        found.setdefault("login", time.monotonic() - started)
+            except OSError:
+                pass
+            time.sleep(0.02)
+    finally:
+        stop_up(process)
+    if len(found) < 3:
+        raise TimeoutError(f"not up within {timeout:.0f} s: {found}; see {log_path}")
+    found["load"] = load
+    found["steal"] = steal_share(cpu_before, cpu_times())
+    return found
+
+
+def _line(label: str, timing: dict) -> str:
+    return (
+        f"{label:<10} healthz {timing['healthz']:5.2f} s  login {timing['login']:5.2f} s  "
+        f"warm {timing['warm']:5.2f} s  (load {timing['load']:.2f}, steal {timing['steal']:.0%})"
+    )
+
+
+def _median(label: str, timings: list[dict]) -> str:
+    return (
+        f"{label:<10} median of {len(timings)}: healthz "
+        f"{statistics.median(t['healthz'] for t in timings):.2f} s, login "
+        f"{statistics.median(t['login'] for t in timings):.2f} s, warm "
+        f"{statistics.median(t['warm'] for t in timings):.2f} s"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=3, help="fresh starts, and as many restarts")
+    parser.add_argument("up_args", nargs="*", help="extra arguments for `manage.py up`")
     args = parser.parse_args()
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        subprocess.run(
+            ["git", "log", "-1", "--format=%h %s"], capture_output=True, text=True
+        ).stdout.strip()
+    )
+    fresh, restart = [], []
     with tempfile.TemporaryDirectory(prefix="thalamus-bench-") as tmp:
-        data_dir = Path(tmp) / "data"
-        timings = []
-        for run in range(args.runs + 1):
-            port = free_port()
-            process = start_up(data_dir, port, Path(tmp) / f"up-{run}.log")
-            try:
-                seconds = wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
-            finally:
-                stop_up(process)
-            label = "cold (initdb + all migrations)" if run == 0 else f"warm #{run}"
-            print(f"{label}: {seconds:.2f} s")
-            if run:
-                timings.append(seconds * 1000)
-        print(f"warm start to first page: {summary(timings)}")
+        for run in range(args.runs):
+            data_dir = Path(tmp) / f"data-{run}"
+            timing = time_start(data_dir, Path(tmp) / f"fresh-{run}.log", args.up_args)
+            fresh.append(timing)
+            print(_line(f"fresh #{run + 1}", timing), flush=True)
+            timing = time_start(data_dir, Path(tmp) / f"restart-{run}.log", args.up_args)
+            restart.append(timing)
+            print(_line(f"restart #{run + 1}", timing), flush=True)
+    print(_median("fresh", fresh))
+    print(_median("restart", restart))
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
