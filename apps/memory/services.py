@@ -77,7 +77,9 @@ def memory_node_create(
 
     The current row keeps its id (links and traces still point at it); its previous value is
     copied into a superseded row. Without a vector (embedder down, or `embed=False`) the node is
-    saved pending and a task embeds it after commit.
+    saved pending and a task embeds it after commit. A caller inside a transaction makes the
+    vector first (`memory_vector`) and passes it with `embed=False`: nothing is embedded while
+    a transaction, or the owner's write lock, is held.
     """
     description = description.strip()
     if source is None:
@@ -89,11 +91,9 @@ def memory_node_create(
     said = source == MemoryNode.Source.USER
     if said and not quote_supports(description=description, quote=quote):
         source, confidence_score = MemoryNode.Source.INFERRED, 0
-    embedding_text = f"{topic}: {description}" if topic else description
-    if vector is not None:
-        marker = get_embedder().marker
-    else:
-        vector, marker = embedding_try(text=embedding_text) if embed else (None, "")
+    vector, marker = _vector_and_marker(
+        MemoryNode(topic=topic, description=description).embedding_text, vector, embed=embed
+    )
     now = timezone.now()
     status = EmbeddingStatus.READY if vector is not None else EmbeddingStatus.PENDING
     embedding_fields = {"embedding": vector, "embedding_model": marker, "embedding_status": status}
@@ -156,6 +156,23 @@ def memory_node_create(
         if vector is None:
             embeddings_fill_later()
     return node
+
+
+def memory_vector(*, description: str, topic: str = "") -> list[float] | None:
+    """The vector `memory_node_create` would make for this memory, or None when the embedder is
+    down: made before a transaction opens, then passed in (`vector=…, embed=False`)."""
+    text = MemoryNode(topic=topic, description=description.strip()).embedding_text
+    return embedding_try(text=text)[0]
+
+
+def _vector_and_marker(
+    text: str, vector: list[float] | None, *, embed: bool
+) -> tuple[list[float] | None, str]:
+    """The caller's vector with the embedder's marker, else one made now unless `embed` is
+    False (then the row is saved pending and filled after commit)."""
+    if vector is not None:
+        return vector, get_embedder().marker
+    return embedding_try(text=text) if embed else (None, "")
 
 
 # Words that change nothing a memory says: "The user likes hiking" is "User likes hiking".
@@ -252,7 +269,9 @@ def memory_hold(
     operation, a triple, an episode's summary) as a quarantined memory, once per text.
 
     The memory browser's approval section shows it; approving it makes it an ordinary memory,
-    recalled like any other. The write it came from is not replayed: it stays undone.
+    recalled like any other. The write it came from is not replayed: it stays undone. It is
+    embedded after commit: its callers hold a transaction (a reflection, an import), and a held
+    memory is recalled only once approved.
     """
     text = " ".join(text.split())
     held = MemoryNode.objects.filter(
@@ -271,6 +290,7 @@ def memory_hold(
         state=MemoryNode.State.QUARANTINED,
         source=source,
         source_message=source_message,
+        embed=False,
     )
 
 
@@ -560,10 +580,14 @@ def memory_node_revise(
     source_message: Message | None = None,
     source: str | None = None,
     quote: str = "",
+    vector: list[float] | None = None,
+    embed: bool = True,
 ) -> MemoryNode:
     """Give a node a new value, keeping the old one as a superseded row (as fact keys do).
 
     The new value's `source` and `quote` replace the old ones; without a source, both stay.
+    `vector` and `embed` as for `memory_node_create`: inside a transaction, pass the vector
+    made before it (`memory_vector` with the node's topic) and `embed=False`.
     """
     if node.fact_key:
         return memory_node_create(
@@ -577,10 +601,13 @@ def memory_node_revise(
             source_message=source_message,
             source=source or node.source,
             quote=quote if source else node.quote,
+            vector=vector,
+            embed=embed,
         )
     description = description.strip()
-    text = f"{node.topic}: {description}" if node.topic else description
-    vector, marker = embedding_try(text=text)
+    vector, marker = _vector_and_marker(
+        MemoryNode(topic=node.topic, description=description).embedding_text, vector, embed=embed
+    )
     with transaction.atomic():
         current = MemoryNode.objects.select_for_update().get(pk=node.pk)
         if same_text(current.description, description):
