@@ -50,7 +50,13 @@ class Finding:
     found_by: str
 
 
-def _embed(texts: list[str]) -> list[list[float]] | None:
+def _embed(statements: list[Statement]) -> list[list[float]] | None:
+    """The statements' vectors, made before the write's transaction opens, of the text their
+    memories are embedded by; None when the embedder is down (then embedded after commit)."""
+    texts = [
+        MemoryNode(topic=statement.topic, description=statement.description).embedding_text
+        for statement in statements
+    ]
     try:
         return get_embedder().embed(texts)
     except EmbeddingError as exc:
@@ -111,7 +117,7 @@ def remember_all(
             kept.append(finding)
         else:
             _withhold(outcome, "memories", category or UNCLASSIFIED)
-    vectors = _embed([finding.statement.description for finding in kept]) if kept else None
+    vectors = _embed([finding.statement for finding in kept]) if kept else None
     with transaction.atomic():
         claim = {"at": timezone.now().isoformat()}
         if not chat_services.message_trace_claim(message_id=reply.pk, key=TRACE_KEY, value=claim):
@@ -277,6 +283,10 @@ def _remember(
             source_message=reply,
             source=source,
             quote=statement.quote,
+            # Nothing is embedded under the owner's write lock: the vector made before it, if
+            # it is of the same text (the memory keeps its topic), else one made after commit.
+            vector=vector if target.topic == statement.topic else None,
+            embed=False,
         )
         _give_end(node, statement)
         outcome["updated"].append(node.pk)
@@ -300,6 +310,7 @@ def _remember(
         confidence_score=STARTING_CONFIDENCE,
         state=MemoryNode.State.QUARANTINED if held else MemoryNode.State.VOLATILE,
         vector=vector,
+        embed=False,
     )
     if getattr(node, "restated", False):
         _confirmed(node, outcome, found_by)
@@ -434,7 +445,7 @@ def proposal_confirm(*, reply: Message, index: int) -> MemoryNode | None:
     if proposal is None:
         return None
     owner = reply.conversation.owner
-    vectors = _embed([proposal["description"]])
+    vectors = _embed([_proposal_statement(proposal)])
     with transaction.atomic():
         locked = Message.objects.select_for_update().get(pk=reply.pk)
         proposal = pending_proposal(locked, index)
