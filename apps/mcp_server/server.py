@@ -144,7 +144,9 @@ def _remember(user, fact: str) -> Remembered:
         description=fact,
         source=MemoryNode.Source.USER,
         quote=fact,
+        # Embedded once: a fact the embedder could not take now is embedded after commit.
         vector=vector,
+        embed=False,
     )
     held = node.state == MemoryNode.State.QUARANTINED
     known = getattr(node, "restated", False)

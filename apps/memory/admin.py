@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from pgvector.django import CosineDistance
 
-from apps.memory import browser_services, world_services
+from apps.memory import browser_services, services, world_services
 from apps.memory.forms import WorldStateAdminForm
 from apps.memory.models import (
     Critique,
@@ -244,10 +244,21 @@ class MemoryNodeAdmin(admin.ModelAdmin):
     def source_link(self, obj):
         return _provenance(obj.source_message)
 
+    def add_view(self, request, form_url="", extra_context=None):
+        if request.method == "POST":
+            # Embedded before the admin's transaction opens; save_model passes the vector in.
+            request.memory_vector = services.memory_vector(
+                description=request.POST.get("description", ""),
+                topic=request.POST.get("topic", "").strip(),
+            )
+        return super().add_view(request, form_url, extra_context)
+
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
         if not change:
             node = browser_services.memory_node_add(
+                vector=getattr(request, "memory_vector", None),
+                embed=False,
                 owner=data.get("owner"),
                 description=data["description"],
                 kind=data["kind"],

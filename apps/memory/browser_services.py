@@ -52,11 +52,27 @@ def _record_per_owner(
         )
 
 
-def memory_node_add(*, owner, description: str, **fields) -> MemoryNode:
+def memory_node_add(
+    *,
+    owner,
+    description: str,
+    vector: list[float] | None = None,
+    embed: bool = True,
+    **fields,
+) -> MemoryNode:
     """A memory written by a person (the admin's add form, MCP's remember); one already held
-    is confirmed instead (`restated` set on the node returned)."""
+    is confirmed instead (`restated` set on the node returned).
+
+    `vector`: the caller's embedding of it, if it made one. Else it is embedded here, before
+    the transaction opens, or, without `embed` (a caller already inside a transaction, as the
+    admin's form is), by a task once that commits.
+    """
+    if vector is None and embed:
+        vector = services.memory_vector(description=description, topic=fields.get("topic", ""))
     with transaction.atomic():
-        node = services.memory_node_create(owner=owner, description=description, **fields)
+        node = services.memory_node_create(
+            owner=owner, description=description, vector=vector, embed=False, **fields
+        )
         if getattr(node, "restated", False):
             summary = f"Told again, so I trust it more (now {round(node.confidence * 100)}%)"
             action = "confirm"
