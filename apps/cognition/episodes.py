@@ -130,6 +130,8 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
             messages=stretch,
             started_at=stretch[0].created_at,
             ended_at=stretch[-1].created_at,
+            # Not under the conversation's lock: a task embeds it once this commits.
+            embed=False,
         )
         event_record(
             kind=Event.Kind.EPISODE,
