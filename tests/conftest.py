@@ -86,10 +86,15 @@ def llm_stub():
 
 
 @pytest.fixture
-def no_outbound_in_atomic():
+def no_outbound_in_atomic(request):
     """Fail the test if an LLM, embedding or HTTP call starts inside a transaction the product
     opened (tests/outbound.py); the test's own transaction does not count."""
     from tests.outbound import no_outbound_call_in_atomic
+
+    # After the test's database, so that the atomic blocks around the test are set aside.
+    uses_db = {"db", "transactional_db"} & set(request.fixturenames)
+    if uses_db or request.node.get_closest_marker("django_db"):
+        request.getfixturevalue("db")
 
     with no_outbound_call_in_atomic() as found:
         yield found
