@@ -17,19 +17,26 @@ LANGUAGES = ("en", "it", "fr", "de", "es")
 _STOPWORD_TEXT = {
     "en": """the and is are was were you what did do does have has i my we of to in it that this
              with for on me about when how your be am here im ive m ve ll d but so just not at
-             from our they he she his her if would can don t really live work been since""",
+             from our they he she his her if would can don t really live work been since an
+             as at im got love like hate speak kids wife husband daughter son name""",
     "it": """il lo gli che di è sono non per con una un mi ti cosa come quando abbiamo hai ho del
              della qui questo ma ci sei siamo io mio mia miei mie abito lavoro faccio anni
-             chiamo nel nella alla anche molto però perché sì grazie più sempre sto ora""",
+             chiamo nel nella alla anche molto però perché sì grazie più sempre sto ora a ad
+             vivo abito lavoro sono studio parlo figlia figlio moglie marito mamma piace adoro
+             odio allergico allergica anni da ciao""",
     "de": """der die das und ist ich du nicht mit ein eine wir was wann haben hast bin hier auf zu
              den dem es sie mir dich auch wie bist sind mein meine meinen wohne arbeite habe
-             jahre alt heiße heisse komme aus aber sehr ja danke kein keine immer für seit""",
+             jahre alt heiße heisse komme aus aber sehr ja danke kein keine immer für seit im
+             bei wohne lebe arbeite spreche tochter sohn frau mann mag liebe hasse allergisch
+             gegen hallo moin bin""",
     "fr": """le les et est je tu nous vous pas une des du que qui avons as ai suis sur avec dans ce
              cette quoi quand comment on moi j qu ici mon ma mes habite travaille ans appelle
-             c au aux mais très aussi oui merci pour toujours ne n depuis""",
+             c au aux mais très aussi oui merci pour toujours ne n depuis habite vis parle
+             fille fils femme mari aime adore déteste allergique salut bonjour chez je suis""",
     "es": """el los las y es yo tú que una por con para del qué cuándo cómo estoy aquí me mi no en
              lo estás somos soy mis trabajo tengo años llamo pero muy también sí gracias
-             siempre desde""",
+             siempre desde vivo hablo estudio hija hijo esposa marido gusta encanta odio
+             alérgico alérgica hola""",
 }
 STOPWORDS_BY_LANGUAGE = {
     language: frozenset(text.split()) for language, text in _STOPWORD_TEXT.items()
@@ -54,7 +61,8 @@ def message_language(text: str, *, preferred: str | None = None) -> str | None:
                 counts[language] += _SHARE[word]
     best = max(counts.values())
     if not best:
-        return None
+        lettered = _lettered(text, LANGUAGES)
+        return lettered[0] if len(lettered) == 1 else None
     leaders = [language for language, count in counts.items() if best - count < 1e-9]
     if len(leaders) > 1:
         lettered = [
@@ -68,3 +76,9 @@ def message_language(text: str, *, preferred: str | None = None) -> str | None:
             return preferred
         return None
     return leaders[0]
+
+
+def _lettered(text: str, languages) -> list[str]:
+    """Those of `languages` whose own letters `text` uses."""
+    folded = text.casefold()
+    return [code for code in languages if any(c in folded for c in _LETTERS.get(code, ""))]

@@ -18,7 +18,7 @@ def _first_names() -> frozenset[str]:
 
     path = Path(gender_guesser.__file__).parent / "data" / "nam_dict.txt"
     names = set()
-    with _lock, path.open(encoding="iso-8859-1") as lines:
+    with _lock, path.open(encoding="utf-8", errors="replace") as lines:
         for line in lines:
             parts = line[:30].split()
             if len(parts) >= 2 and parts[0] in _GENDER_CODES:

@@ -20,7 +20,9 @@ _JOBS = {
         carer housewife househusband retiree pensioner intern apprentice technician
         administrator sysadmin tester data-scientist optician radiographer sonographer
         physiotherapist physio courier postman miner welder roofer painter-decorator
-        translator copywriter marketer recruiter realtor broker trader investor""",
+        translator copywriter marketer recruiter realtor broker trader investor paramedic
+        chiropractor dietitian nutritionist social worker counsellor counselor carer
+        warehouse operative forklift driver trucker lorry electrician gardener""",
     "it": """infermiere infermiera medico dottore dottoressa chirurgo dentista veterinario
         veterinaria farmacista ostetrica insegnante maestro maestra professore professoressa
         studente studentessa ricercatore ricercatrice scienziato ingegnere sviluppatore
@@ -33,7 +35,10 @@ _JOBS = {
         segretaria autista pilota poliziotto poliziotta pompiere fotografo fotografa attore
         attrice ballerino ballerina bibliotecario psicologo psicologa terapeuta pensionato
         pensionata parrucchiere parrucchiera sarto sarta commesso commessa tecnico
-        fisioterapista postino operaio operaia badante casalinga""",
+        fisioterapista postino operaio operaia badante casalinga avvocata commercialista
+        traduttrice freelance grafico grafica informatico informatica programmatore
+        ricercatrice dottorando dottoranda tassista camionista magazziniere infermiera
+        cuoca pasticcere pasticcera estetista""",
     "fr": """infirmier infirmière médecin docteur chirurgien chirurgienne dentiste vétérinaire
         pharmacien pharmacienne sage-femme enseignant enseignante professeur professeure
         prof instituteur institutrice étudiant étudiante chercheur chercheuse scientifique
@@ -46,7 +51,10 @@ _JOBS = {
         caissière employé employée secrétaire chauffeur pilote policier policière pompier
         photographe acteur actrice danseur danseuse bibliothécaire psychologue thérapeute
         retraité retraitée coiffeur coiffeuse couturier couturière vendeur vendeuse
-        technicien technicienne kinésithérapeute kiné facteur ouvrier ouvrière""",
+        technicien technicienne kinésithérapeute kiné facteur ouvrier ouvrière prof
+        aide-soignant aide-soignante comptable graphiste développeuse conducteur conductrice
+        chauffeur chauffeuse éducateur éducatrice orthophoniste pâtissier pâtissière
+        fleuriste libraire notaire""",
     "de": """krankenpfleger krankenschwester pflegerin pfleger arzt ärztin chirurg chirurgin
         zahnarzt zahnärztin tierarzt tierärztin apotheker apothekerin hebamme lehrer lehrerin
         professor professorin student studentin forscher forscherin wissenschaftler
@@ -63,7 +71,9 @@ _JOBS = {
         schauspielerin tänzer tänzerin bibliothekar psychologe psychologin therapeut
         therapeutin rentner rentnerin friseur friseurin schneider schneiderin verkäufer
         verkäuferin techniker technikerin physiotherapeut physiotherapeutin briefträger
-        erzieher erzieherin altenpfleger altenpflegerin""",
+        erzieher erzieherin altenpfleger altenpflegerin lokführer lokführerin elektriker
+        elektrikerin softwareentwickler softwareentwicklerin physiotherapeut
+        physiotherapeutin pflegefachkraft lehrer steuerberater steuerberaterin""",
     "es": """enfermero enfermera médico médica doctor doctora cirujano cirujana dentista
         veterinario veterinaria farmacéutico farmacéutica matrona profesor profesora maestro
         maestra estudiante investigador investigadora científico científica ingeniero
@@ -77,7 +87,9 @@ _JOBS = {
         secretario secretaria conductor conductora piloto policía bombero bombera fotógrafo
         fotógrafa actor actriz bailarín bailarina bibliotecario psicólogo psicóloga
         terapeuta jubilado jubilada peluquero peluquera sastre vendedor vendedora técnico
-        técnica fisioterapeuta cartero obrero obrera niñera""",
+        técnica fisioterapeuta cartero obrero obrera niñera camionero camionera auxiliar
+        programador programadora periodista electricista fontanera repartidor repartidora
+        traductora administrativo administrativa""",
 }
 JOB_WORDS = {language: frozenset(text.split()) for language, text in _JOBS.items()}
 # The endings of English job words ("welder", "florist", "librarian", "consultant"): taken
@@ -94,10 +106,56 @@ def is_job(words: list[str], *, language: str, stated_as_job: bool) -> bool:
     if not words or len(words) > MAX_JOB_WORDS:
         return False
     known = JOB_WORDS.get(language, frozenset())
-    head = words[-1].casefold()
-    if head in known or any(word.casefold() in known for word in words):
+    folded = [word.casefold() for word in words]
+    if folded[-1] in known or folded[0] in known:
         return True
+    # German writes a job in one word: "Softwareentwicklerin", "Intensivpfleger".
+    if language == "de" and any(folded[0].endswith(job) for job in known if len(job) >= 5):
+        return True
+    head = folded[-1]
     return stated_as_job and language == "en" and bool(_JOB_ENDING.search(head))
+
+
+_DEMONYMS = """italian italiano italiana italien italienne italienisch italiener italienerin
+    french francese français française franzose französin francés francesa
+    german tedesco tedesca allemand allemande deutscher deutsche alemán alemana
+    spanish spagnolo spagnola espagnol espagnole spanier spanierin español española
+    english inglese anglais anglaise engländer engländerin inglés inglesa british
+    portuguese portoghese portugais portugaise portugiese portugiesin portugués portuguesa
+    portugaises portuguese dutch olandese néerlandais néerlandaise niederländer holandés
+    belgian belga belge belgier belgierin swiss svizzero svizzera suisse schweizer schweizerin
+    suizo suiza austrian austriaco austriaca autrichien autrichienne österreicher
+    österreicherin moroccan marocchino marocchina marocain marocaine marokkaner marroquí
+    algerian algerino algérien algérienne tunisian tunisino tunisien tunisienne turkish turco
+    turca turc turque türke türkin polish polacco polacca polonais polonaise pole polin polaco
+    polaca romanian rumeno rumena roumain roumaine rumäne rumänin rumano rumana greek greco
+    greca grec grecque grieche griechin griego griega irish irlandese irlandais irlandaise
+    ire irin irlandés irlandesa american americano americana américain américaine
+    amerikaner amerikanerin mexican messicano mexicain mexicaine mexikaner mexicano mexicana
+    argentinian argentino argentina argentin argentine chilean cileno chilien chilienne
+    chilene chileno chilena peruvian peruviano péruvien péruvienne peruaner peruano peruana
+    colombian colombiano colombien colombienne kolumbianer colombiana brazilian brasiliano
+    brésilien brésilienne brasilianer brasileño brasileña uruguayan uruguaiano uruguayo
+    uruguaya venezuelan venezuelano venezolano venezolana cuban cubano cubana cubain
+    ukrainian ucraino ukrainien ukrainienne ukrainer ucraniano ucraniana russian russo russa
+    russe russin ruso rusa chinese cinese chinois chinoise chinese chinesin chino china
+    japanese giapponese japonais japonaise japaner japanerin japonés japonesa indian indiano
+    indien indienne inder inderin indio senegalese sénégalais sénégalaise nigerian nigeriano
+    swedish svedese suédois suédoise schwede schwedin sueco sueca norwegian norvegese
+    norvégien norvégienne norweger norwegerin noruego noruega danish danese danois danoise
+    däne dänin danés danesa finnish finlandese finlandais finne finnin finlandés scottish
+    scozzese écossais écossaise schotte schottin escocés welsh gallese gallois canadian
+    canadese canadien canadienne kanadier canadiense australian australiano australien
+    australienne australier vietnamese vietnamita vietnamien vietnamienne korean coreano
+    coréen coréenne koreaner bosnian bosniaco bosnien serbian serbo serbe serbe serbo
+    croatian croato croate kroate croata albanian albanese albanais albaner albanés
+    egyptian egiziano égyptien ägypter egipcio lebanese libanese libanais libanese libanés
+    syrian siriano syrien syrer sirio iranian iraniano iranien iraner iraní filipino"""
+DEMONYMS = frozenset(_DEMONYMS.split())
+
+
+def is_demonym(word: str) -> bool:
+    return word.casefold() in DEMONYMS
 
 
 _LANGUAGE_NAMES = """english italian french german spanish portuguese dutch swedish norwegian
@@ -107,7 +165,12 @@ _LANGUAGE_NAMES = """english italian french german spanish portuguese dutch swed
     arabo anglais italien français allemand espagnol portugais néerlandais russe chinois
     japonais arabe englisch italienisch französisch deutsch spanisch portugiesisch
     niederländisch russisch chinesisch japanisch arabisch inglés italiano francés alemán
-    español portugués holandés ruso chino japonés árabe castellano"""
+    español portugués holandés ruso chino japonés árabe castellano catalán gallego euskera
+    polnisch türkisch griechisch schwedisch rumänisch ukrainisch kroatisch serbisch
+    polacco polonais polaco turco turc turque rumeno roumain rumano greco grec griego
+    catalano catalan ucraino ukrainien ucraniano coreano coréen koreanisch hindi urdu
+    swahili tagalog vietnamita vietnamien vietnamesisch svedese suédois sueco farsi persian
+    bengali punjabi"""
 LANGUAGE_NAMES = frozenset(_LANGUAGE_NAMES.split())
 
 

@@ -6,8 +6,9 @@ import re
 from datetime import date
 
 from apps.language import facts as language_facts
-from apps.language.facts.engine import Clause, Fact, _fact
+from apps.language.facts.clauses import Clause, Fact
 from apps.language.facts.grammar import Frame
+from apps.language.facts.values import fact_of
 from apps.language.text import sentences
 
 _WHOLE = re.compile(r"(?P<v>.+)")
@@ -40,7 +41,7 @@ def corrected_statements(text: str, *, today: date, language: str | None, known:
             frame = Frame(_BY_KEY[fact_key], "(?P<v>.+)", explicit=True)
             clause = Clause(original=new, text=new.lower())
             match = _WHOLE.match(clause.text)
-            fact: Fact | None = _fact(frame, clause.text, clause, grammar, match,
+            fact: Fact | None = fact_of(frame, clause.text, clause, grammar, match,
                                       lowercase=new == new.lower())  # fmt: skip
             if fact is not None:
                 found.append(statement_of_fact(fact, today=today))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from apps.language.english import third_person
-from apps.language.facts.engine import Fact
+from apps.language.facts.clauses import Fact
 from apps.language.text import word_set
 
 TEMPLATES = {

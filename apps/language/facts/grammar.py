@@ -100,6 +100,8 @@ class Grammar:
     vague: frozenset[str]
     place_leads: frozenset[str]
     articles: frozenset[str]
+    # Articles of a thing not named ("a startup", "una startup"): no employer's name.
+    indefinite: frozenset[str]
     # Prepositions after a job word that start another detail ("nurse at the city hospital").
     preps: frozenset[str]
     # How a request for every later answer is marked ("from now on", "always").

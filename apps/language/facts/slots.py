@@ -23,13 +23,22 @@ _CALENDAR = word_set(
     montag dienstag mittwoch donnerstag freitag samstag sonntag lunes martes miércoles
     jueves viernes sábado domingo"""
 )
-# Words that open a value about the conversation, not the user: "your", "tu", "ton", "dein".
-_PRONOUNS = word_set(
-    """i me my mine myself you your yours we us our he him his she her they them their it its
-    io mi me mio mia tu ti te tuo tua noi ci voi lui lei loro je moi mon ma mes toi ton ta
-    tes nous vous il elle ils elles ich mich mir mein meine du dich dir dein deine wir uns
-    ihr sie er es yo mí mis tú ti tu tus nosotros vosotros él ella ellos ellas"""
-)
+# Words that open a value about the conversation or someone, not a thing: "your", "tu", "ton".
+_PRONOUNS_BY = {
+    "en": word_set("i me my mine myself you your yours we us our he him his she her they them"
+                   " their it its"),
+    "it": word_set("io mi me mio mia tu ti te tuo tua noi ci voi lui lei loro"),
+    "fr": word_set("je moi mon ma mes toi ton ta tes nous vous il elle ils elles"),
+    "de": word_set("ich mich mir mein meine du dich dir dein deine wir uns ihr sie er es"),
+    "es": word_set("yo mí mis tú ti tu tus nosotros vosotros él ella ellos ellas"),
+}  # fmt: skip
+_PRONOUNS = frozenset().union(*_PRONOUNS_BY.values())
+
+
+def _pronouns(grammar: Grammar) -> frozenset[str]:
+    return _PRONOUNS_BY.get(grammar.code, _PRONOUNS)
+
+
 _FOODS = word_set(
     """meat red pork beef chicken fish seafood shellfish dairy milk cheese eggs egg gluten
     wheat sugar alcohol caffeine coffee nuts peanuts peanut soy sesame lactose bread carbs
@@ -104,8 +113,8 @@ def _name_word(token: str, grammar: Grammar, *, strength: str, first: bool, capi
     if not first:
         # A surname as typed ("Bianchi"), or a second given name.
         return capital or known
-    if strength == "strong" and known:
-        return True
+    if strength == "strong":
+        return known or capital
     if strength == "weak" and not capital:
         return False
     ordinary = lemmas.is_dictionary_word(token.casefold(), language=grammar.code)
@@ -124,13 +133,15 @@ def place(value: str, grammar: Grammar, *, lowercase_message: bool) -> tuple[str
             return "", ""
         for size in range(min(MAX_PLACE_WORDS, len(tokens) - start), 0, -1):
             span = tokens[start : start + size]
-            name = " ".join(span).strip(" ,.!?;:()\"'")
+            name = re.sub(r"^(?:d'|l')", "", " ".join(span).strip(" ,.!?;:()\"'"), flags=re.I)
             folded = name.casefold()
             if not name or folded in ALL_STOPWORDS or folded in grammar.place_leads:
                 continue
             if not places.is_place(name):
-                continue
-            first = span[0].strip("\"'(")
+                spelt = re.sub(r"ue|oe|ae", lambda m: {"ue": "ü", "oe": "ö", "ae": "ä"}[m[0]], name)
+                if grammar.code != "de" or not places.is_place(spelt):
+                    continue
+            first = re.sub(r"^(?:d'|l')", "", span[0].strip("\"'("), flags=re.I)
             if lowercase_message:
                 if name.casefold() in ALL_STOPWORDS or (
                     size == 1 and lemmas.is_dictionary_word(name.casefold(), language=grammar.code)
@@ -159,11 +170,15 @@ def _without_article(tokens: list[str], grammar: Grammar) -> list[str]:
     return tokens
 
 
+# What a job's name keeps after a preposition: "prof de physique", "teacher of English".
+_OF = word_set("of de d' des du di del della dei degli delle von vom für")
+
+
 def job(value: str, grammar: Grammar, *, explicit: bool) -> str:
     tokens = _without_article(cut(value, grammar).split(), grammar)
-    tokens = tokens[:1] + _until_prep(tokens[1:], grammar.preps)
-    if not tokens or tokens[0].casefold() in _PRONOUNS:
+    if not tokens or tokens[0].casefold() in _pronouns(grammar) | grammar.preps:
         return ""
+    tokens = tokens[:1] + _until_prep(tokens[1:], grammar.preps - _OF)
     if occupations.is_job(tokens, language=grammar.code, stated_as_job=explicit):
         return " ".join(tokens)
     return ""
@@ -177,7 +192,7 @@ def _until_prep(tokens: list[str], preps: frozenset[str]) -> list[str]:
 def taught(value: str, grammar: Grammar) -> str:
     """What "I teach …" names: a subject, not "my kids" or "at home"."""
     tokens = _until_prep(cut(value, grammar).split(), grammar.preps)
-    if not tokens or len(tokens) > 3 or tokens[0].casefold() in _PRONOUNS | ALL_STOPWORDS:
+    if not tokens or len(tokens) > 3 or tokens[0].casefold() in _pronouns(grammar) | ALL_STOPWORDS:
         return ""
     return " ".join(tokens)
 
@@ -191,22 +206,35 @@ _TIMES = word_set(
 
 
 def organisation(value: str, grammar: Grammar, *, at_start: bool = False) -> str:
-    """An employer: a name as typed ("Google", "Philips") or a noun phrase with an article
-    ("a bakery", "the city hospital"), never a time or a pronoun ("at night", "for myself")."""
+    """An employer: a name as typed ("Google", "the NHS", "Intesa Sanpaolo", "l'hôpital
+    Necker") or a definite noun phrase ("the city council"); never an indefinite one ("a
+    startup"), a time or a pronoun ("at night", "for myself")."""
     tokens = cut(value, grammar).split()
-    tokens = tokens[:1] + _until_prep(
-        tokens[1:], grammar.preps - grammar.articles - {"of", "de", "di", "von", "del", "della"}
-    )
+    tokens = tokens[:1] + _until_prep(tokens[1:], grammar.preps - grammar.articles - _OF)
+    while tokens and tokens[-1].casefold() in _OF:
+        tokens = tokens[:-1]
     if not tokens or len(tokens) > 5:
         return ""
     folded = [token.casefold() for token in tokens]
-    if any(word in _TIMES or word in _PRONOUNS for word in folded):
+    if any(word in _TIMES or word in _pronouns(grammar) for word in folded):
         return ""
-    if folded[0] in grammar.articles and len(tokens) > 1:
+    if folded[0] in grammar.indefinite:
+        return ""
+    named = [
+        token
+        for index, token in enumerate(tokens)
+        if _capitalised(re.sub(r"^(?:l'|d')", "", token)) and not (at_start and index == 0)
+    ]
+    if named and (grammar.code != "de" or len(named) > 1 or _not_a_word(named[0], grammar)):
         return " ".join(tokens)
-    if _capitalised(tokens[0]) and not at_start and folded[0] not in ALL_STOPWORDS:
+    if folded[0] in grammar.articles and len(tokens) > 1 and grammar.code != "de":
         return " ".join(tokens)
     return ""
+
+
+def _not_a_word(token: str, grammar: Grammar) -> bool:
+    bare = re.sub(r"^(?:l'|d')", "", token, flags=re.I)
+    return bare.isupper() or not lemmas.is_dictionary_word(bare, language=grammar.code)
 
 
 _NOT_SUBJECTS = word_set(
@@ -222,7 +250,7 @@ def subject(value: str, grammar: Grammar) -> str:
     if not tokens or len(tokens) > 4:
         return ""
     first = tokens[0].casefold()
-    if first in _NOT_SUBJECTS or first in _PRONOUNS or first in grammar.vague:
+    if first in _NOT_SUBJECTS or first in _pronouns(grammar) or first in grammar.vague:
         return ""
     if first in ALL_STOPWORDS and first not in grammar.articles:
         return ""
@@ -249,7 +277,7 @@ def thing(value: str, grammar: Grammar) -> str:
     if not tokens or len(tokens) > MAX_THING_WORDS:
         return ""
     first = tokens[0].casefold().strip("\"'")
-    if first in grammar.vague or first in _PRONOUNS - _OWN:
+    if first in grammar.vague or first in _pronouns(grammar) - _OWN:
         return ""
     if first in ("to", "a", "de", "di", "zu") and len(tokens) > 1:
         second = tokens[1].casefold()
@@ -265,6 +293,14 @@ def food(value: str, grammar: Grammar) -> str:
         words = [token.casefold().strip(",.") for token in tokens[:size]]
         if words and words[-1] in _FOODS and all(w in _FOODS or w.isalpha() for w in words):
             return " ".join(tokens[:size]).strip(",.")
+    return ""
+
+
+def demonym(value: str, grammar: Grammar) -> str:
+    """A nationality as the user wrote it ("marocchino", "belge", "peruano")."""
+    tokens = cut(value, grammar).split()
+    if tokens and occupations.is_demonym(tokens[0]):
+        return tokens[0]
     return ""
 
 

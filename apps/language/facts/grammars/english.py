@@ -147,6 +147,7 @@ GRAMMAR = Grammar(
         eastern western central centre center downtown part area region countryside province
         rural village's middle heart"""),
     articles=word_set("a an the"),
+    indefinite=word_set("a an"),
     preps=word_set("at in for with on from near by of as"),
     standing=r"\b(?:from now on|going forward|in (?:the )?future|from here on|by default|always"
     r"|every time|henceforth|for every answer)\b",

@@ -42,7 +42,7 @@ _DIAGNOSED = r"cœliaque|coeliaque|diabétique|asthmatique|intolérante? au \w+|
 GRAMMAR = Grammar(
     code="fr",
     openers=r"^(?:(?:ah et|oh et|ah|oh|et|aussi|d'ailleurs|au fait|btw|bref|bon|alors|donc|ok|okay"
-    r"|oui|non|merci|salut|bonjour|coucou|eh|hé|tiens|pour info|pour ton info|pour la petite"
+    r"|oui|merci|salut|bonjour|coucou|eh|hé|tiens|pour info|pour ton info|pour la petite"
     r" histoire|sinon|maintenant|actuellement|en ce moment|aujourd'hui|ces temps-ci|ces jours-ci"
     r"|dernièrement|en fait|franchement|petite précision|précision|ps|à propos|rapide présentation"
     r"|présentation|correction|pardon|désolée?|depuis peu)\b[\s,:;!.\-–—]*)+",
@@ -138,6 +138,7 @@ GRAMMAR = Grammar(
         banlieue périphérie centre nord sud est ouest région campagne à côté environs
         proche coin quartier dans en"""),
     articles=word_set("le la les l' un une des du de"),
+    indefinite=word_set("un une des"),
     preps=word_set("à a au aux en de d' du des chez pour dans sur avec comme"),
     standing=r"\b(?:désormais|dorénavant|à partir de maintenant|à l'avenir|toujours|par défaut|chaque fois|à chaque fois)\b",
     tomorrow=r"\bdemain\b",

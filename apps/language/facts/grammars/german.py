@@ -42,7 +42,7 @@ _DIAGNOSED = r"diabetiker(?:in)?|laktoseintolerant|glutenintolerant|schwanger|as
 
 GRAMMAR = Grammar(
     code="de",
-    openers=r"^(?:(?:ach und|ach ja|ach übrigens|ach|oh|und|übrigens|btw|also|ok|okay|ja|nein|danke"
+    openers=r"^(?:(?:ach und|ach ja|ach übrigens|ach|oh|und|übrigens|btw|also|ok|okay|ja|danke"
     r"|hallo|hi|hey|na|nebenbei|kurz zur info|zur info|fyi|ps|jetzt|momentan|derzeit|zurzeit|aktuell"
     r"|inzwischen|mittlerweile|heute|ehrlich gesagt|eigentlich|apropos|kurz zu mir|zu mir"
     r"|kurze vorstellung|korrektur|sorry|seit kurzem)\b[\s,:;!.\-–—]*)+",
@@ -133,6 +133,7 @@ GRAMMAR = Grammar(
         außerhalb am rand stadtrand vorort norden süden osten westen im raum umgebung
         landkreis"""),
     articles=word_set("der die das den dem des ein eine einen einem einer"),
+    indefinite=word_set("ein eine einen einem einer"),
     preps=word_set("bei für in im an am auf aus von vom zu zum zur mit als seit"),
     standing=r"\b(?:ab jetzt|ab sofort|von nun an|von jetzt an|künftig|zukünftig|in zukunft|immer|standardmäßig|jedes mal)\b",
     tomorrow=r"\bmorgen\b",

@@ -44,7 +44,7 @@ _DIAGNOSED = r"celiac[oa]|diabetic[oa]|intollerante al \w+|incinta|asmatic[oa]|e
 GRAMMAR = Grammar(
     code="it",
     openers=r"^(?:(?:ah e|oh e|ah|oh|e|ed|anche|inoltre|comunque|cmq|allora|quindi|beh|be'|ok|okay"
-    r"|sì|no|grazie|ciao|salve|ehi|senti|tra l'altro|fra l'altro|a proposito|per la cronaca|per info"
+    r"|sì|grazie|ciao|salve|ehi|senti|tra l'altro|fra l'altro|a proposito|per la cronaca|per info"
     r"|per tua info|ps|btw|ora|adesso|attualmente|in questo periodo|al momento|oggi|ultimamente"
     r"|ormai|ecco|dunque|tipo|piccola presentazione|presentazione|correzione|scusa|anzi|in realtà"
     r"|a dire il vero|onestamente|sinceramente|da qualche anno|da poco)\b[\s,:;!.\-–—]*)+",
@@ -137,6 +137,7 @@ GRAMMAR = Grammar(
         periferia centro della del dei città provincia campagna nord sud est ovest zona fuori
         in nel nella pochi km da dalle parti"""),
     articles=word_set("il lo la l' i gli le un uno una un'"),
+    indefinite=word_set("un uno una un'"),
     preps=word_set("a ad in di da per con su presso al alla all' nel nella dal dalla come"),
     standing=r"\b(?:d'ora in poi|da ora in poi|d'ora in avanti|da adesso in poi|da ora in avanti|sempre|in futuro|di default|ogni volta)\b",
     tomorrow=r"\bdomani\b",

@@ -42,7 +42,7 @@ _DIAGNOSED = r"celíac[oa]|diabétic[oa]|intolerante a la \w+|asmátic[oa]|epil�
 
 GRAMMAR = Grammar(
     code="es",
-    openers=r"^(?:(?:ah y|oh y|ah|oh|y|también|además|por cierto|btw|bueno|pues|vale|ok|okay|sí|no"
+    openers=r"^(?:(?:ah y|oh y|ah|oh|y|también|además|por cierto|btw|bueno|pues|vale|ok|okay|sí"
     r"|gracias|hola|oye|eh|para que sepas|ojo|ps|ahora|actualmente|ahora mismo|hoy|últimamente"
     r"|hoy en día|la verdad|en realidad|a propósito|presentación rápida|presentación|corrección"
     r"|perdón|perdona|desde hace poco)\b[\s,:;!.\-–—]*)+",
@@ -127,6 +127,7 @@ GRAMMAR = Grammar(
     place_leads=word_set("""un una pequeño pequeña pueblo pueblito ciudad cerca de del las
         afueras centro norte sur este oeste zona provincia campo barrio en al lado"""),
     articles=word_set("el la los las un una unos unas"),
+    indefinite=word_set("un una unos unas"),
     preps=word_set("en de del para con por a al como desde"),
     standing=r"\b(?:a partir de ahora|de ahora en adelante|desde ahora|en adelante|siempre|en el futuro|por defecto|cada vez)\b",
     tomorrow=r"\bmañana\b",
