@@ -101,6 +101,14 @@ def memories_promote_and_link(
             against.update(contradicts)
             towards.update(supports)
 
+        # The user's own words are replaced only by their later words: an inference the critic
+        # found contradicting them is linked as contradicting, and they stay (issue 37 item 7).
+        said = set(
+            MemoryNode.objects.filter(
+                id__in={*neighbours, *(n for near in neighbours.values() for n, _, _ in near)},
+                source=MemoryNode.Source.USER,
+            ).values_list("id", flat=True)
+        )
         for candidate, near in neighbours.items():
             against, towards = judged.get(candidate, (set(), set()))
             duplicate = next(
@@ -114,7 +122,8 @@ def memories_promote_and_link(
             for n, score, near_is_older in near:
                 if n in against:
                     result.links.append((candidate, n, MemoryLink.Kind.CONTRADICTS, score))
-                    if near_is_older and n not in result.superseded:
+                    replaceable = n not in said or candidate in said
+                    if near_is_older and replaceable and n not in result.superseded:
                         result.superseded[n] = candidate
                 elif n in towards:
                     result.links.append((candidate, n, MemoryLink.Kind.SUPPORTS, score))

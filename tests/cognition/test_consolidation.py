@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -16,6 +17,44 @@ def _node(owner, description, *, state="volatile", score=1, **extra) -> MemoryNo
     MemoryNode.objects.filter(pk=node.pk).update(state=state, confidence_score=score)
     node.refresh_from_db()
     return node
+
+
+@pytest.mark.parametrize(
+    ("later", "source", "replaced"),
+    [
+        ("The user's name is Eve", MemoryNode.Source.INFERRED, False),
+        ("The user's name is Nina", MemoryNode.Source.USER, True),
+    ],
+)
+def test_only_the_users_later_words_replace_their_own_words_on_promotion(
+    user, turn, config, later, source, replaced
+):
+    config(promotion_threshold=3, minimum_score=1, batch_size=50)
+    said = turn("My name is Nora", "Hello Nora.")
+    nora = _node(
+        user,
+        "The user's name is Nora",
+        state="promoted",
+        score=4,
+        source=MemoryNode.Source.USER,
+        quote="My name is Nora",
+        source_message=said,
+    )
+    words = later.replace("The user's", "My")
+    candidate = _node(
+        user, later, score=3, source=source, quote=words, source_message=turn(words, "Hi.")
+    )
+    Critique.objects.create(
+        node=candidate, owner=user, verdict="withstands", debate="d", delta=1, contradicts=[nora.pk]
+    )
+
+    memory_tasks.promote_and_link()
+
+    nora.refresh_from_db()
+    assert (nora.valid_to is not None) is replaced
+    assert nora.superseded_by_id == (candidate.pk if replaced else None)
+    link = (candidate.pk, nora.pk, "contradicts")
+    assert link in set(MemoryLink.objects.values_list("source_id", "target_id", "kind"))
 
 
 def test_promotion_links_supersedes_the_contradicted_fact_and_merges_duplicates(
