@@ -397,6 +397,8 @@ def _proposed_before(*, owner, statement: Statement, reply: Message) -> tuple[Me
         .filter(
             conversation__owner=owner,
             role=Message.Role.ASSISTANT,
+            # An edited message's old text, or a deleted one, said nothing any more.
+            active=True,
             trace__reflection__proposed__contains=[
                 {"fact_key": statement.fact_key, "state": PENDING}
             ],
@@ -431,7 +433,10 @@ def _proposal_settle(*, message: Message, index: int, state: str, node: MemoryNo
 
 
 def pending_proposal(message: Message, index: int) -> dict | None:
+    """The message's proposal `index` while it waits; an edited or deleted message's never."""
     proposals = (message.trace.get(TRACE_KEY) or {}).get("proposed") or []
+    if not message.active:
+        return None
     if 0 <= index < len(proposals) and proposals[index]["state"] == PENDING:
         return proposals[index]
     return None

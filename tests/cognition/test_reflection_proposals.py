@@ -3,12 +3,17 @@ second mention or the user's confirmation. And every memory says what found it."
 
 from __future__ import annotations
 
+import pytest
+
 from apps.chat.models import Message
 from apps.cognition import remembering
 from apps.cognition.reflection import reflect_on_message
 from apps.core.models import Event
 from apps.memory.models import MemoryNode, Triple
 from tests.cognition.conftest import reflection
+
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = pytest.mark.usefixtures("no_outbound_in_atomic")
 
 
 def _home(user) -> MemoryNode:
@@ -79,6 +84,19 @@ def test_the_same_new_value_said_again_replaces_the_old_one_which_stays_as_histo
     old = MemoryNode.objects.get(owner=user, fact_key="home_city", valid_to__isnull=False)
     assert old.description == "The user lives in Gent" and old.superseded_by_id == gent.pk
     assert "Ghent" in _home_triples(user)
+
+
+def test_a_value_said_in_an_edited_away_message_is_no_first_mention(user, turn, llm_stub, config):
+    config(critic_enabled=False)
+    _lives_in_gent(user, turn, llm_stub)
+    once = _ghent_said_once(turn, llm_stub)
+    Message.objects.filter(pk=once.pk).update(active=False)
+
+    again = _ghent_said_once(turn, llm_stub)
+
+    assert _home(user).description == "The user lives in Gent"
+    assert _outcome(again)["proposed"][0]["state"] == "pending"
+    assert remembering.proposal_confirm(reply=Message.objects.get(pk=once.pk), index=0) is None
 
 
 def test_a_different_value_said_next_is_proposed_on_its_own(user, turn, llm_stub, config):
