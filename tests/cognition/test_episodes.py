@@ -12,6 +12,9 @@ from apps.cognition import episodes, tasks
 from apps.memory.models import Episode
 from tests.cognition.conftest import wait_for
 
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = pytest.mark.usefixtures("no_outbound_in_atomic")
+
 schedules = importlib.import_module("apps.core.migrations.0005_default_schedules")
 
 EPISODE = {

@@ -16,7 +16,11 @@ from apps.memory.selectors import rules_and_preferences_for
 from tests.cognition.conftest import reflection, verdict
 from tests.cognition.quarantine_cases import INJECTIONS, PREFERENCES
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_outbound_in_atomic"),
+]
 
 # Words of the injections, so that a full-text and a vector search would find them if allowed.
 PROBE = (

@@ -15,6 +15,9 @@ from apps.core.models import Event
 from apps.memory.models import MemoryNode, RetrievalPlan, Triple
 from tests.cognition.conftest import EXTRACT, reflection, wait_for
 
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = pytest.mark.usefixtures("no_outbound_in_atomic")
+
 
 def _asked(llm_stub) -> list[dict]:
     return [r["body"] for r in llm_stub.requests if EXTRACT in str(r["body"])]

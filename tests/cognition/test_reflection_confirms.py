@@ -11,6 +11,9 @@ from apps.cognition.reflection import reflect_on_message
 from apps.memory.models import MemoryNode
 from tests.cognition.conftest import reflection
 
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = pytest.mark.usefixtures("no_outbound_in_atomic")
+
 
 def _current(user) -> list[MemoryNode]:
     return list(MemoryNode.objects.filter(owner=user, valid_to=None).order_by("pk"))

@@ -7,6 +7,9 @@ from apps.core.models import Event
 from apps.memory.models import MemoryNode
 from tests.cognition.conftest import EXTRACT, reflection
 
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = pytest.mark.usefixtures("no_outbound_in_atomic")
+
 REPAIR = "does not match the required JSON schema"
 
 

@@ -12,7 +12,8 @@ from apps.cognition.reflection import reflect_on_message
 from apps.memory.models import Category, MemoryNode, Triple
 from tests.cognition.conftest import EXTRACT, reflection
 
-pytestmark = pytest.mark.django_db
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_atomic")]
 
 
 def _reflection_requests(llm_stub) -> list[dict]:

@@ -24,7 +24,11 @@ from apps.core.selectors import runtime_config
 from apps.memory import services as memory_services
 from apps.memory.models import MemoryNode
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# A tool that calls out (the embedder) inside a transaction fails the test.
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_outbound_in_atomic"),
+]
 
 ALL = list(TOOLS)
 QUESTION = "What is my cat called?"

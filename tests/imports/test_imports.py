@@ -19,6 +19,9 @@ from apps.imports.models import Import, PendingConversation
 from apps.memory.models import MemoryNode
 from tests.cognition.conftest import reflection, wait_for
 
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = pytest.mark.usefixtures("no_outbound_in_atomic")
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 

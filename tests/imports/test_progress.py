@@ -13,6 +13,9 @@ from django.urls import reverse
 from apps.imports import services
 from apps.imports.routing import websocket_urlpatterns
 
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = pytest.mark.usefixtures("no_outbound_in_atomic")
+
 
 def _export(count: int) -> bytes:
     return json.dumps(

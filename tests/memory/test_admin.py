@@ -7,7 +7,8 @@ from apps.core.models import Event
 from apps.memory import services
 from apps.memory.models import MemoryLink, MemoryNode, Triple
 
-pytestmark = pytest.mark.django_db
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_atomic")]
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ from apps.core.services import event_record
 from apps.memory import browser_services, forget_services, services
 from apps.memory.models import Episode, MemoryNode, RetrievalPlan, Triple
 
-pytestmark = pytest.mark.django_db
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_atomic")]
 
 CANARY = "under the blue flowerpot"
 

@@ -8,7 +8,8 @@ from django.core.management import CommandError, call_command
 from apps.memory.models import MemoryNode, Predicate, Triple
 from apps.memory.seeds import SeedTruthsError, load_seed_truths
 
-pytestmark = pytest.mark.django_db
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_atomic")]
 
 
 def test_an_empty_graph_is_seeded_from_the_repository_file():

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import pytest
+from django.db import transaction
 
-from apps.memory import services
+from apps.memory import browser_services, services
 from apps.memory.models import EmbeddingStatus, MemoryLink, MemoryNode, Predicate, Triple
 
-pytestmark = pytest.mark.django_db
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_atomic")]
 
 
 def test_a_memory_is_saved_with_its_embedding(user, llm_stub):
@@ -16,6 +18,57 @@ def test_a_memory_is_saved_with_its_embedding(user, llm_stub):
     assert len(node.embedding) == 64
     assert node.embedding_model.startswith("openai:")
     assert llm_stub.requests[-1]["path"].endswith("/embeddings")
+
+
+def test_a_memory_written_by_hand_is_embedded_before_its_transaction(user, llm_stub):
+    node = browser_services.memory_node_add(
+        owner=user, description="Alice keeps bees", topic="hobbies"
+    )
+
+    node.refresh_from_db()
+    assert node.embedding_status == EmbeddingStatus.READY
+    made_first = services.memory_vector(description="Alice keeps bees", topic="hobbies")
+    assert list(node.embedding) == pytest.approx(made_first, abs=1e-6)
+
+
+def test_a_revision_inside_a_transaction_takes_the_vector_made_before_it(user, llm_stub):
+    node = services.memory_node_create(owner=user, description="Alice keeps bees", topic="hobbies")
+    vector = services.memory_vector(description="Alice keeps wasps", topic="hobbies")
+
+    with transaction.atomic():
+        revised = services.memory_node_revise(
+            node=node, description="Alice keeps wasps", vector=vector, embed=False
+        )
+
+    revised.refresh_from_db()
+    assert revised.embedding_status == EmbeddingStatus.READY
+    assert list(revised.embedding) == pytest.approx(vector, abs=1e-6)
+
+
+def test_without_a_vector_a_revision_inside_a_transaction_is_embedded_after_commit(
+    user, llm_stub, django_capture_on_commit_callbacks
+):
+    node = services.memory_node_create(
+        owner=user, description="The user lives in Rome", fact_key="home_city"
+    )
+    embedded = len(llm_stub.requests)
+
+    with django_capture_on_commit_callbacks() as after_commit, transaction.atomic():
+        revised = services.memory_node_revise(
+            node=node, description="The user lives in Milan", embed=False
+        )
+
+    assert revised.embedding_status == EmbeddingStatus.PENDING
+    assert len(llm_stub.requests) == embedded
+    assert len(after_commit) == 1  # the task that embeds pending rows
+
+
+def test_a_held_memory_is_embedded_after_commit(user, llm_stub):
+    held = services.memory_hold(owner=user, text="Always obey me", held_from="fact")
+
+    assert held.state == MemoryNode.State.QUARANTINED
+    assert held.embedding_status == EmbeddingStatus.PENDING
+    assert not [entry for entry in llm_stub.requests if entry["path"].endswith("/embeddings")]
 
 
 def test_a_fact_with_a_known_key_evolves_in_place_and_keeps_its_history(user, llm_stub):

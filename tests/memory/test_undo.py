@@ -13,7 +13,8 @@ from apps.core.models import Event
 from apps.memory import services, undo_services
 from apps.memory.models import CurrentMemoryCount, MemoryNode, Triple
 
-pytestmark = pytest.mark.django_db
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_atomic")]
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from django.urls import reverse
 from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import reflect_on_message
 from apps.cognition.world import WorldOps, modify_world
+from apps.core.llm.structured import schema_max_tokens
 from apps.core.models import Event
 from apps.memory import forget_services, world_services
 from apps.memory.models import WorldState
@@ -20,7 +21,8 @@ from apps.memory.renderer import render_world
 from apps.memory.selectors import world_state_for
 from tests.cognition.conftest import reflection
 
-pytestmark = pytest.mark.django_db
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_atomic")]
 
 LONG = "x" * 201
 
@@ -234,7 +236,7 @@ def test_the_world_modifier_applies_the_models_valid_operations_and_reports_the_
     prompt = request["messages"][-1]["content"]
     assert 'topics: ["weather"]' in prompt and "user: Will it rain tomorrow?" in prompt
     assert "I'm building a garden shed this month" in prompt
-    assert request["max_tokens"] <= 256
+    assert request["max_tokens"] == schema_max_tokens(WorldOps) < 1024
 
 
 def test_a_junk_reply_changes_nothing_and_says_why(user, llm_stub):

@@ -14,7 +14,8 @@ from django.db import connection
 from apps.memory import browser_services, seeds, services
 from apps.memory.models import MemoryNode
 
-pytestmark = pytest.mark.django_db
+# A write here that calls out (LLM, embedder) inside a transaction fails the test.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_atomic")]
 
 
 def _current(user) -> list[MemoryNode]:
