@@ -19,9 +19,22 @@ def plain(text: str) -> str:
     return text.translate(_APOSTROPHES)
 
 
+# A full stop after these ends no sentence: "FC St. Pauli", "Dr. Rossi".
+_ABBREVIATION = re.compile(r"(?:^|\s)(?:st|dr|mr|mrs|ms|prof|sig|jr|sr|vs|ca|bzw|nr|str)\.$", re.I)
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of `text`, stripped, without empty ones."""
-    return [part.strip() for part in _SENTENCE.split(text) if part.strip()]
+    found: list[str] = []
+    for part in _SENTENCE.split(text):
+        part = part.strip()
+        if not part:
+            continue
+        if found and _ABBREVIATION.search(found[-1]):
+            found[-1] = f"{found[-1]} {part}"
+        else:
+            found.append(part)
+    return found
 
 
 def words(text: str) -> list[str]:

@@ -32,3 +32,5 @@ class Clause:
     # A construction matched but its value or cues made it no fact: keep nothing of it.
     decoy: bool = False
     first_person: bool = False
+    # The whole sentence, lower case: a request may be marked standing anywhere in it.
+    sentence: str = ""

@@ -14,7 +14,7 @@ import re
 
 from apps.language.facts.clauses import Clause, Fact
 from apps.language.facts.grammar import Frame, Grammar
-from apps.language.facts.relatives import relative_facts
+from apps.language.facts.relatives import had_relatives, mentioned_relatives, relative_facts
 from apps.language.facts.values import fact_of, other
 from apps.language.text import plain
 
@@ -44,20 +44,34 @@ def clauses_of(sentence: str, grammar: Grammar) -> list[Clause]:
     lowercase_message = text == text.lower()
     found = []
     parts = [
-        part for part in re.split(grammar.regex("clause_breaks"), text) if part and part.strip()
+        piece
+        for part in re.split(grammar.regex("clause_breaks"), text)
+        if part and part.strip()
+        for piece in _after_colon(part, grammar)
     ]
     unreal_sentence = bool(parts) and _opens_with(grammar, "conditional", parts[0])
+    listing = False
     for part in parts:
         clause = _clause(part, grammar)
         if clause is None:
             continue
+        clause.sentence = text.lower()
+        listing = listing or bool(re.match(rf"^{grammar.expand(grammar.having)}\b", clause.text))
         if not unreal_sentence:
-            _read(clause, grammar, question=question, lowercase=lowercase_message)
+            _read(clause, grammar, question=question, lowercase=lowercase_message, listing=listing)
         else:
             clause.decoy = True
         found.append(clause)
     _fragments_in_context(found)
     return found
+
+
+def _after_colon(part: str, grammar: Grammar) -> list[str]:
+    """ "sorry, my mistake: I live in Lecce" is two clauses; "work-wise: nurse" one."""
+    head, colon, rest = part.partition(":")
+    if colon and grammar.regex("first_person").match(rest.strip().lower()):
+        return [head, rest]
+    return [part]
 
 
 def _fragments_in_context(clauses: list[Clause]) -> None:
@@ -99,14 +113,17 @@ def _normal(text: str, grammar: Grammar) -> str:
     return " ".join(text.split())
 
 
-def _read(clause: Clause, grammar: Grammar, *, question: bool, lowercase: bool) -> None:
+def _read(
+    clause: Clause, grammar: Grammar, *, question: bool, lowercase: bool, listing: bool
+) -> None:
+    if not question:
+        clause.facts.extend(mentioned_relatives(clause, grammar))
     relative = relative_facts(clause, grammar, lowercase=lowercase)
     if relative is not None:
-        if relative:
-            clause.facts.extend(relative)
-        else:
-            clause.decoy = True
+        clause.facts.extend(relative)
+        clause.decoy = not relative
         return
+    had = [] if question else had_relatives(clause, grammar, listing=listing)
     for regex, frame in grammar.frames("user"):
         match = regex.match(clause.text)
         if match is None:
@@ -115,15 +132,21 @@ def _read(clause: Clause, grammar: Grammar, *, question: bool, lowercase: bool) 
             clause.decoy = True
             return
         value_text = match.group("v") if match.group("v") is not None else other(match)
-        if frame.template == "request" and not grammar.regex("standing").search(clause.text):
+        if frame.template == "request" and not grammar.regex("standing").search(clause.sentence):
             continue
+        if frame.fragment and had:
+            break
         fact = fact_of(frame, value_text, clause, grammar, match, lowercase=lowercase)
         if fact is not None:
             clause.facts.append(fact)
             clause.facts.extend(_besides(match, clause, grammar, lowercase=lowercase))
+            clause.facts.extend(had)
             clause.decoy = False
             return
         clause.decoy = clause.decoy or frame.decoy
+    clause.facts.extend(had)
+    if had:
+        clause.decoy = False
     if question:
         clause.decoy = True
 

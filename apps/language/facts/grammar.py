@@ -93,8 +93,14 @@ class Grammar:
     # "my", "our": the words before a relative's word; "called"/"named" after it.
     possessive: str
     relations: dict[str, Relation]
-    # "I have a dog called Rex": the user's own relative or pet named by a construction.
+    # "I have a dog called Rex": the verb, the counts ("a", "two"; `counted` from two on,
+    # which need no verb: "zwei Kinder: Ben und Mia"), the words before a name ("called"),
+    # and those before a relative met in passing ("with my husband Hugo").
     having: str
+    numbers: str
+    counted: str
+    naming: str
+    with_words: str
     # Words that end a value ("and", "but", "with"...) and words never a value's head.
     value_ends: str
     vague: frozenset[str]
@@ -132,6 +138,7 @@ class Grammar:
         return self.compiled[name]
 
     def expand(self, pattern: str) -> str:
+        pattern = pattern.replace("{STANDING}", self.standing)
         for macro, value in self.macros.items():
             pattern = pattern.replace("{" + macro + "}", value)
         return pattern

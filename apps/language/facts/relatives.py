@@ -1,5 +1,11 @@
 """The facts of a clause about a relative or pet of the user's: theirs, kept as the user's
-relative's ("my friend Oskar lives in Oslo" is Oskar's home, never the user's)."""
+relative's ("my friend Oskar lives in Oslo" is Oskar's home, never the user's).
+
+Three ways people name them: with a possessive ("my daughter Liv can't have peanuts", "my
+kids are Noa and Eli", "mes deux chats : Pixel et Nougat"), by having them ("I have a dog
+called Rex", "ho 45 anni, due figli e un cane di nome Briciola", "zwei Kinder: Ben und Mia"),
+and in passing ("je vis à Genève avec mon mari Hugo").
+"""
 
 from __future__ import annotations
 
@@ -10,30 +16,25 @@ from apps.language.facts.clauses import Clause, Fact
 from apps.language.facts.grammar import Frame, Grammar
 from apps.language.facts.values import fact_of, original_value, other
 
+_NAMED = Frame("relative_name", "")
+_AND = r"(?:,|\band\b|\be\b|\bed\b|\bet\b|\bund\b|\by\b|&)"
+
 
 def relative_facts(clause: Clause, grammar: Grammar, *, lowercase: bool) -> list[Fact] | None:
-    """The facts of a clause about a relative or pet of the user's ("my daughter Liv can't have
-    peanuts", "I have a dog called Rex"); None when the clause is about no relative, [] when
-    it is but states nothing the rules know of them."""
-    having = grammar.regex("having").match(clause.text)
-    if having is not None:
-        word = having.group("rel")
-        relation = grammar.relations[word]
-        name = slots.person_names(original_value(having.group("v"), clause), grammar)
-        frame = Frame("relative_name", "")
-        if name:
-            return [Fact("relative_name", name, name, clause.original, grammar.code, frame,
-                         relation, word, name)]  # fmt: skip
-        return [Fact("relation", word, word, clause.original, grammar.code, None, relation, word)]
+    """The facts of a clause about a relative or pet of the user's; None when the clause is
+    about none, [] when it is but states nothing the rules know of them."""
     start = re.match(
-        rf"^{grammar.expand(grammar.possessive)}\s+(?P<rel>{grammar.relation_words})(?:s|es)?\b",
+        rf"^{grammar.expand(grammar.possessive)}\s+(?:{grammar.expand(grammar.counted)}\s+)?"
+        rf"(?P<rel>{grammar.relation_words})(?:s|es)?\b",
         clause.text,
     )
     if start is None:
         return None
     word = start.group("rel")
-    relation = grammar.relations[word]
     rest = clause.text[start.end() :]
+    listed = slots.person_names(original_value(rest.strip(" :,"), clause), grammar)
+    if listed and re.search(_AND, rest):
+        return [_named(clause, grammar, word, listed)]
     tokens = rest.split()
     for size in (2, 1, 0):
         name = ""
@@ -49,24 +50,89 @@ def relative_facts(clause: Clause, grammar: Grammar, *, lowercase: bool) -> list
             remainder = rest[rest.lower().find(tokens[size - 1]) + len(tokens[size - 1]) :]
         if not remainder.strip():
             if name:
-                frame = Frame("relative_name", "")
-                return [Fact("relative_name", name, name, clause.original, grammar.code, frame,
-                             relation, word, name)]  # fmt: skip
+                return [_named(clause, grammar, word, name)]
             continue
-        sub = Clause(original=clause.original, text=remainder)
-        for regex, frame in grammar.frames("other"):
-            match = regex.match(remainder)
-            if match is None:
-                continue
-            value = match.group("v") if match.group("v") is not None else other(match)
-            fact = fact_of(frame, value, sub, grammar, match, lowercase=lowercase,
-                         relation=relation, relation_word=word, relation_name=name)  # fmt: skip
-            if fact is not None:
-                return [fact]
+        fact = _said_of(clause, grammar, word, name, remainder, lowercase=lowercase)
+        if fact is not None:
+            return [fact]
         if name and _plain_statement(remainder, grammar):
-            return [Fact("relation", name, name, clause.original, grammar.code, None, relation,
-                         word, name)]  # fmt: skip
+            return [Fact("relation", name, name, clause.original, grammar.code, None,
+                         grammar.relations[word], word, name)]  # fmt: skip
     return []
+
+
+def _said_of(clause: Clause, grammar: Grammar, word: str, name: str, remainder: str, *,
+             lowercase: bool) -> Fact | None:  # fmt: skip
+    """The fact a construction in the third person states of the relative: "… lives in Oslo",
+    "… is allergic to eggs", "… si chiama Sofia"."""
+    sub = Clause(original=clause.original, text=remainder)
+    for regex, frame in grammar.frames("other"):
+        match = regex.match(remainder)
+        if match is None:
+            continue
+        value = match.group("v") if match.group("v") is not None else other(match)
+        fact = fact_of(frame, value, sub, grammar, match, lowercase=lowercase,
+                       relation=grammar.relations[word], relation_word=word,
+                       relation_name=name)  # fmt: skip
+        if fact is not None:
+            return fact
+    return None
+
+
+def had_relatives(clause: Clause, grammar: Grammar, *, listing: bool = False) -> list[Fact]:
+    """The relatives and pets a clause says the user has: after the verb ("I have a dog called
+    Rex", "tengo 63 años y tres nietos"), or, `listing` on from a clause that had it, without
+    one ("…, due figli e un cane di nome Briciola"); a count of two or more needs no verb
+    ("zwei Kinder: Ben und Mia")."""
+    text = clause.text
+    verb = re.match(rf"^{grammar.expand(grammar.having)}\b", text)
+    counted = re.match(rf"^{grammar.expand(grammar.counted)}\s", text)
+    if verb is None and counted is None and not listing:
+        return []
+    one = (
+        rf"(?:{grammar.expand(grammar.numbers)})\s+(?P<rel>{grammar.relation_words})(?:s|es|i|e)?\b"
+    )
+    found = []
+    starts = list(re.finditer(rf"(?:^|{_AND}\s*|\b{grammar.expand(grammar.having)}\s+){one}", text))
+    for index, match in enumerate(starts):
+        end = starts[index + 1].start() if index + 1 < len(starts) else len(text)
+        word = match.group("rel")
+        rest = text[match.end() : end]
+        rest = re.sub(rf"^\s*[,:]?\s*(?:{grammar.expand(grammar.naming)})?\s*", "", rest)
+        name = (
+            slots.person_names(original_value(rest.strip(" ,:"), clause), grammar)
+            if rest.strip(" ,:")
+            else ""
+        )
+        if name:
+            found.append(_named(clause, grammar, word, name))
+        elif not rest.strip(" ,:") or re.fullmatch(rf"\s*{_AND}?\s*", rest):
+            found.append(Fact("relation", word, word, clause.original, grammar.code, None,
+                              grammar.relations[word], word))  # fmt: skip
+    return found
+
+
+def mentioned_relatives(clause: Clause, grammar: Grammar) -> list[Fact]:
+    """Relatives named in passing: "… avec mon mari Hugo", "… with my wife Ana"."""
+    found = []
+    pattern = (
+        rf"\b(?:{grammar.with_words})\s+{grammar.expand(grammar.possessive)}\s+"
+        rf"(?P<rel>{grammar.relation_words})\s+(?P<v>[^\s,.;!?]+(?:\s+[^\s,.;!?]+)?)"
+    )
+    for match in re.finditer(pattern, clause.text):
+        for size in (2, 1):
+            candidate = " ".join(match.group("v").split()[:size])
+            name = slots.person_name(original_value(candidate, clause), grammar,
+                                     strength="relative")  # fmt: skip
+            if name and len(name.split()) == size:
+                found.append(_named(clause, grammar, match.group("rel"), name))
+                break
+    return found
+
+
+def _named(clause: Clause, grammar: Grammar, word: str, name: str) -> Fact:
+    return Fact("relative_name", name, name, clause.original, grammar.code, _NAMED,
+                grammar.relations[word], word, name)  # fmt: skip
 
 
 def _plain_statement(remainder: str, grammar: Grammar) -> bool:

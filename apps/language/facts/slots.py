@@ -279,6 +279,8 @@ def thing(value: str, grammar: Grammar) -> str:
     first = tokens[0].casefold().strip("\"'")
     if first in grammar.vague or first in _pronouns(grammar) - _OWN:
         return ""
+    if first in grammar.preps - {"to", "a", "à", "de", "di", "zu"}:
+        return ""
     if first in ("to", "a", "de", "di", "zu") and len(tokens) > 1:
         second = tokens[1].casefold()
         if second in grammar.vague or second in _SAYING:

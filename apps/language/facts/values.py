@@ -71,10 +71,17 @@ def _slot(
     kind = FACT_TYPES[frame.fact].slot
     if kind == "name" and relation is not None:
         return slots.person_names(typed, grammar), ""
+    if kind == "name" and frame.template == "here":
+        # "Hauke here", "Maëlle ici": the name opens the clause, capitalised by its writer.
+        return slots.person_name(typed, grammar, strength="weak"), ""
+    if kind == "name" and frame.template == "demonym":
+        return "", ""
     if kind == "name":
         return slots.person_name(
             typed, grammar, strength=_strength(frame, relation), at_start=at_start
         ), ""
+    if frame.template == "demonym":
+        return slots.demonym(typed, grammar), ""
     if kind == "place":
         return slots.place(typed, grammar, lowercase_message=lowercase)
     if kind == "age":
@@ -109,12 +116,18 @@ def _diet_word(typed: str, grammar: Grammar) -> str:
     return word if grammar.regex("diets").fullmatch(word.lower()) else ""
 
 
+_POLITE = re.compile(
+    r"(?:,?\s+(?:please|pls|plz|thanks|thank you|per favore|grazie|s'il te plaît|s'il vous plaît"
+    r"|stp|svp|merci|bitte|danke|por favor|porfa|gracias))+$"
+)
+
+
 def _style(typed: str, grammar: Grammar) -> str:
     """How the user wants every later answer: only a standing request ("from now on",
     "always") or a stated preference for a kind of answers counts."""
     standing = grammar.regex("standing")
     style = standing.sub("", typed.lower()).strip(" ,.!?")
-    style = re.sub(r"\s+(?:please|pls|thanks|thank you)$", "", style).strip(" ,")
+    style = _POLITE.sub("", style).strip(" ,")
     if not style or len(style.split()) > 8:
         return ""
     return original_value(style, Clause(original=typed, text=typed.lower())) if style else ""

@@ -27,7 +27,7 @@ _ALLERGENS = r"(?:\w+\s+)?(?:allergy|allergies|intolerance)"
 _CONDITIONS = (r"type [12] diabetes|diabetes|asthma|celiac disease|coeliac disease|epilepsy|"
                r"migraines|adhd|autism|a heart condition|high blood pressure|arthritis|crohn's|ibs")
 _DIAGNOSED = (r"type [12] diabetic|diabetic|asthmatic|celiac|coeliac|lactose intolerant|"
-              r"gluten intolerant|pregnant|epileptic|dyslexic|autistic")
+              r"gluten intolerant|pregnant|epileptic|dyslexic|autistic|deaf|blind|colou?r ?blind")
 _DIETS = r"vegetarian|vegan|pescatarian|pescetarian|plant-based|keto|halal|kosher|teetotal"
 
 GRAMMAR = Grammar(
@@ -58,7 +58,7 @@ GRAMMAR = Grammar(
         Frame("name", r"(?:i'm called|i go by)\s+(?P<v>.+)"),
         Frame("name", r"(?:you can |just |please )?call me\s+(?P<v>.+)", template="weak"),
         Frame("name", r"(?:i'm|this is)\s+(?P<v>[^\s,]+(?:\s+[^\s,]+)?)$", template="weak", decoy=False),
-        Frame("name", r"(?P<v>\S+) here$", decoy=False),
+        Frame("name", r"(?P<v>\S+) here$", template="here", decoy=False),
         Frame("age", r"(?:i'm\s+)?(?:{ADV})?(?P<v>\d{1,3})\s*(?:years old|yrs old|year old|yo|y/o)\b"),
         Frame("age", r"i'm\s+(?:{ADV})?(?P<v>\d{1,3})(?:\s+years)?(?=$|\s+(?:and|but|so|btw|lol)\b)"),
         Frame("age", r"(?:i've |i have |i )?(?:just )?turned\s+(?P<v>\d{1,3})\b"),
@@ -87,6 +87,7 @@ GRAMMAR = Grammar(
         Frame("languages", _I + r"(?:can\s+)?speak\s+(?P<v>.+)"),
         Frame("languages", r"i'm\s+(?:fluent|native|bilingual)\s+in\s+(?P<v>.+)|my (?:native|first|mother) (?:language|tongue) is\s+(?P<v2>.+)"),
         Frame("answers", r"(?:(?:could|can|would|will) you\s+)?(?:please\s+)?(?:always\s+)?(?:answer|reply|respond|write|talk to me|keep (?:it|your answers|your replies|answers|replies|things)|give me (?:your )?answers)\s+(?P<v>.+)", template="request"),
+        Frame("answers", r"(?:(?:the|des|les|unas|las|le|die|delle)\s+)?(?:answers|replies|réponses|respuestas|risposte|antworten)\s+(?P<v>.+)", template="request"),
         Frame("answers", r"i (?:{ADV})?(?:prefer|like|want)\s+(?P<v>(?:\w+\s+){0,3}(?:answers|replies|responses)\b.*)", template="whole"),
         Frame("answers", r"(?:please\s+)?(?:no|fewer|less)\s+(?P<v>.+?)\s+in (?:your )?(?:answers|replies|responses)\b.*", template="without"),
         Frame("answers", r"(?:please\s+)?(?:don't|do not|never)\s+use\s+(?P<v>.+?)\s*(?:in (?:your )?(?:answers|replies|responses))?$", template="without"),
@@ -97,6 +98,7 @@ GRAMMAR = Grammar(
         Frame("likes", _I_AM + r"(?:an?\s+)?(?:(?:big|huge|massive|keen)\s+)?(?:fan of|sucker for|lover of)\s+(?P<v>.+)"),
         Frame("likes", _I_AM + r"(?:into|crazy about|passionate about|keen on|obsessed with|hooked on)\s+(?P<v>.+)"),
         Frame("likes", _I_AM + r"(?:an?\s+)?(?:big|huge|massive|die-hard|diehard)\s+(?P<v>.+?)\s+fan$"),
+        Frame("origin", _I_AM + r"(?P<v>[a-z]+)$|(?:of|with)\s+(?P<v2>[a-z]+)\s+(?:origin|roots|heritage)$", template="demonym", decoy=False),
         Frame("likes", r"my favou?rite\s+(?:\w+\s+){1,2}is\s+(?P<v>.+)"),
         Frame("likes", r"(?:hobbies|hobby|interests|likes)\s*:\s*(?P<v>.+)"),
         Frame("likes", r"(?:i(?:'ve| have)?\s+)?(?:{ADV})?(?:started|took up|taken up|began)\s+(?P<v>(?:learning|playing|doing|practising|practicing)?\s*.+)"),
@@ -130,12 +132,17 @@ GRAMMAR = Grammar(
         Frame("health", r" (?:has|'s got)\s+(?P<v>(?:an?\s+)?" + _ALLERGENS + r"|" + _CONDITIONS + r")\b.*", template="has"),
         Frame("diet", r" (?:can't|cannot|can not|mustn't|doesn't|does not|won't) (?:have|eat|drink)\s+(?P<v>.+)"),
         Frame("diet", r" (?:is|'s) (?:a )?(?P<v>" + _DIETS + r")\b.*"),
+        Frame("health", r" (?:is|'s) (?P<v>" + _DIAGNOSED + r")\b.*", template="is"),
         Frame("dislikes", r" (?:hates|dislikes|can't stand|doesn't like|does not like)\s+(?P<v>.+)"),
         Frame("likes", r" (?:{ADV})?(?:likes|loves|enjoys|adores|is into|is crazy about|plays)\s+(?P<v>.+)"),
     ],
     possessive=r"(?:my|our)",
     relations=_RELATIVES,
-    having=r"(?:i|we) (?:have|got) (?:an?|one|two|three|four|five) (?P<rel>{REL})s?(?: (?:called|named)| who's called)? (?P<v>.+)",
+    having=r"(?:i|we) (?:have|got)",
+    numbers=r"(?:an?|one|two|three|four|five|\d)",
+    counted=r"(?:two|three|four|five|[2-9])",
+    naming=r"(?:called|named|who's called|who is called)",
+    with_words="with",
     value_ends=r"\s*[,;:.!?()]|\s+(?:and|but|or|so|because|cause|since|though|although|while"
     r"|which|who|where|if|when|with|for|btw|lol|haha|right now|at the moment|these days|now"
     r"|currently|for now|as well|too|not)\b",

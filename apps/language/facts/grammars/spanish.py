@@ -26,7 +26,9 @@ _RELATIVES = {
     "compañero de piso": Relation("roommate", "el"), "compañera de piso": Relation("roommate", "la"),
     "compañero": Relation("colleague", "el"), "compañera": Relation("colleague", "la"),
     "colega": Relation("colleague", "el"), "niño": Relation("son", "el"), "niña": Relation("daughter", "la"),
-    "niños": Relation("child", "los"),
+    "niños": Relation("child", "los"), "nietos": Relation("grandchild", "los"),
+    "nietas": Relation("granddaughter", "las"), "nieto": Relation("grandson", "el"),
+    "nieta": Relation("granddaughter", "la"), "hermanas": Relation("sister", "las"),
     "perro": Relation("dog", "el", pet=True), "perra": Relation("dog", "la", pet=True),
     "perros": Relation("dog", "los", pet=True), "gato": Relation("cat", "el", pet=True),
     "gata": Relation("cat", "la", pet=True), "gatos": Relation("cat", "los", pet=True),
@@ -38,7 +40,7 @@ _YO = r"(?:yo\s+)?(?:{ADV})?"
 _DIETS = r"vegetarian[oa]|vegan[oa]|pescetarian[oa]|pescovegetarian[oa]|crudivegan[oa]|flexitarian[oa]"
 _CONDITIONS = (r"(?:diabetes(?: tipo [12])?|asma|celiaquía|epilepsia|migrañas|"
                r"(?:una\s+)?alergia\s+a(?:l)?\s+\S+(?:\s+\S+)?|(?:una\s+)?intolerancia\s+a(?:l|\s+la)?\s+\S+)")
-_DIAGNOSED = r"celíac[oa]|diabétic[oa]|intolerante a la \w+|asmátic[oa]|epiléptic[oa]"
+_DIAGNOSED = r"celíac[oa]|diabétic[oa]|intolerante a la \w+|asmátic[oa]|epiléptic[oa]|sord[oa]|ciego|ciega"
 
 GRAMMAR = Grammar(
     code="es",
@@ -48,7 +50,8 @@ GRAMMAR = Grammar(
     r"|perdón|perdona|desde hace poco)\b[\s,:;!.\-–—]*)+",
     clause_breaks=r"\s*;\s*|\s*[–—]\s*|,?\s+(?:y|pero|aunque|mientras|así que)\s+"
     r"(?=(?:yo|mi|mis|me|soy|vivo|trabajo|tengo|estudio|hablo|nuestro|nuestra|ahora|desde)\b)"
-    r"|,\s+(?!(?:y|pero|o|también|por favor|no)\b)(?=\S)",
+    r"|,\s+(?!(?:y|pero|o|también|por favor|no)\b)(?=\S)"
+    r"|(?<!no)\s+(?=(?:tengo \d{1,3} años|vivo en|trabajo como|me llamo)\b)",
     negation=r"\b(?:no|nunca|jamás|ningun\w*|nada|nadie|tampoco|ni)\b",
     unreal=r"\b(?:si|quisiera|quiero|gustaría|sueño|espero|ojalá|quizás|quizá|tal vez|podría|debería"
     r"|pienso|voy a|algún día|imagina)\b",
@@ -62,24 +65,27 @@ GRAMMAR = Grammar(
         Frame("name", r"(?:puedes |podéis )?llamarme\s+(?P<v>.+)|llámame\s+(?P<v2>.+)", template="weak"),
         Frame("name", r"(?:yo\s+)?soy\s+(?P<v>[^\s,]+(?:\s+[^\s,]+)?)$|(?:aquí|acá)\s+(?P<v2>[^\s,]+)$", template="weak", decoy=False),
         Frame("age", _YO + r"tengo\s+(?P<v>\d{1,3})\s+años\b|edad\s*:\s*(?P<v2>\d{1,3})"),
+        Frame("age", _YO + r"tengo\s+(?P<v>\d{1,3})(?=$|\s*,|\s+(?:y|pero)\b)"),
         Frame("age", r"(?:acabo de cumplir|cumplí)\s+(?P<v>\d{1,3})\b"),
         Frame("home", _YO + r"(?:vivo|resido)\s+(?:{ADV})?(?:en|cerca de|a las afueras de|al lado de|por)\s+(?P<v>.+)"),
         Frame("home", r"(?:me (?:acabo de mudar|mudé|he mudado|vine)|nos (?:mudamos|hemos mudado))\s+a\s+(?P<v>.+)"),
+        Frame("home", r"(?:vivimos)\s+(?:en|cerca de)\s+(?P<v>.+)|llevo\s+(?:\S+\s+){0,3}viviendo\s+en\s+(?P<v2>.+)"),
         Frame("home", r"(?:estoy\s+)?(?:viviendo|instalad[oa]|afincad[oa]|radicad[oa]|basad[oa])\s+en\s+(?P<v>.+)|(?:ciudad|residencia)\s*:\s*(?P<v2>.+)"),
         Frame("origin", _YO + r"soy\s+(?:{ADV})?(?:originari[oa]\s+)?de\s+(?P<v>.+)"),
         Frame("origin", _YO + r"vengo\s+de\s+(?P<v>.+)"),
-        Frame("origin", r"(?:yo\s+)?(?:nací|me crié|crecí)\s+(?:y crecí\s+|y me crié\s+)?en\s+(?P<v>.+)|(?:origen|procedencia)\s*:\s*(?P<v2>.+)"),
+        Frame("origin", r"(?:yo\s+)?(?:nací|me crié|crecí|criad[oa]|nacid[oa])\s+(?:y crecí\s+|y me crié\s+)?en\s+(?P<v>.+)|(?:origen|procedencia)\s*:\s*(?P<v2>.+)"),
         Frame("studies", _YO + r"estudio\s+(?P<v>.+)"),
         Frame("studies", r"(?:estoy\s+)?estudiando\s+(?P<v>.+)|soy estudiante de\s+(?P<v2>.+)"),
         Frame("studies", r"(?:hago|estoy haciendo|curso)\s+(?:un máster|un grado|la carrera|un doctorado|el doctorado|un ciclo)\s+(?:en|de)\s+(?P<v>.+)"),
         Frame("occupation", _YO + r"trabajo\s+(?:{ADV})?(?:como|de)\s+(?P<v>.+?)(?:\s+(?:en|para)\s+(?P<org>.+))?$", explicit=True),
         Frame("occupation", r"mi (?:trabajo|profesión|oficio|curro)\s+es\s+(?P<v>.+)|de profesión,? soy\s+(?P<v2>.+)"),
-        Frame("occupation", r"(?:trabajo|profesión|oficio|curro)\s*:\s*(?P<v>.+)"),
+        Frame("occupation", r"(?:en cuanto (?:a|al)\s+|respecto (?:a|al)\s+|de\s+)?(?:trabajo|profesión|oficio|curro)\s*:\s*(?P<v>.+)"),
         Frame("occupation", _YO + r"soy\s+(?:{ADV})?(?:un|una)?\s*(?P<v>.+?)(?:\s+en\s+(?P<org>[a-záéíóúñ].+))?$", decoy=False),
         Frame("occupation", _YO + r"(?:doy clases de|enseño)\s+(?P<v>.+)", template="teach"),
-        Frame("employer", _YO + r"trabajo\s+(?:{ADV})?(?:en|para)\s+(?P<v>.+?)(?:\s+(?:como|de)\s+(?P<job>.+))?$"),
+        Frame("employer", _YO + r"(?:trabajo|curro)\s+(?:{ADV})?(?:en|para)\s+(?P<v>.+?)(?:\s+(?:como|de)\s+(?P<job>.+))?$"),
         Frame("languages", _YO + r"hablo\s+(?P<v>.+)|mi lengua materna es\s+(?P<v2>.+)"),
-        Frame("answers", r"(?:(?:puedes|podrías|podéis)\s+)?(?:por favor\s+)?(?:siempre\s+)?(?:respóndeme|responde|contéstame|contesta|responder|contestar|responderme|contestarme|escríbeme|escribe|escribir|dame respuestas)\s+(?P<v>.+)", template="request"),
+        Frame("answers", r"(?:(?:the|des|les|unas|las|le|die|delle)\s+)?(?:answers|replies|réponses|respuestas|risposte|antworten)\s+(?P<v>.+)", template="request"),
+        Frame("answers", r"(?:{STANDING}\s*,?\s+)?(?:(?:puedes|podrías|podéis)\s+)?(?:por favor\s+)?(?:siempre\s+)?(?:respóndeme|responde|contéstame|contesta|responder|contestar|responderme|contestarme|escríbeme|escribe|escribir|dame respuestas)\s+(?P<v>.+)", template="request"),
         Frame("answers", r"prefiero\s+(?P<v>(?:las\s+|unas\s+)?respuestas\b.*)", template="whole"),
         Frame("answers", r"(?:por favor\s+)?(?:nada de|sin)\s+(?P<v>.+?)\s+en (?:tus|sus|las) respuestas\b.*", template="without"),
         Frame("dislikes", _YO + r"(?:odio|detesto|no soporto|no aguanto)\s+(?P<v>.+)"),
@@ -88,11 +94,13 @@ GRAMMAR = Grammar(
         Frame("likes", _YO + r"(?:adoro|amo|prefiero)\s+(?P<v>.+)"),
         Frame("likes", r"(?:soy\s+)?(?:muy\s+)?(?:fan|aficionad[oa]|amante|fanátic[oa])\s+(?:de(?:l)?|a(?:l)?)\s+(?P<v>.+)"),
         Frame("likes", r"mi \w+ favorit[oa] es\s+(?P<v>.+)|(?:aficiones|hobbies|pasatiempos)\s*:\s*(?P<v2>.+)"),
+        Frame("likes", r"(?:yo\s+)?(?:toco|practico|juego al|juego a la)\s+(?:el |la |los |las )?(?P<v>.+)"),
+        Frame("origin", _YO + r"soy\s+(?:{ADV})?(?:de origen\s+)?(?P<v>\S+)$|de origen\s+(?P<v2>\S+)$", template="demonym", decoy=False),
         Frame("likes", r"(?:estoy aprendiendo|aprendo)\s+(?P<v>.+)|(?:empecé|he empezado)\s+a\s+(?P<v2>.+)", decoy=False),
         Frame("diet", _YO + r"soy\s+(?:{ADV})?(?P<v>" + _DIETS + r")\b.*"),
         Frame("diet", r"(?:ya\s+)?no\s+(?:como|tomo|bebo)(?:\s+nada de)?\s+(?P<v>.+)|(?:dejé|he dejado) de (?:comer|tomar|beber)\s+(?P<v2>.+)"),
         Frame("diet", r"no puedo (?:comer|tomar)\s+(?P<v>.+)|evito\s+(?P<v2>.+)"),
-        Frame("health", _YO + r"soy\s+(?:{ADV})?(?:muy\s+)?(?:alérgic[oa]|intolerante)\s+a(?:l)?\s+(?:la\s+|los\s+|las\s+)?(?P<v>.+)"),
+        Frame("health", _YO + r"(?:soy\s+)?(?:{ADV})?(?:muy\s+)?(?:alérgic[oa]|intolerante)\s+a(?:l)?\s+(?:la\s+|los\s+|las\s+)?(?P<v>.+)"),
         Frame("health", _YO + r"(?:tengo|sufro de)\s+(?P<v>" + _CONDITIONS + r")\b.*", template="has"),
         Frame("health", _YO + r"soy\s+(?P<v>" + _DIAGNOSED + r")\b.*|estoy\s+(?P<v2>embarazada)\b.*", template="is"),
         Frame("age", r"(?P<v>\d{2})(?:\s+años)?$", fragment=True, decoy=False),
@@ -114,12 +122,17 @@ GRAMMAR = Grammar(
         Frame("health", r"\s+tiene\s+(?P<v>" + _CONDITIONS + r")\b.*", template="has"),
         Frame("diet", r"\s+no\s+puede\s+(?:comer|tomar|beber)\s+(?P<v>.+)|\s+no\s+come\s+(?P<v2>.+)"),
         Frame("diet", r"\s+es\s+(?P<v>" + _DIETS + r")\b.*"),
+        Frame("health", r"\s+es\s+(?P<v>" + _DIAGNOSED + r")\b.*", template="is"),
         Frame("dislikes", r"\s+(?:odia|detesta)\s+(?P<v>.+)"),
         Frame("likes", r"\s+(?:adora|ama|toca el|toca la|juega al)\s+(?P<v>.+)"),
     ],
     possessive=r"(?:mi|mis|nuestro|nuestra|nuestros|nuestras)",
     relations=_RELATIVES,
-    having=r"(?:tengo|tenemos)\s+(?:un|una|dos|tres)\s+(?P<rel>{REL})(?:\s+que se llama|\s+que se llaman|\s+llamad[oa]s?)?\s+(?P<v>.+)",
+    having=r"(?:yo\s+)?(?:tengo|tenemos)",
+    numbers=r"(?:un|una|dos|tres|cuatro|cinco|\d)",
+    counted=r"(?:dos|tres|cuatro|cinco|[2-9])",
+    naming=r"(?:que se llama|que se llaman|llamad[oa]s?)",
+    with_words="con|junto a",
     value_ends=r"\s*[,;:.!?()]|\s+(?:y|pero|o|porque|aunque|así que|mientras|que|cuando|si|con"
     r"|desde|ahora|también|no)\b",
     vague=word_set("""eso esto esa ese esta este ello lo la los las te ti tu tú vosotros vuestro tus
@@ -137,7 +150,7 @@ GRAMMAR = Grammar(
     reported=r"\b(?:dice|dicen|dijo|me dijo|piensa|cree|según)\b",
     user_words=word_set("yo me mí mi mis nosotros nos nuestro nuestra"),
     diets=_DIETS,
-    normal=(),
+    normal=((r"\bq\b", "que"), (r"\bxq\b", "porque")),
     macros={
         "ADV": r"(?:(?:ahora|actualmente|también|ya|todavía|aún|realmente|desde hace poco"
         r"|oficialmente|por fin)\s+)+",
