@@ -210,13 +210,27 @@ def page(chromium):
 
 
 @pytest.fixture
-def log_in(page, asgi_server):
-    def log_in_as(username: str, password: str = "correct-horse-battery-9"):
-        page.goto(f"{asgi_server}/accounts/login/")
-        page.fill("#id_username", username)
-        page.fill("#id_password", password)
-        page.click("button[type=submit]")
-        page.wait_for_url(lambda url: "/accounts/login/" not in url)
+def log_in(page, asgi_server, django_user_model):
+    """Log the page in as `username` and open the home page, where the login form lands.
+
+    The session is the one Django's login makes, handed to the browser as its cookie: the form
+    itself has its own browser tests (tests/browser/test_login.py, the admin's), and going
+    through it cost every other browser test two page loads and a full-round password check.
+    """
+
+    def log_in_as(username: str):
+        from django.test import Client
+
+        client = Client()
+        client.force_login(
+            django_user_model.objects.get(username=username),
+            backend="django.contrib.auth.backends.ModelBackend",
+        )
+        session = client.cookies[settings.SESSION_COOKIE_NAME].value
+        page.context.add_cookies(
+            [{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": asgi_server}]
+        )
+        page.goto(f"{asgi_server}/")
         return page
 
     return log_in_as

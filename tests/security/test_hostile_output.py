@@ -263,7 +263,7 @@ def test_hostile_memories_in_the_admin_list_run_nothing(
 ):
     django_user_model.objects.create_superuser("root", "root@example.com", "pw-root-9")
     watch = Watch(page, asgi_server)
-    log_in("root", "pw-root-9")
+    log_in("root")
     page.goto(f"{asgi_server}/admin/memory/memorynode/")
     rows = page.locator("#result_list tbody tr")
     assert rows.count() == len(hostile_memories)
