@@ -20,6 +20,7 @@ from django.urls import get_resolver  # noqa: E402
 
 import apps  # noqa: E402
 from apps.core.asgi import LeanASGIHandler, SiteASGIHandler, SocketAuthMiddlewareStack  # noqa: E402
+from apps.core.llm.clients import sdk_load  # noqa: E402
 from apps.core.middleware import content_security_policy, inline  # noqa: E402
 from apps.core.warmup import warm_in_background  # noqa: E402
 from apps.mcp_server.server import MCP_PATH, mcp_asgi_app  # noqa: E402
@@ -48,13 +49,14 @@ def templates_load() -> None:
 
 
 # What a first turn would otherwise load. PRELOAD is plain data, loaded once before `up`'s web
-# processes fork (thalamus_site/serve.py): our modules, the URLs (Django imports them at the
-# first request), the templates, and the recall's lemma dictionary (1.4 s under load). The rest
+# processes fork (thalamus_site/serve.py): our modules, the LLM's SDK, the URLs (Django imports
+# them at the first request), the templates, and the recall's lemma dictionary. The rest
 # is loaded on a thread in each process once it serves (a thread does not fork): the embedder
 # (the local one took 14 s in a fresh process; an HTTP one makes its server load the model).
 # A server started another way loads it all on that thread (apps/core/warmup.py).
 PRELOAD = [
     ("modules", modules_load),
+    ("llm sdk", sdk_load),
     ("urls", urls_load),
     ("templates", templates_load),
     ("lemmas", lemmas_load),

@@ -21,6 +21,7 @@ from apps.core.ports import free_port
 from apps.memory.embedding import WARM_TEXT
 from tests.core.test_up import ROOT
 from tests.private_servers import database_url
+from thalamus_site.asgi import WARM_STEPS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HEALTH_TOKEN = "warm-test-monitor"
@@ -82,7 +83,7 @@ def test_each_web_process_warms_its_embedder_after_it_serves_and_healthz_says_so
     assert len(warm_by_pid) == 2, warm_by_pid
     for warm in warm_by_pid.values():
         assert warm["ok"] is True and warm["state"] == "warm", warm
-        assert set(warm["seconds"]) == {"modules", "urls", "templates", "lemmas", "embedder"}
+        assert set(warm["seconds"]) == {name for name, _ in WARM_STEPS}
         assert warm["seconds"]["embedder"] >= HELD_SECONDS * 0.9
     warm_ups = [
         request

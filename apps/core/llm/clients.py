@@ -202,5 +202,11 @@ def falls_back(error: LLMError) -> bool:
     )
 
 
+def sdk_load() -> None:
+    """Import the SDK now: the web server does before it forks its processes, so that neither
+    /healthz's first look at the LLM nor a first turn waits for the import."""
+    import openai  # noqa: F401
+
+
 def default_timeout() -> float:
     return float(settings.THALAMUS_LLM_TIMEOUT)
