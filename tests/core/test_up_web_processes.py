@@ -3,7 +3,10 @@ the one port, and stopping `up` stops them all."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -13,7 +16,7 @@ import pytest
 
 from apps.core.ports import free_port
 from tests.core.test_up import ROOT, _env, _processes_mentioning, _stop, _wait_healthy
-from tests.private_servers import pool_children
+from tests.private_servers import pool_children, wait_for_http
 
 
 def _web_workers(up_pid: int) -> list[int]:
@@ -86,3 +89,47 @@ def test_up_runs_two_web_processes_by_default_on_two_cores_or_more(monkeypatch):
         check=True,
     )
     assert probe.stdout.strip() == "3"
+
+
+def _serve(port: int, *extra: str, **popen) -> subprocess.Popen:
+    from apps.core.management.commands.up import web_command
+
+    return subprocess.Popen(
+        [*web_command("127.0.0.1", port, 2), *extra],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+        **popen,
+    )
+
+
+@pytest.mark.timeout(120)
+def test_the_web_server_waits_for_go_and_leaves_when_up_is_gone():
+    port = free_port()
+    process = _serve(port, "--after-go", stdin=subprocess.PIPE)
+    try:
+        # The app imports, and nothing listens until `up` says go; `up` going away ends it.
+        process.stdin.close()
+        assert process.wait(90) == 0
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", port))  # never bound
+        probe.close()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(120)
+def test_a_web_process_that_dies_stops_the_server_with_an_error():
+    port = free_port()
+    process = _serve(port)
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/accounts/login/", 90, process)
+        first, second = pool_children(process.pid)
+        os.kill(first, signal.SIGKILL)
+        # `up` sees its web child exit non-zero, says so and stops everything.
+        assert process.wait(30) == 1
+        assert not Path(f"/proc/{second}").exists()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
