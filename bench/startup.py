@@ -59,8 +59,8 @@ def time_start(data_dir: Path, log_path: Path, up_args: list[str], timeout: floa
                     if status == 200:
                         found.setdefault("healthz", now)
                         warm = (body or {}).get("warm", {})
-                        # An up that warms nothing has no `warm` part: counted as warm at 200.
-                        if not warm or warm.get("ok"):
+                        # Done, or failed (no LLM server to embed with): no longer warming.
+                        if warm.get("state") != "warming":
                             found.setdefault("warm", now)
                 if "login" not in found:
                     status, _ = _get(f"{base}/accounts/login/")
