@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from apps.chat.conversation_services import conversation_create
 from apps.chat.models import Conversation
 from apps.chat.selectors import open_reply
-from apps.chat.services import ChatError, SentTurn, conversation_create, message_send
+from apps.chat.services import ChatError, SentTurn, message_send
 
 
 class ConversationBusy(ChatError):

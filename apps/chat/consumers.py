@@ -12,7 +12,7 @@ from django.conf import settings
 
 from apps.accounts.selectors import memory_enabled_for
 from apps.accounts.sockets import SIGNED_OUT_CLOSE_CODE, user_sockets_group
-from apps.chat import admission, broadcasts, services, stops
+from apps.chat import admission, branch_services, broadcasts, open_replies, services, stops
 from apps.chat.models import Conversation, Message
 from apps.chat.replying import start_reply
 from apps.chat.selectors import conversation_for_user, message_of, open_reply
@@ -336,7 +336,7 @@ def _fail_if_orphaned(*, message_id: int | None, conversation: Conversation) -> 
     reply = open_reply(conversation=conversation)
     if reply is None or reply.pk != message_id:
         return None
-    if not services.message_fail_if_orphaned(reply_id=reply.pk, created_at=reply.created_at):
+    if not open_replies.message_fail_if_orphaned(reply_id=reply.pk, created_at=reply.created_at):
         return None
     reply.refresh_from_db()
     return reply
@@ -353,7 +353,7 @@ def _revise(*, message: Message, user, content: str) -> Message:
 
 
 def _show_branch(*, message: Message) -> None:
-    services.branch_show(message=message)
+    branch_services.branch_show(message=message)
 
 
 def _delete(*, message: Message) -> str:

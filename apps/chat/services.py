@@ -1,69 +1,33 @@
+"""A turn's messages from send to finish: the user's message saved with its reply to fill (or a
+reply regenerated, retried or continued), the reply streamed and finished, the background work
+it starts, and that work's claims in the reply's trace."""
+
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Sequence
-from contextlib import contextmanager
-from datetime import datetime, timedelta
+from collections.abc import Callable
+from datetime import datetime
 from typing import NamedTuple
 
-from django.core.cache import cache
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, transaction
 from django.utils import timezone
 
 from apps.accounts.selectors import memory_enabled_for
 from apps.chat.admission import TURN_RATE_WINDOW, too_fast, turn_record
 from apps.chat.errors import ChatError
-from apps.chat.models import OPEN_STATUSES, TEMPORARY_LIFETIME, Conversation, Message
-from apps.chat.selectors import history_kept, open_reply
+from apps.chat.models import Conversation, Message
+from apps.chat.open_replies import (
+    BUSY,
+    busy_on_conflict,
+    live_open_reply,
+    message_fail_if_orphaned,
+    reply_lease_renew,
+)
+from apps.chat.selectors import history_kept
 from apps.core.db import fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.core.services import task_send_on_commit
-
-TITLE_FALLBACK_CHARS = 60
-
-
-def conversation_create(
-    *, user, title: str = "", temporary: bool = False, via_api: bool = False
-) -> Conversation:
-    return Conversation.objects.create(
-        owner=user, title=title[:200], temporary=temporary, via_api=via_api
-    )
-
-
-def conversation_start(*, user, temporary: bool = False) -> Conversation:
-    """A conversation to type into: the newest one if it is still empty (and of the kind asked
-    for, kept or temporary), else a new one."""
-    latest = Conversation.objects.filter(owner=user).order_by("-updated_at", "-pk").first()
-    if latest is not None and latest.temporary == temporary and not latest.messages.exists():
-        return latest
-    return conversation_create(user=user, temporary=temporary)
-
-
-def conversations_delete_expired(*, now: datetime | None = None) -> int:
-    """Delete the temporary chats started more than TEMPORARY_LIFETIME ago; how many went."""
-    cutoff = (now or timezone.now()) - TEMPORARY_LIFETIME
-    _, per_model = Conversation.objects.filter(temporary=True, created_at__lt=cutoff).delete()
-    return per_model.get(Conversation._meta.label, 0)
-
-
-def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
-    conversation.title = title.strip()[:200]
-    conversation.save(update_fields=["title"])
-    return conversation
-
-
-def conversation_model_pick(*, conversation: Conversation, model: str) -> Conversation:
-    """Remember the model the conversation is answered by ("": the configured chat model); the
-    caller has checked that it is offered (apps/core/llm/chat_models.py)."""
-    conversation.chat_model = model[:200]
-    conversation.save(update_fields=["chat_model"])
-    return conversation
-
-
-def conversation_delete(*, conversation: Conversation) -> None:
-    conversation.delete()
 
 
 class SentTurn(NamedTuple):
@@ -142,8 +106,6 @@ SELECT (SELECT json_build_array(id, created_at) FROM open_reply LIMIT 1),
                                  ORDER BY id), '[]') FROM earlier),
        (SELECT n FROM usable)
 """
-_ONE_OPEN_REPLY = "chat_one_open_reply"
-_BUSY = "Wait for the current answer to finish, or stop it."
 
 
 def message_send(
@@ -282,117 +244,16 @@ def _open_turn(params: dict, *, limit: int) -> tuple:
         ):
             busy, limiting, question_id, reply_id, earlier, usable = _send_statement(params)
         if busy:
-            raise ChatError(_BUSY)
+            raise ChatError(BUSY)
     if reply_id is None:
         raise too_fast(limiting=limiting, limit=limit, now=params["now"])
     return question_id, reply_id, earlier, usable
 
 
-# Show another branch: the chosen message and, at each level below it, its newest child become
-# the branch shown; what was shown from the chosen message's level down leaves it. (The newest
-# child, not the last one shown: a branch reads as it was last written.)
-_BRANCH_SHOW_SQL = """
-WITH RECURSIVE path AS (
-    SELECT id FROM chat_message WHERE id = %(chosen)s AND conversation_id = %(conversation)s
-    UNION ALL
-    SELECT child.id FROM path CROSS JOIN LATERAL (
-        SELECT id FROM chat_message c WHERE c.parent_id = path.id ORDER BY c.id DESC LIMIT 1
-    ) AS child
-), level AS (
-    -- The message shown at the chosen one's level (its sibling on the branch shown).
-    SELECT min(id) AS id FROM chat_message
-    WHERE conversation_id = %(conversation)s AND active AND role = %(role)s
-      AND parent_id IS NOT DISTINCT FROM %(parent)s::bigint
-)
-UPDATE chat_message SET active = id IN (SELECT id FROM path)
-WHERE conversation_id = %(conversation)s
-  AND ((active AND id >= coalesce((SELECT id FROM level), %(chosen)s))
-       OR id IN (SELECT id FROM path))
-"""
-
-
-@transaction.atomic
-def branch_show(*, message: Message) -> None:
-    """Show the branch through `message` (one of a set of siblings: the messages that follow
-    the same message in the same role)."""
-    Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
-    if live_open_reply(conversation=message.conversation) is not None:
-        raise ChatError(_BUSY)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _BRANCH_SHOW_SQL,
-            {
-                "chosen": message.pk,
-                "conversation": message.conversation_id,
-                "role": message.role,
-                "parent": message.parent_id,
-            },
-        )
-
-
-# A message with all that follows it, on every branch below it.
-_SUBTREE = """
-WITH RECURSIVE subtree AS (
-    SELECT id FROM chat_message WHERE id = %(message)s AND conversation_id = %(conversation)s
-    UNION ALL
-    SELECT c.id FROM chat_message c JOIN subtree s ON c.parent_id = s.id
-)
-"""
-
-
-@transaction.atomic
-def message_retire(*, message: Message) -> None:
-    """Take one of the user's messages and all that follows it off the branch shown, as the
-    first step of deleting it (memory then reads what is still shown)."""
-    if message.role != Message.Role.USER:
-        raise ChatError("Only your own messages can be deleted.")
-    Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
-    if live_open_reply(conversation=message.conversation) is not None:
-        raise ChatError(_BUSY)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _SUBTREE
-            + "UPDATE chat_message SET active = false WHERE id IN (SELECT id FROM subtree)",
-            {"message": message.pk, "conversation": message.conversation_id},
-        )
-
-
-@transaction.atomic
-def message_delete(*, message: Message) -> None:
-    """Delete one of the user's messages and everything that follows it; the branch shown
-    then goes through its newest other version, if it has one, or ends where it began."""
-    message_retire(message=message)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _SUBTREE + "DELETE FROM chat_message WHERE id IN (SELECT id FROM subtree)",
-            {"message": message.pk, "conversation": message.conversation_id},
-        )
-    sibling = (
-        Message.objects.filter(
-            conversation_id=message.conversation_id, role=message.role, parent=message.parent_id
-        )
-        .order_by("-id")
-        .first()
-    )
-    if message.active and sibling is not None:
-        branch_show(message=sibling)
-
-
-@contextmanager
-def _busy_on_conflict():
-    """A reply opened by a racing send or retry, caught by the constraint, is refused as busy."""
-    try:
-        yield
-    except IntegrityError as exc:
-        if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", "") == _ONE_OPEN_REPLY:
-            raise ChatError(_BUSY) from exc
-        raise
-
-
 def _send_statement(params: dict) -> tuple:
     # A transaction of its own, or a savepoint inside the caller's, so that a refusal never
     # spoils an enclosing transaction.
-    with _busy_on_conflict(), transaction.atomic():
+    with busy_on_conflict(), transaction.atomic():
         return fetch_hot(_SEND_SQL, params)[0]
 
 
@@ -402,46 +263,6 @@ def _saved(**fields) -> Message:
     message._state.adding = False
     message._state.db = DEFAULT_DB_ALIAS
     return message
-
-
-def live_open_reply(*, conversation: Conversation) -> Message | None:
-    """The reply being generated in the conversation; one a dead process left open is failed."""
-    reply = open_reply(conversation=conversation)
-    if reply is not None and message_fail_if_orphaned(
-        reply_id=reply.pk, created_at=reply.created_at
-    ):
-        return None
-    return reply
-
-
-def _close_if_open(reply_id: int, **fields) -> bool:
-    return bool(Message.objects.filter(pk=reply_id, status__in=OPEN_STATUSES).update(**fields))
-
-
-# While a reply is being generated, its process holds a lease on it in the shared cache, renewed
-# as it runs (answer_reply). An open reply without one was left behind by a process that died
-# (killed, crashed, the machine restarted) and would keep its conversation busy for good; the
-# next send, retry or look at the conversation fails it, and Retry can then regenerate it.
-REPLY_LEASE_SECONDS = 30
-# A reply is that old at least before it can be found orphaned: its lease is taken just after
-# the statement that saves it.
-ORPHAN_GRACE = timedelta(seconds=10)
-INTERRUPTED = "The answer was interrupted: Thalamus stopped while writing it."
-
-
-def _lease_key(reply_id: int) -> str:
-    return f"chat:reply-lease:{reply_id}"
-
-
-def reply_lease_renew(*, reply_id: int) -> None:
-    cache.set(_lease_key(reply_id), 1, REPLY_LEASE_SECONDS)
-
-
-def message_fail_if_orphaned(*, reply_id: int, created_at: datetime) -> bool:
-    """Fail an open reply that no process is generating; True if it did."""
-    if timezone.now() - created_at < ORPHAN_GRACE or cache.get(_lease_key(reply_id)):
-        return False
-    return _close_if_open(reply_id, status=Message.Status.FAILED, error=INTERRUPTED)
 
 
 @transaction.atomic
@@ -454,7 +275,7 @@ def message_retry(*, message: Message) -> Message:
     # One reply streams at a time in a conversation, as for a new message.
     Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
     if live_open_reply(conversation=message.conversation) is not None:
-        raise ChatError(_BUSY)
+        raise ChatError(BUSY)
     message.content = ""
     message.error = ""
     message.finish_reason = ""
@@ -463,7 +284,7 @@ def message_retry(*, message: Message) -> Message:
     message.ttft_ms = message.latency_ms = None
     message.prompt_tokens = message.completion_tokens = None
     reply_lease_renew(reply_id=message.pk)
-    with _busy_on_conflict(), transaction.atomic():
+    with busy_on_conflict(), transaction.atomic():
         message.save()
     return message
 
@@ -476,26 +297,14 @@ def message_continue(*, message: Message) -> Message:
         raise ChatError("Only an answer that was cut short can be continued.")
     Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
     if live_open_reply(conversation=message.conversation) is not None:
-        raise ChatError(_BUSY)
+        raise ChatError(BUSY)
     message.error = ""
     message.finish_reason = ""
     message.status = Message.Status.PENDING
     reply_lease_renew(reply_id=message.pk)
-    with _busy_on_conflict(), transaction.atomic():
+    with busy_on_conflict(), transaction.atomic():
         message.save(update_fields=["error", "finish_reason", "status"])
     return message
-
-
-def message_cancel_open(*, reply_id: int) -> None:
-    """A reply stopped before anything was generated: cancelled, with no text."""
-    _close_if_open(reply_id, status=Message.Status.CANCELLED)
-
-
-def message_fail_open(*, reply_id: int, error: str, trace: dict | None = None) -> Message | None:
-    """A reply that could not be asked for (its prompt cannot fit): failed, with the reason."""
-    if not _close_if_open(reply_id, status=Message.Status.FAILED, error=error, trace=trace or {}):
-        return None
-    return Message.objects.get(pk=reply_id)
 
 
 @transaction.atomic
@@ -506,7 +315,7 @@ def message_withdraw(*, message: Message) -> str:
         raise ChatError("Only the message of a failed answer can be edited.")
     # The composer it goes back into is Stop's while another answer is written.
     if live_open_reply(conversation=message.conversation) is not None:
-        raise ChatError(_BUSY)
+        raise ChatError(BUSY)
     question = Message.objects.filter(pk=message.reply_to_id).first()
     Message.objects.filter(pk__in=[message.pk, message.reply_to_id]).delete()
     return question.content if question is not None else ""
@@ -591,6 +400,9 @@ def message_queue_background(*, message: Message, learn: bool = True) -> None:
         return
     if not memory_enabled_for(user_id=conversation["owner_id"]):
         return
+    if message.trace.get("world_queued"):
+        # The turn changes the user's world state: after its answer, not before.
+        task_send_on_commit("cognition.change_world", message.pk)
     # Reflection waits for the conversation to go quiet, then takes its turns in one call.
     task_send_on_commit(
         "cognition.reflect_when_quiet",
@@ -598,33 +410,6 @@ def message_queue_background(*, message: Message, learn: bool = True) -> None:
         message.pk,
         countdown=runtime_config().reflection_quiet_seconds,
     )
-
-
-# Where a sentence of the user's ends: ".", "!", "?" or "…" before a space.
-_SENTENCE_END = re.compile(r"[.!?…](?=\s)")
-
-
-def fallback_title(text: str) -> str:
-    """The user's first words, when the model gives no title: their first line as they wrote
-    it, punctuation kept; longer than TITLE_FALLBACK_CHARS, it ends with the last sentence that
-    fits ("Hi! My name is Laura."), or else at the last word that fits, with an ellipsis."""
-    line = next((line for line in text.splitlines() if line.strip()), "")
-    line = " ".join(line.split())
-    if len(line) <= TITLE_FALLBACK_CHARS:
-        return line
-    head = line[: TITLE_FALLBACK_CHARS + 1]
-    ends = [match.end() for match in _SENTENCE_END.finditer(head)]
-    if ends and ends[-1] >= TITLE_FALLBACK_CHARS // 3:
-        return head[: ends[-1]]
-    cut = head.rsplit(" ", 1)[0] if " " in head else line[:TITLE_FALLBACK_CHARS]
-    return cut.rstrip(",;:-–— ") + "…"
-
-
-def conversation_set_title_if_empty(*, conversation_id: int, title: str) -> bool:
-    title = title.strip().strip("\"'").strip()[:200]
-    if not title:
-        return False
-    return bool(Conversation.objects.filter(pk=conversation_id, title="").update(title=title))
 
 
 # ------------------------------------------------------------------ work on a reply, in its trace
@@ -654,139 +439,3 @@ def message_trace_put(*, message_id: int, key: str, value: dict) -> None:
     """Set `key` of the message's trace to `value`, keeping its other keys."""
     with connection.cursor() as cursor:
         cursor.execute(_TRACE_PUT_SQL, [key, json.dumps(value), message_id])
-
-
-# ------------------------------------------------------------------ what memory forgets
-#
-# An answer's trace lists the memories, episodes and triples it used (under "memory"), the
-# note its message was sent with (under "note", which quotes them), the memories reflection
-# wrote from its turn with the quotes it rejected (under "reflection"), and what may paraphrase
-# any memory: the retrieval plan's steps (under "memory", "plan") and the internal debate's
-# draft and review (under "debate"). Once memory forgets them, the traces must not keep their
-# text. Memory calls these inside its own forgetting transaction.
-
-# Each lateral step takes the trace the step before left: the lists without the forgotten ids,
-# the note dropped if it quotes one, the reflection's rejected quotes if it wrote one, then
-# the plan's steps and the debate's draft and review, from every trace of the owners
-# (`everywhere`) or from those quoting one of `quoting` whole.
-_TRACES_FORGET_SQL = """
-WITH scrubbed AS (
-    SELECT m.id, m.trace AS before, debated.trace AS after
-      FROM chat_message AS m
-      JOIN chat_conversation AS c ON c.id = m.conversation_id
-     CROSS JOIN LATERAL (
-         SELECT jsonb_set(jsonb_set(jsonb_set(m.trace,
-                    '{memory,memories}', jsonb_path_query_array(
-                        m.trace, '$.memory.memories[*] ? (!(@.id == $memories[*]))', %(ids)s::jsonb
-                    ), false),
-                    '{memory,triples}', jsonb_path_query_array(
-                        m.trace, '$.memory.triples[*] ? (!(@.id == $triples[*]))', %(ids)s::jsonb
-                    ), false),
-                    '{memory,episodes}', jsonb_path_query_array(
-                        m.trace, '$.memory.episodes[*] ? (!(@.id == $episodes[*]))', %(ids)s::jsonb
-                    ), false) AS trace
-     ) AS listed
-     CROSS JOIN LATERAL (
-         SELECT CASE WHEN jsonb_path_exists(listed.trace, '$.note ? (@.memories[*] == $memories[*]
-                              || @.triples[*] == $triples[*] || @.episodes[*] == $episodes[*])',
-                              %(ids)s::jsonb)
-                     THEN listed.trace - 'note'
-                     ELSE listed.trace
-                END AS trace
-     ) AS noted
-     CROSS JOIN LATERAL (
-         SELECT CASE WHEN jsonb_path_exists(noted.trace, '$.reflection ? (
-                              @.created[*] == $memories[*] || @.updated[*] == $memories[*]
-                              || @.left[*] == $memories[*] || @.quarantined[*] == $memories[*])',
-                              %(ids)s::jsonb)
-                     THEN jsonb_set(noted.trace, '{reflection,rejected}', '[]', false)
-                     ELSE noted.trace
-                END AS trace
-     ) AS reflected
-     CROSS JOIN LATERAL (
-         SELECT CASE WHEN %(everywhere)s OR EXISTS (
-                         SELECT 1 FROM unnest(%(quoting)s::text[]) AS quoted(text)
-                          WHERE strpos(lower((reflected.trace #> '{memory,plan,steps}')::text),
-                                       lower(btrim(to_jsonb(quoted.text)::text, '"'))) > 0)
-                     THEN jsonb_set(reflected.trace, '{memory,plan,steps}', '[]', false)
-                     ELSE reflected.trace
-                END AS trace
-     ) AS planned
-     CROSS JOIN LATERAL (
-         SELECT CASE WHEN %(everywhere)s OR EXISTS (
-                         SELECT 1 FROM unnest(%(quoting)s::text[]) AS quoted(text)
-                          WHERE strpos(lower((planned.trace -> 'debate')::text),
-                                       lower(btrim(to_jsonb(quoted.text)::text, '"'))) > 0)
-                     THEN planned.trace #- '{debate,draft}' #- '{debate,review}'
-                     ELSE planned.trace
-                END AS trace
-     ) AS debated
-     WHERE c.owner_id = ANY(%(owners)s::bigint[])
-       AND m.trace ?| array['memory', 'note', 'reflection', 'debate']
-)
-UPDATE chat_message AS m
-   SET trace = s.after
-  FROM scrubbed AS s
- WHERE s.id = m.id AND s.after <> s.before
-"""
-
-_TRACES_FORGET_ALL_MEMORIES_SQL = """
-WITH scrubbed AS (
-    SELECT m.id, m.trace AS before,
-           jsonb_set(jsonb_set(jsonb_set(jsonb_set(jsonb_set(jsonb_set(
-               m.trace, '{memory,memories}', '[]', false),
-               '{memory,episodes}', '[]', false),
-               '{memory,triples}', '[]', false),
-               '{memory,plan,steps}', '[]', false),
-               '{reflection,rejected}', '[]', false),
-               '{reflection,proposed}', '[]', false)
-           - 'note' #- '{debate,draft}' #- '{debate,review}' AS after
-      FROM chat_message AS m
-      JOIN chat_conversation AS c ON c.id = m.conversation_id
-     WHERE c.owner_id = %s
-       AND m.trace ?| array['memory', 'note', 'reflection', 'debate']
-)
-UPDATE chat_message AS m
-   SET trace = s.after
-  FROM scrubbed AS s
- WHERE s.id = m.id AND s.after <> s.before
-"""
-
-
-def message_traces_forget(
-    *,
-    owner_ids: Sequence[int],
-    memory_ids: Sequence[int] = (),
-    triple_ids: Sequence[int] = (),
-    episode_ids: Sequence[int] = (),
-    quoting: Sequence[str] | None = None,
-) -> int:
-    """Take these memories, triples and episodes out of their owners' answers' traces, with the
-    notes quoting them, in one statement; how many traces changed.
-
-    What may paraphrase them (plan steps, debate drafts and reviews) goes from every trace of
-    the owners, a person's forgetting; given `quoting` (decay's), only from the traces quoting
-    one of these texts whole.
-    """
-    ids = {"memories": list(memory_ids), "triples": list(triple_ids), "episodes": list(episode_ids)}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _TRACES_FORGET_SQL,
-            {
-                "ids": json.dumps(ids),
-                "owners": list(owner_ids),
-                "everywhere": quoting is None,
-                "quoting": list(quoting or []),
-            },
-        )
-        return cursor.rowcount
-
-
-def message_traces_forget_all_memories(*, owner_id: int) -> int:
-    """Empty what one person's answers' traces quote of memory (the memories, episodes and
-    triples used, the note, the memories reflection rejected or proposed) or may paraphrase
-    (plan steps, debate drafts and reviews), in one statement; how many traces changed. The
-    answers themselves stay."""
-    with connection.cursor() as cursor:
-        cursor.execute(_TRACES_FORGET_ALL_MEMORIES_SQL, [owner_id])
-        return cursor.rowcount

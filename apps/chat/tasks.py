@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from apps.chat import broadcasts, services
+from apps.chat import broadcasts, conversation_services
 from apps.chat.models import Conversation, Message
 from apps.cognition.titles import generate_title
 from apps.core.llm.outcomes import LLMError
@@ -22,8 +22,10 @@ def title_conversation(conversation_id: int) -> None:
         title = generate_title(messages=first)
     except LLMError:
         title = ""
-    title = title or services.fallback_title(first[0].content)
-    if services.conversation_set_title_if_empty(conversation_id=conversation_id, title=title):
+    title = title or conversation_services.fallback_title(first[0].content)
+    if conversation_services.conversation_set_title_if_empty(
+        conversation_id=conversation_id, title=title
+    ):
         conversation.refresh_from_db()
         broadcasts.conversation_changed(conversation=conversation)
 
@@ -31,4 +33,4 @@ def title_conversation(conversation_id: int) -> None:
 @shared_task(name="chat.delete_expired_temporary")
 def delete_expired_temporary() -> int:
     """Beat, every 15 minutes: temporary chats go 24 hours after they were started."""
-    return services.conversations_delete_expired()
+    return conversation_services.conversations_delete_expired()

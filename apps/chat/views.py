@@ -13,7 +13,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from apps.chat import broadcasts, services, stops
+from apps.chat import (
+    branch_services,
+    broadcasts,
+    conversation_services,
+    open_replies,
+    services,
+    stops,
+)
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import (
     VIA_FILTERS,
@@ -89,7 +96,7 @@ def home(request):
 def conversation_detail(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     # A reply left open by a process that died is shown failed, with Retry.
-    open_reply = services.live_open_reply(conversation=conversation)
+    open_reply = open_replies.live_open_reply(conversation=conversation)
     draft = request.session.pop(DRAFT_KEY, None) or {}
     if draft.get("conversation") != pk:
         draft = {}
@@ -129,7 +136,7 @@ def conversation_list(request):
 @require_POST
 def conversation_new(request):
     temporary = request.POST.get("temporary") == "1"
-    conversation = services.conversation_start(user=request.user, temporary=temporary)
+    conversation = conversation_services.conversation_start(user=request.user, temporary=temporary)
     return redirect("chat:conversation", pk=conversation.pk)
 
 
@@ -141,7 +148,7 @@ def conversation_begin(request):
     content = request.POST.get("content", "")
     if not content.strip():
         return redirect("home")
-    conversation = services.conversation_start(user=request.user)
+    conversation = conversation_services.conversation_start(user=request.user)
     if request.POST.get("live") == "1":
         request.session[DRAFT_KEY] = {
             "conversation": conversation.pk,
@@ -159,7 +166,9 @@ def conversation_begin(request):
 @require_POST
 def conversation_rename(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
-    services.conversation_rename(conversation=conversation, title=request.POST.get("title", ""))
+    conversation_services.conversation_rename(
+        conversation=conversation, title=request.POST.get("title", "")
+    )
     # The other open pages of this user follow: their sidebar item and, on this conversation,
     # its header.
     broadcasts.conversation_changed(conversation=conversation)
@@ -188,7 +197,7 @@ def conversation_model(request, pk: int):
             return HttpResponse("That model is not offered.", status=400)
         messages.error(request, "That model is not offered.")
         return redirect("chat:conversation", pk=pk)
-    services.conversation_model_pick(
+    conversation_services.conversation_model_pick(
         conversation=conversation, model="" if picked == offered[0] else picked
     )
     if request.htmx:
@@ -201,7 +210,7 @@ def conversation_delete(request, pk: int):
     conversation = _get_conversation_for_user(request, pk)
     if request.method == "GET":
         return render(request, "chat/confirm_delete.html", {"conversation": conversation})
-    services.conversation_delete(conversation=conversation)
+    conversation_services.conversation_delete(conversation=conversation)
     if request.htmx:
         current = request.htmx.current_url_abs_path or ""
         if current.startswith(reverse("chat:conversation", args=[pk])):
@@ -289,7 +298,7 @@ def branch_show(request, pk: int):
     """Show another version of a message (‹ k / n ›) and the branch that follows it."""
     message = _get_reply_for_user(request, pk)
     try:
-        services.branch_show(message=message)
+        branch_services.branch_show(message=message)
     except services.ChatError as exc:
         messages.error(request, str(exc))
     else:

@@ -15,6 +15,7 @@ from contextlib import aclosing
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 
+from apps.chat import open_replies
 from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.cognition.debate import (
@@ -141,14 +142,14 @@ async def answer_reply(
     except asyncio.CancelledError:
         # Stopped while the turn was prepared: nothing was asked of the LLM.
         await asyncio.shield(
-            database_sync_to_async(chat_services.message_cancel_open, thread_sensitive=False)(
+            database_sync_to_async(open_replies.message_cancel_open, thread_sensitive=False)(
                 reply_id=reply_id
             )
         )
         raise
     except MessageTooLong as exc:
         failed = await database_sync_to_async(
-            chat_services.message_fail_open, thread_sensitive=False
+            open_replies.message_fail_open, thread_sensitive=False
         )(
             reply_id=reply_id,
             error=str(exc),
@@ -424,7 +425,7 @@ def _start_streaming(*, turn: PreparedTurn) -> None:
 
 async def _keep_lease(turn: PreparedTurn) -> None:
     """Renew the reply's lease while it is generated, so no one takes it for orphaned."""
-    renew = sync_to_async(chat_services.reply_lease_renew, thread_sensitive=False)
+    renew = sync_to_async(open_replies.reply_lease_renew, thread_sensitive=False)
     while True:
-        await asyncio.sleep(chat_services.REPLY_LEASE_SECONDS / 3)
+        await asyncio.sleep(open_replies.REPLY_LEASE_SECONDS / 3)
         await renew(reply_id=turn.reply.pk)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from apps.chat import branch_services
 from apps.chat import services as chat_services
 from apps.chat.models import Message
 from apps.cognition.message_room import message_room
@@ -44,11 +45,11 @@ def message_delete(*, message: Message) -> list[str]:
     forgotten first (its answers are its source), and returned as sentences."""
     with transaction.atomic():
         # Off the branch first: what only it and what follows it said is supported by nothing.
-        chat_services.message_retire(message=message)
+        branch_services.message_retire(message=message)
         forgot = memories_retract_said_in(
             owner_id=message.conversation.owner_id, message_id=message.pk
         )
-        chat_services.message_delete(message=message)
+        branch_services.message_delete(message=message)
     return forgot
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from apps.chat.services import message_traces_forget, message_traces_forget_all_memories
+from apps.chat.trace_forgetting import message_traces_forget, message_traces_forget_all_memories
 from apps.core.models import Event
 from apps.core.services import events_delete_mentioning, events_delete_of_owner, events_record
 from apps.memory.models import Episode, MemoryNode, RetrievalPlan, Triple, WorldState

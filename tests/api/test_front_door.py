@@ -10,8 +10,9 @@ import pytest
 
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create, api_key_revoke
+from apps.chat.conversation_services import conversation_create
 from apps.chat.models import Conversation, Message
-from apps.chat.services import conversation_create, message_send
+from apps.chat.services import message_send
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
 

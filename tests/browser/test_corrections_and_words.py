@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from apps.chat.conversation_services import conversation_create
 from apps.chat.models import Conversation, Message
-from apps.chat.services import conversation_create
 from apps.memory import services
 from apps.memory.models import MemoryNode, Triple
 from tests.browser.screens import LUMINANCE, PHONE, SCREENS, SHOTS

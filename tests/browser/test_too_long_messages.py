@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.chat import services
+from apps.chat import open_replies, services
 from apps.chat.models import Conversation, Message
 from apps.cognition.message_room import message_room
 from tests.browser.test_chat_layout import PHONE, VIEWPORTS, WIDE, _shoot
@@ -62,7 +62,7 @@ def test_a_turn_that_failed_as_too_long_is_edited_in_the_composer(
     text = "A very long paste. " * 300
     # Saved before the window shrank: its answer failed as too long.
     sent = services.message_send(conversation=conversation, content=text)
-    services.message_fail_open(
+    open_replies.message_fail_open(
         reply_id=sent.reply.pk,
         error="Your message is too long for the model.",
         trace={"too_long": {"needed": 1500, "budget": 700}},

@@ -16,7 +16,7 @@ from django.test import Client
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from apps.chat import admission, services
+from apps.chat import admission, open_replies, services
 from apps.chat.models import Conversation, Message
 from apps.chat.stops import RUNNING
 from apps.cognition import context
@@ -208,7 +208,7 @@ def test_up_serves_websockets_that_refuse_a_frame_over_the_limit_with_1009(user,
 async def _failed_reply(user) -> Message:
     conversation = await Conversation.objects.acreate(owner=user)
     sent = await sync_to_async(services.message_send)(conversation=conversation, content="hello")
-    return await sync_to_async(services.message_fail_open)(reply_id=sent.reply.pk, error="boom")
+    return await sync_to_async(open_replies.message_fail_open)(reply_id=sent.reply.pk, error="boom")
 
 
 async def test_a_retry_beyond_the_users_streams_is_refused_and_leaves_the_reply_failed(

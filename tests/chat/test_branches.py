@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from apps.chat import services
+from apps.chat import branch_services, services
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import history_before, messages_of
 from apps.cognition import episodes, reflection
@@ -63,7 +63,7 @@ def test_an_edit_starts_a_branch_and_switching_back_shows_the_old_one_whole(user
         message=sent.reply, status=Message.Status.COMPLETE, content="Coffee", background=False
     )
 
-    services.branch_show(message=q1)
+    branch_services.branch_show(message=q1)
     assert _shown(conversation) == [
         ("user", "I like tea"),
         ("assistant", "Tea it is"),
@@ -73,7 +73,7 @@ def test_an_edit_starts_a_branch_and_switching_back_shows_the_old_one_whole(user
     assert _places(conversation)[0] == ("I like tea", 1, 2)
 
     # And forward again: the new branch, with its answer.
-    services.branch_show(message=Message.objects.get(pk=sent.question.pk))
+    branch_services.branch_show(message=Message.objects.get(pk=sent.question.pk))
     assert _shown(conversation) == [("user", "I like coffee"), ("assistant", "Coffee")]
     # The next message follows the branch shown.
     q3 = services.message_send(conversation=conversation, content="black").question
@@ -99,7 +99,7 @@ def test_a_regenerated_answer_answers_the_branch_up_to_its_question(user):
     services.message_finish(
         message=again, status=Message.Status.COMPLETE, content="answer 2b", background=False
     )
-    services.branch_show(message=a2)
+    branch_services.branch_show(message=a2)
     assert _shown(conversation)[-1] == ("assistant", "answer two")
     assert _places(conversation)[-1] == ("answer two", 1, 2)
 
@@ -112,7 +112,7 @@ def test_an_edit_is_refused_while_an_answer_is_written_and_leaves_the_branch_as_
     with pytest.raises(services.ChatError, match="Wait for the current answer"):
         message_edit(user=user, message=q1, content="uno")
     with pytest.raises(services.ChatError, match="Wait for the current answer"):
-        services.branch_show(message=q1)
+        branch_services.branch_show(message=q1)
 
     assert [c for _, c in _shown(conversation)] == ["one", "answer one", "two", ""]
 

@@ -336,18 +336,18 @@ async def test_stop_on_a_reply_no_process_is_writing_fails_it_and_offers_retry(u
 
     from django.utils import timezone
 
-    from apps.chat import services
+    from apps.chat import open_replies, services
 
     # A reply left open by a web process that died mid-answer (no lease renews it).
     sent = await sync_to_async(services.message_send)(conversation=conversation, content="hi")
     await Message.objects.filter(pk=sent.reply.pk).aupdate(
         status="streaming", created_at=timezone.now() - timedelta(minutes=5)
     )
-    await sync_to_async(cache.delete)(services._lease_key(sent.reply.pk))
+    await sync_to_async(cache.delete)(open_replies._lease_key(sent.reply.pk))
     communicator = await connect_socket(user, conversation.pk)
     await send_action(communicator, action="stop", message_id=sent.reply.pk)
     frames = await receive_until(communicator, "msg-assistant failed")
-    assert services.INTERRUPTED in frames[-1] and "Retry" in frames[-1]
+    assert open_replies.INTERRUPTED in frames[-1] and "Retry" in frames[-1]
     assert 'id="composer"' in frames[-1] and "Thalamus is answering" not in frames[-1]
     await communicator.disconnect()
 

@@ -11,7 +11,7 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from apps.accounts.services import api_key_create
-from apps.chat import services
+from apps.chat import conversation_services, services
 from apps.chat.models import Conversation, Message
 from apps.cognition.pipeline import answer_saved_reply
 from apps.core.llm.chat_models import chat_models
@@ -124,7 +124,9 @@ def test_another_users_conversation_cannot_be_given_a_model(
 async def test_the_pick_answers_over_the_socket_and_the_reply_names_it(
     user, conversation, llm_stub, served
 ):
-    await sync_to_async(services.conversation_model_pick)(conversation=conversation, model="demo")
+    await sync_to_async(conversation_services.conversation_model_pick)(
+        conversation=conversation, model="demo"
+    )
     llm_stub.script({"content": "Rome is in Italy."})
     communicator = await connect_socket(user, conversation.pk)
 

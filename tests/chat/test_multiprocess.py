@@ -25,7 +25,7 @@ from django.core.cache import cache
 from django.utils import timezone
 from websockets.sync.client import ClientConnection, connect
 
-from apps.chat import admission, services
+from apps.chat import admission, open_replies
 from apps.chat.models import Conversation, Message
 from apps.core.cache import redis_client
 from apps.core.management.commands.up import web_command
@@ -278,7 +278,7 @@ def test_a_reply_of_a_process_that_died_is_failed_by_the_other_once_its_lease_la
             dying.wait(10)
         reply = _streaming_reply()
         died_at = time.monotonic()
-        lease = services._lease_key(reply.pk)
+        lease = open_replies._lease_key(reply.pk)
         assert cache.get(lease), "the dead process's lease is still running"
         later = logged_in_client(second, "alice", PASSWORD)
 
@@ -294,17 +294,17 @@ def test_a_reply_of_a_process_that_died_is_failed_by_the_other_once_its_lease_la
         # brought forward (what Redis does when the time is up), not waited for (30 s); a reply
         # younger than the orphan grace is still not failed, so that much is waited for.
         expires_in = redis_client().ttl(cache.make_and_validate_key(lease))
-        assert 0 < expires_in <= services.REPLY_LEASE_SECONDS - (time.monotonic() - died_at) + 1
+        assert 0 < expires_in <= open_replies.REPLY_LEASE_SECONDS - (time.monotonic() - died_at) + 1
         time.sleep(2)
         assert redis_client().ttl(cache.make_and_validate_key(lease)) < expires_in
         cache.delete(lease)
-        young = services.ORPHAN_GRACE - (timezone.now() - reply.created_at)
+        young = open_replies.ORPHAN_GRACE - (timezone.now() - reply.created_at)
         time.sleep(max(young.total_seconds(), 0) + 0.5)
         shown = later.get(f"/c/{conversation.pk}/")
 
     reply.refresh_from_db()
     assert reply.status == Message.Status.FAILED
-    assert reply.error == services.INTERRUPTED
+    assert reply.error == open_replies.INTERRUPTED
     assert "interrupted" in shown.text
 
 

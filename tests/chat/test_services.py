@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.core.cache import cache
 from django.utils import timezone
 
-from apps.chat import services
+from apps.chat import open_replies, services
 from apps.chat.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db
@@ -95,7 +95,7 @@ def _orphan(conversation, *, age_seconds: int) -> Message:
     Message.objects.filter(pk=reply.pk).update(
         status=Message.Status.STREAMING, created_at=timezone.now() - timedelta(seconds=age_seconds)
     )
-    cache.delete(services._lease_key(reply.pk))
+    cache.delete(open_replies._lease_key(reply.pk))
     return reply
 
 
@@ -106,7 +106,7 @@ def test_a_reply_left_behind_by_a_dead_process_does_not_block_its_conversation(u
     sent = services.message_send(conversation=conversation, content="hello again", history=10)
 
     orphan.refresh_from_db()
-    assert orphan.status == Message.Status.FAILED and orphan.error == services.INTERRUPTED
+    assert orphan.status == Message.Status.FAILED and orphan.error == open_replies.INTERRUPTED
     assert sent.reply.status == Message.Status.PENDING
     # The failed reply can be regenerated once the new one is done.
     services.message_finish(message=sent.reply, status=Message.Status.COMPLETE, content="hi")
@@ -116,7 +116,7 @@ def test_a_reply_left_behind_by_a_dead_process_does_not_block_its_conversation(u
 def test_a_reply_being_generated_is_never_taken_for_orphaned(user):
     conversation = Conversation.objects.create(owner=user)
     old = _orphan(conversation, age_seconds=600)
-    services.reply_lease_renew(reply_id=old.pk)  # its process is alive and renewing
+    open_replies.reply_lease_renew(reply_id=old.pk)  # its process is alive and renewing
     with pytest.raises(services.ChatError, match="Wait for the current answer"):
         services.message_send(conversation=conversation, content="two")
 
@@ -132,7 +132,7 @@ def test_the_page_of_a_conversation_with_an_orphaned_reply_offers_retry(client, 
     conversation = Conversation.objects.create(owner=user)
     _orphan(conversation, age_seconds=60)
     page = client.get(f"/c/{conversation.pk}/").content.decode()
-    assert services.INTERRUPTED in page
+    assert open_replies.INTERRUPTED in page
     assert 'name="action" value="stop"' not in page and "Thalamus is answering" not in page
 
 
@@ -141,7 +141,7 @@ async def test_an_answer_keeps_its_lease_while_it_streams(user, llm_stub, monkey
     from apps.cognition.pipeline import answer_saved_reply
 
     # Leases of one second, renewed every third of one.
-    monkeypatch.setattr(services, "REPLY_LEASE_SECONDS", 1)
+    monkeypatch.setattr(open_replies, "REPLY_LEASE_SECONDS", 1)
     llm_stub.script({"content": "slow " * 30, "tps": 12})
     conversation = await Conversation.objects.acreate(owner=user)
     sent = await sync_to_async(services.message_send)(conversation=conversation, content="go")
@@ -150,7 +150,7 @@ async def test_an_answer_keeps_its_lease_while_it_streams(user, llm_stub, monkey
     async def watch():
         nonlocal leased_late
         await asyncio.sleep(1.8)  # the lease taken at the save has expired by now
-        leased_late = await cache.aget(services._lease_key(sent.reply.pk))
+        leased_late = await cache.aget(open_replies._lease_key(sent.reply.pk))
 
     watcher = asyncio.ensure_future(watch())
     async for _ in answer_saved_reply(reply_id=sent.reply.pk):

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from apps.chat import services, tasks
+from apps.chat import conversation_services, services, tasks
 from apps.chat.models import Conversation
 
 pytestmark = pytest.mark.django_db
@@ -52,10 +52,10 @@ def test_a_new_conversation_is_kept_and_an_empty_temporary_one_is_not_reused_for
 
 
 def test_the_task_deletes_temporary_chats_older_than_24_hours_only(user, other_user):
-    old = _aged(services.conversation_create(user=user, temporary=True), 24.5)
+    old = _aged(conversation_services.conversation_create(user=user, temporary=True), 24.5)
     services.message_send(conversation=old, content="forget me")
-    young = _aged(services.conversation_create(user=user, temporary=True), 23)
-    kept = _aged(services.conversation_create(user=other_user), 100)
+    young = _aged(conversation_services.conversation_create(user=user, temporary=True), 23)
+    kept = _aged(conversation_services.conversation_create(user=other_user), 100)
 
     deleted = tasks.delete_expired_temporary()
 

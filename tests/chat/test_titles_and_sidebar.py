@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from apps.chat import services
+from apps.chat import conversation_services
 from apps.chat.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db
@@ -37,8 +37,8 @@ def alice_client(client, user):
     ],
 )
 def test_the_fallback_title_keeps_punctuation_and_ends_at_a_sentence_or_a_word(said, title):
-    assert services.fallback_title(said) == title
-    assert len(title) <= services.TITLE_FALLBACK_CHARS + 1
+    assert conversation_services.fallback_title(said) == title
+    assert len(title) <= conversation_services.TITLE_FALLBACK_CHARS + 1
 
 
 def test_a_model_without_a_title_names_the_chat_by_the_users_first_words(
@@ -100,8 +100,8 @@ def _items(body: str) -> list[int]:
 
 def test_the_sidebar_marks_api_conversations_and_filters_them(alice_client, user, other_user):
     chats = [Conversation.objects.create(owner=user, title=f"chat {i}") for i in range(2)]
-    api = [services.conversation_create(user=user, via_api=True) for _ in range(3)]
-    services.conversation_create(user=other_user, via_api=True)
+    api = [conversation_services.conversation_create(user=user, via_api=True) for _ in range(3)]
+    conversation_services.conversation_create(user=other_user, via_api=True)
 
     everything = alice_client.get(reverse("home")).content.decode()
     only_api = alice_client.get(reverse("chat:list"), {"via": "api"}).content.decode()

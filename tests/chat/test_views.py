@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from apps.chat import services
+from apps.chat import conversation_services, services
 from apps.chat.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db
@@ -200,7 +200,7 @@ def test_a_busy_conversation_refuses_a_second_message(user):
 
 def test_the_fallback_title_is_a_word_boundary_truncation():
     text = "Please help me plan a two week trip through the north of Italy next spring"
-    title = services.fallback_title(text)
+    title = conversation_services.fallback_title(text)
     assert title.endswith("…") and len(title) <= 61 and text.startswith(title[:-1])
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from apps.chat import services
+from apps.chat import open_replies, services
 from apps.chat.models import Conversation
 from apps.cognition.message_room import message_room
 from apps.cognition.pipeline import prepare_saved_reply
@@ -30,7 +30,7 @@ def test_the_room_is_exactly_what_the_answers_fit_accepts(user, llm_stub, config
     assert room.refusal(longest) == ""
     reply = services.message_send(conversation=conversation, content=longest).reply
     prepare_saved_reply(reply_id=reply.pk)
-    services.message_fail_open(reply_id=reply.pk, error="done")
+    open_replies.message_fail_open(reply_id=reply.pk, error="done")
 
     one_more = longest + "x"
     assert room.refusal(one_more).startswith(

@@ -25,8 +25,8 @@ from django.core.cache import cache
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from apps.chat.conversation_services import conversation_create
 from apps.chat.models import Conversation, Message
-from apps.chat.services import conversation_create
 from apps.memory import services as memory_services
 from apps.memory.models import MemoryNode
 

@@ -1,0 +1,82 @@
+"""Conversations: started, renamed, given a model, titled, deleted, and the temporary ones
+expired."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from django.utils import timezone
+
+from apps.chat.models import TEMPORARY_LIFETIME, Conversation
+
+TITLE_FALLBACK_CHARS = 60
+
+
+def conversation_create(
+    *, user, title: str = "", temporary: bool = False, via_api: bool = False
+) -> Conversation:
+    return Conversation.objects.create(
+        owner=user, title=title[:200], temporary=temporary, via_api=via_api
+    )
+
+
+def conversation_start(*, user, temporary: bool = False) -> Conversation:
+    """A conversation to type into: the newest one if it is still empty (and of the kind asked
+    for, kept or temporary), else a new one."""
+    latest = Conversation.objects.filter(owner=user).order_by("-updated_at", "-pk").first()
+    if latest is not None and latest.temporary == temporary and not latest.messages.exists():
+        return latest
+    return conversation_create(user=user, temporary=temporary)
+
+
+def conversations_delete_expired(*, now: datetime | None = None) -> int:
+    """Delete the temporary chats started more than TEMPORARY_LIFETIME ago; how many went."""
+    cutoff = (now or timezone.now()) - TEMPORARY_LIFETIME
+    _, per_model = Conversation.objects.filter(temporary=True, created_at__lt=cutoff).delete()
+    return per_model.get(Conversation._meta.label, 0)
+
+
+def conversation_rename(*, conversation: Conversation, title: str) -> Conversation:
+    conversation.title = title.strip()[:200]
+    conversation.save(update_fields=["title"])
+    return conversation
+
+
+def conversation_model_pick(*, conversation: Conversation, model: str) -> Conversation:
+    """Remember the model the conversation is answered by ("": the configured chat model); the
+    caller has checked that it is offered (apps/core/llm/chat_models.py)."""
+    conversation.chat_model = model[:200]
+    conversation.save(update_fields=["chat_model"])
+    return conversation
+
+
+def conversation_delete(*, conversation: Conversation) -> None:
+    conversation.delete()
+
+
+# Where a sentence of the user's ends: ".", "!", "?" or "…" before a space.
+_SENTENCE_END = re.compile(r"[.!?…](?=\s)")
+
+
+def fallback_title(text: str) -> str:
+    """The user's first words, when the model gives no title: their first line as they wrote
+    it, punctuation kept; longer than TITLE_FALLBACK_CHARS, it ends with the last sentence that
+    fits ("Hi! My name is Laura."), or else at the last word that fits, with an ellipsis."""
+    line = next((line for line in text.splitlines() if line.strip()), "")
+    line = " ".join(line.split())
+    if len(line) <= TITLE_FALLBACK_CHARS:
+        return line
+    head = line[: TITLE_FALLBACK_CHARS + 1]
+    ends = [match.end() for match in _SENTENCE_END.finditer(head)]
+    if ends and ends[-1] >= TITLE_FALLBACK_CHARS // 3:
+        return head[: ends[-1]]
+    cut = head.rsplit(" ", 1)[0] if " " in head else line[:TITLE_FALLBACK_CHARS]
+    return cut.rstrip(",;:-–— ") + "…"
+
+
+def conversation_set_title_if_empty(*, conversation_id: int, title: str) -> bool:
+    title = title.strip().strip("\"'").strip()[:200]
+    if not title:
+        return False
+    return bool(Conversation.objects.filter(pk=conversation_id, title="").update(title=title))
