@@ -10,14 +10,19 @@ from datetime import date
 import pytest
 
 from apps.cognition import statements
+from apps.cognition.statements import Statement
 from tests.cognition.fact_corpus.scoring import (
     DECOY_KINDS,
     HERE,
     KEYS,
     LANGUAGES,
+    Fact,
+    Item,
     Outcome,
+    Score,
     by_language,
     corpus,
+    matches,
     words,
 )
 
@@ -92,3 +97,42 @@ def test_no_message_of_the_corpus_is_in_another_test_or_benchmark():
         if len(words(item.text)) >= 5 and f" {' '.join(words(item.text))} " in f" {text} "
     ]
     assert reused == []
+
+
+def _statement(description: str, *, fact_key: str = "", value: str = "") -> Statement:
+    return Statement(
+        description=description,
+        quote=description,
+        kind="fact",
+        topic="",
+        fact_key=fact_key,
+        category=None,
+        importance=0.5,
+        triple=("lives_in", value, "places") if value else None,
+    )
+
+
+def test_a_statement_matches_a_fact_by_its_key_and_its_words_whatever_their_case_and_accents():
+    home = Fact(key="home_city", value="Medellín")
+    assert matches(_statement("The user lives there", fact_key="home_city", value="MEDELLIN"), home)
+    assert not matches(_statement("The user lives in Medellín"), home)
+    assert not matches(_statement("The user is from Medellín", fact_key="origin"), home)
+    assert matches(_statement("The user can't eat gluten"), Fact(key="", value="gluten"))
+
+
+def test_a_friends_home_kept_as_the_users_is_a_false_single_valued_fact():
+    friend = Item(language="en", text="…", facts=(Fact(key="", value="Oskar Oslo", about="other"),))
+    kept = _statement("The user's friend Oskar lives in Oslo")
+    as_home = _statement("The user lives in Oslo", fact_key="home_city", value="Oslo")
+    score = Score([Outcome(friend, [kept, as_home])])
+    assert (score.single_valued, score.all_facts, score.found) == ((0, 1), (1, 2), (1, 1))
+
+
+def test_a_statement_of_a_decoy_is_false_and_an_unmade_fact_a_miss():
+    decoy = Item(language="en", text="…", facts=(), decoy="idiom")
+    stated = Item(language="en", text="…", facts=(Fact(key="name", value="Bea"),))
+    score = Score(
+        [Outcome(decoy, [_statement("Call the user later", fact_key="name")]), Outcome(stated, [])]
+    )
+    assert (score.single_valued, score.all_facts, score.found) == ((0, 1), (0, 1), (0, 1))
+    assert len(score.false_facts()) == 1 and len(score.misses()) == 1
