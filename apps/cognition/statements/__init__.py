@@ -156,10 +156,12 @@ def message_statements(
     reflection learns from it whatever the model quotes. `language`: the message's, when the
     caller knows it (else it is told from the words). `known`: the user's current single
     values by fact key, which a correction ("actually it's Ghent, not Gent") replaces."""
+    strict = language is not None
     language = language or language_facts.language_of(text)
     found: list[Statement] = []
     for sentence in sentences(text):
-        for statement in ruled_statements(sentence, today=today, language=language):
+        for statement in ruled_statements(sentence, today=today, language=language,
+                                          strict=strict):  # fmt: skip
             if statement not in found:
                 found.append(statement)
     if known:
@@ -169,12 +171,14 @@ def message_statements(
     return found
 
 
-def ruled_statements(sentence: str, *, today: date, language: str | None = None) -> list[Statement]:
+def ruled_statements(
+    sentence: str, *, today: date, language: str | None = None, strict: bool = False
+) -> list[Statement]:
     """The facts of a sentence of the user's that a construction places ("I work as a
     carpenter", "my daughter Sofia is allergic to peanuts"): the user's own statement about
     themselves or theirs, whether or not a model pointed at it."""
     found = []
-    for clause in language_facts.read(sentence, language=language):
+    for clause in language_facts.read(sentence, language=language, strict=strict):
         for fact in clause.facts:
             found.append(statement_of_fact(fact, today=today))
     return found

@@ -27,15 +27,21 @@ def language_of(text: str, *, preferred: str | None = None) -> str | None:
     return message_language(text, preferred=preferred)
 
 
-def read(sentence: str, *, language: str | None = None) -> list[Clause]:
-    """The clauses of `sentence` with their facts, read in `language`; when it is not known,
-    in the first language whose constructions place a fact, else the first that finds a
-    decoy, else English."""
-    if language in _MODULES:
-        return clauses_of(sentence, grammar_for(language))
-    readings = [clauses_of(sentence, grammar_for(code)) for code in LANGUAGES if code in _MODULES]
+def read(sentence: str, *, language: str | None = None, strict: bool = False) -> list[Clause]:
+    """The clauses of `sentence` with their facts, read in `language`. Unless the caller is
+    sure of it (`strict`), a sentence in which that language finds nothing at all (no fact, no
+    decoy) is read in the first other language whose constructions place a fact: a short
+    message's language is a guess."""
+    first = clauses_of(sentence, grammar_for(language)) if language in _MODULES else None
+    if first is not None and (strict or any(c.facts or c.decoy for c in first)):
+        return first
+    readings = [
+        clauses_of(sentence, grammar_for(code))
+        for code in LANGUAGES
+        if code in _MODULES and code != language
+    ]
     for wanted in (lambda c: c.facts, lambda c: c.decoy):
         for reading in readings:
             if any(wanted(clause) for clause in reading):
                 return reading
-    return readings[0]
+    return first if first is not None else readings[0]

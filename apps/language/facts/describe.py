@@ -36,6 +36,7 @@ TEMPLATES = {
         "relative": "The user's {r}",
         "answers_whole": "The user prefers {v}",
         "answers_without": "The user prefers answers without {v}",
+        "demonym": "The user is {v}",
         "said": "The user says: “{c}”",
     },
     "it": {
@@ -60,6 +61,7 @@ TEMPLATES = {
         "relative": "{R} dell'utente",
         "answers_whole": "L'utente preferisce {v}",
         "answers_without": "L'utente preferisce risposte senza {v}",
+        "demonym": "L'utente è {v}",
         "said": "L'utente dice: «{c}»",
     },
     "fr": {
@@ -84,6 +86,7 @@ TEMPLATES = {
         "relative": "{R} de l'utilisateur",
         "answers_whole": "L'utilisateur préfère {v}",
         "answers_without": "L'utilisateur préfère des réponses sans {v}",
+        "demonym": "L'utilisateur est {v}",
         "said": "L'utilisateur dit : « {c} »",
     },
     "de": {
@@ -108,6 +111,7 @@ TEMPLATES = {
         "relative": "{R} des Nutzers",
         "answers_whole": "Der Nutzer bevorzugt {v}",
         "answers_without": "Der Nutzer bevorzugt Antworten ohne {v}",
+        "demonym": "Der Nutzer ist {v}",
         "said": "Der Nutzer sagt: „{c}“",
     },
     "es": {
@@ -132,6 +136,7 @@ TEMPLATES = {
         "relative": "{R} del usuario",
         "answers_whole": "El usuario prefiere {v}",
         "answers_without": "El usuario prefiere respuestas sin {v}",
+        "demonym": "El usuario es {v}",
         "said": "El usuario dice: «{c}»",
     },
 }
@@ -164,7 +169,7 @@ def description(fact: Fact) -> str:
 
 def _template_key(fact: Fact) -> str:
     frame = fact.frame
-    if frame is not None and frame.template in ("teach",):
+    if frame is not None and frame.template in ("teach", "demonym"):
         return frame.template
     if frame is not None and fact.fact == "answers" and frame.template in ("whole", "without"):
         return f"answers_{frame.template}"

@@ -63,7 +63,20 @@ def clauses_of(sentence: str, grammar: Grammar) -> list[Clause]:
             clause.decoy = True
         found.append(clause)
     _fragments_in_context(found)
+    _places_over_nationalities(found)
     return found
+
+
+def _places_over_nationalities(clauses: list[Clause]) -> None:
+    """ "je suis belge, de Liège": the origin is the place; the nationality says less."""
+    origins = [f for clause in clauses for f in clause.facts if f.fact == "origin" and f.of_user]
+    if any(f.frame is not None and f.frame.template != "demonym" for f in origins):
+        for clause in clauses:
+            clause.facts = [
+                f
+                for f in clause.facts
+                if not (f.frame is not None and f.frame.template == "demonym")
+            ]
 
 
 def _after_colon(part: str, grammar: Grammar) -> list[str]:

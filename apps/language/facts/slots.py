@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from apps.language import lemmas, names, occupations, places
-from apps.language.detect import ALL_STOPWORDS
+from apps.language.detect import ALL_STOPWORDS, STOPWORDS_BY_LANGUAGE
 from apps.language.facts.grammar import Grammar
 from apps.language.text import word_set
 
@@ -15,6 +15,9 @@ MAX_NAME_WORDS = 3
 MAX_PLACE_WORDS = 4
 MAX_PLACE_LEADS = 6
 MAX_THING_WORDS = 10
+# A place typed in lower case is taken only when it is this big: "i live in nantes" is Nantes,
+# "i live in hope" no town of that name.
+LOWERCASE_PLACE = 50_000
 _NAME_WORD = re.compile(r"^[^\W\d_]+(?:[-'][^\W\d_]+)*$")
 _CALENDAR = word_set(
     """monday tuesday wednesday thursday friday saturday sunday january february march april
@@ -33,6 +36,10 @@ _PRONOUNS_BY = {
     "es": word_set("yo mí mis tú ti tu tus nosotros vosotros él ella ellos ellas"),
 }  # fmt: skip
 _PRONOUNS = frozenset().union(*_PRONOUNS_BY.values())
+
+
+def _stopwords(grammar: Grammar) -> frozenset[str]:
+    return STOPWORDS_BY_LANGUAGE.get(grammar.code, ALL_STOPWORDS)
 
 
 def _pronouns(grammar: Grammar) -> frozenset[str]:
@@ -84,7 +91,7 @@ def person_name(value: str, grammar: Grammar, *, strength: str, at_start: bool =
         return ""
     for index, token in enumerate(tokens):
         folded = token.casefold()
-        if not _NAME_WORD.match(token) or folded in ALL_STOPWORDS or folded in _CALENDAR:
+        if not _NAME_WORD.match(token) or folded in _stopwords(grammar) or folded in _CALENDAR:
             return ""
         if folded in grammar.vague or folded in _PRONOUNS or folded in occupations.LANGUAGE_NAMES:
             return ""
@@ -135,19 +142,20 @@ def place(value: str, grammar: Grammar, *, lowercase_message: bool) -> tuple[str
             span = tokens[start : start + size]
             name = re.sub(r"^(?:d'|l')", "", " ".join(span).strip(" ,.!?;:()\"'"), flags=re.I)
             folded = name.casefold()
-            if not name or folded in ALL_STOPWORDS or folded in grammar.place_leads:
+            if not name or folded in _stopwords(grammar) or folded in grammar.place_leads:
                 continue
             if not places.is_place(name):
                 spelt = re.sub(r"ue|oe|ae", lambda m: {"ue": "ü", "oe": "ö", "ae": "ä"}[m[0]], name)
                 if grammar.code != "de" or not places.is_place(spelt):
                     continue
             first = re.sub(r"^(?:d'|l')", "", span[0].strip("\"'("), flags=re.I)
-            if lowercase_message:
-                if name.casefold() in ALL_STOPWORDS or (
-                    size == 1 and lemmas.is_dictionary_word(name.casefold(), language=grammar.code)
-                ):
-                    continue
-            elif not _capitalised(first) and first.casefold() not in grammar.articles:
+            if (
+                lowercase_message
+                and size == 1
+                and places.population(name) < LOWERCASE_PLACE
+                or not _capitalised(first)
+                and first.casefold() not in grammar.articles
+            ):
                 continue
             return name, " ".join([*lead, name])
     return "", ""

@@ -45,7 +45,7 @@ GRAMMAR = Grammar(
     r"|oui|merci|salut|bonjour|coucou|eh|hé|tiens|pour info|pour ton info|pour la petite"
     r" histoire|sinon|maintenant|actuellement|en ce moment|aujourd'hui|ces temps-ci|ces jours-ci"
     r"|dernièrement|en fait|franchement|petite précision|précision|ps|à propos|rapide présentation"
-    r"|présentation|correction|pardon|désolée?|depuis peu)\b[\s,:;!.\-–—]*)+",
+    r"|présentation|correction|pardon|désolée?|depuis peu|je me présente)\b[\s,:;!.\-–—]*)+",
     clause_breaks=r"\s*;\s*|\s*[–—]\s*|,?\s+(?:et|mais|donc|alors que|tandis que)\s+"
     r"(?=(?:je|j'|moi|mon|ma|mes|nous|notre|nos|on|depuis|maintenant)\b)|,\s+(?!(?:et|mais|ou|aussi"
     r"|s'il te plaît|stp|pas)\b)(?=\S)"
@@ -90,7 +90,7 @@ GRAMMAR = Grammar(
         Frame("employer", r"(?:je\s+)?(?:{ADV})?(?:travaille|bosse|bosses)\s+(?:{ADV})?(?:chez|pour|à la|au|à l'|aux)\s*(?P<v>.+?)(?:\s+comme\s+(?P<job>.+))?$"),
         Frame("languages", r"je\s+(?:{ADV})?parle\s+(?P<v>.+)"),
         Frame("languages", r"ma langue maternelle est\s+(?P<v>.+)"),
-        Frame("answers", r"(?:{STANDING}\s*,?\s+)?(?:(?:peux-tu|pouvez-vous|tu peux|vous pouvez|pourrais-tu|pourriez-vous)\s+)?(?:s'il te plaît\s+|stp\s+|merci de\s+)?(?:toujours\s+)?(?:me\s+)?(?:réponds-moi|répondez-moi|écris-moi|écrivez-moi|réponds|répondez|répondre|écris|écrivez|écrire|donne-moi des réponses|fais des réponses)\s+(?:moi\s+)?(?P<v>.+)", template="request"),
+        Frame("answers", r"(?:{STANDING}\s*,?\s+)?(?:(?:peux-tu|pouvez-vous|tu peux|vous pouvez|pourrais-tu|pourriez-vous)\s+)?(?:s'il te plaît\s+|stp\s+|merci de\s+)?(?:toujours\s+)?(?:me\s+)?(?:explique-moi|expliquez-moi|réponds-moi|répondez-moi|écris-moi|écrivez-moi|réponds|répondez|répondre|écris|écrivez|écrire|donne-moi des réponses|fais des réponses)\s+(?:moi\s+)?(?P<v>.+)", template="request"),
         Frame("answers", r"(?:(?:the|des|les|unas|las|le|die|delle)\s+)?(?:answers|replies|réponses|respuestas|risposte|antworten)\s+(?P<v>.+)", template="request"),
 
         Frame("answers", r"je préfère\s+(?P<v>(?:les\s+|des\s+)?réponses\b.*)", template="whole"),
@@ -106,6 +106,7 @@ GRAMMAR = Grammar(
         Frame("likes", r"(?:côté|niveau|question)\s+\w+\s*:\s*(?P<v>.+)", decoy=False),
         Frame("origin", r"je suis\s+(?:{ADV})?(?:d'origine\s+)?(?P<v>\S+)$|(?:d'origine)\s+(?P<v2>\S+)$", template="demonym", decoy=False),
         Frame("diet", r"je suis\s+(?:{ADV})?(?P<v>" + _DIETS + r")\b.*"),
+        Frame("diet", r"(?:je\s+)?mange\s+(?:{ADV})?(?P<v>halal|casher|kasher|" + _DIETS + r")\b.*"),
         Frame("diet", r"je\s+(?:ne\s+)?(?:mange|bois)\s+(?:plus|pas|jamais)\s+(?:de\s+|d'|du\s+)?(?P<v>.+)"),
         Frame("diet", r"j'ai arrêté\s+(?:de manger\s+|de boire\s+)?(?:la |le |les |l')?(?P<v>.+)|j'évite\s+(?P<v2>.+)"),
         Frame("diet", r"je ne (?:peux|dois) pas (?:manger|boire)\s+(?:de\s+|d'|du\s+)?(?P<v>.+)"),
@@ -116,7 +117,8 @@ GRAMMAR = Grammar(
         Frame("age", r"(?P<v>\d{2})(?:\s+ans)?$", fragment=True, decoy=False),
         Frame("occupation", r"(?:un|une)?\s*(?P<v>[^\d,]+?)$", fragment=True, decoy=False),
         Frame("employer", r"(?:chez)\s+(?P<v>.+)$", fragment=True, decoy=False),
-        Frame("name", r"(?P<v>[^\W\d_]+)$", fragment=True, decoy=False),
+        Frame("origin", r"(?:de|d')\\s*(?P<v>.+)$", fragment=True, decoy=False),
+        Frame("name", r"(?P<v>[^\W\d_]+(?:\s+[^\W\d_]+)?)$", template="here", fragment=True, decoy=False),
     ],
     other_frames=[
         Frame("relative_name", r"\s+(?:s'appelle|s'appellent|se nomme|sont)\s+(?P<v>.+)"),
@@ -145,7 +147,7 @@ GRAMMAR = Grammar(
     counted=r"(?:deux|trois|quatre|cinq|[2-9])",
     naming=r"(?:qui s'appelle|qui s'appellent|nommée?s?|appelée?s?)",
     with_words="avec",
-    value_ends=r"\s*[,;:.!?()]|\s+(?:et|mais|ou|parce que|car|donc|puisque|pendant|qui|que|quand"
+    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:et|mais|ou|parce que|car|donc|puisque|pendant|qui|que|quand"
     r"|si|avec|depuis|maintenant|aussi|pas)\b",
     vague=word_set("""ça ca cela ceci ce cette ces celui celle ceux tu te toi vous votre vos ton ta
         tes comment quand quoi qui tout rien quelque chose moi-même"""),

@@ -31,7 +31,7 @@ _RELATIVES = {
     "katzen": Relation("cat", "die", pet=True), "kater": Relation("cat", "der", pet=True),
     "welpe": Relation("dog", "der", pet=True), "kätzchen": Relation("cat", "das", pet=True),
     "kaninchen": Relation("rabbit", "das", pet=True), "hamster": Relation("hamster", "der", pet=True),
-    "pferd": Relation("horse", "das", pet=True), "papagei": Relation("parrot", "der", pet=True),
+    "pferd": Relation("horse", "das", pet=True), "hase": Relation("rabbit", "der", pet=True), "papagei": Relation("parrot", "der", pet=True),
 }
 _ICH = r"(?:ich\s+)?(?:{ADV})?"  # a clause after "und" drops it: "… und wohne in Leipzig"
 # Verb second: "Seit 2019 wohne ich in Berlin", "Beruflich bin ich Lehrerin".
@@ -45,9 +45,9 @@ GRAMMAR = Grammar(
     openers=r"^(?:(?:ach und|ach ja|ach übrigens|ach|oh|und|übrigens|btw|also|ok|okay|ja|danke"
     r"|hallo|hi|hey|na|nebenbei|kurz zur info|zur info|fyi|ps|jetzt|momentan|derzeit|zurzeit|aktuell"
     r"|inzwischen|mittlerweile|heute|ehrlich gesagt|eigentlich|apropos|kurz zu mir|zu mir"
-    r"|kurze vorstellung|korrektur|sorry|seit kurzem)\b[\s,:;!.\-–—]*)+",
+    r"|kurze vorstellung|korrektur|sorry|seit kurzem|ich stelle mich kurz vor|ich stelle mich vor)\b[\s,:;!.\-–—]*)+",
     clause_breaks=r"\s*;\s*|\s*[–—]\s*|,?\s+(?:und|aber|doch|sondern|während)\s+"
-    r"(?=(?:ich|mein|meine|meinen|meiner|wir|unser|unsere|seit|jetzt|wohne|arbeite|bin|komme)\b)"
+    r"(?=(?:ich|mein|meine|meinen|meiner|wir|unser|unsere|seit|jetzt|wohne|arbeite|bin|komme|schon)\b)"
     r"|,\s+(?!(?:und|aber|oder|bitte|nicht)\b)(?=\S)"
     r"|(?<!nicht)\s+(?=(?:ich bin \d{1,3}|ich wohne|ich arbeite als|ich heiße)\b)",
     negation=r"\b(?:nicht|kein\w*|nie|niemals|nichts|nirgends|weder)\b",
@@ -85,9 +85,9 @@ GRAMMAR = Grammar(
         Frame("occupation", _ICH + r"unterrichte\s+(?P<v>.+)", template="teach"),
         Frame("employer", _ICH + r"arbeite\s+(?:{ADV})?(?:bei|für|im|am|in der|an der)\s+(?P<v>.+?)(?:\s+als\s+(?P<job>.+))?$"),
         Frame("employer", _FRONTED + r"arbeite ich\s+(?:bei|für)\s+(?P<v>.+?)(?:\s+als\s+(?P<job>.+))?$"),
-        Frame("employer", _ICH + r"arbeite\s+(?:{ADV})?in\s+(?P<v>(?:einer|einem|einen)\s+.+)"),
+        Frame("employer", _ICH + r"bin\s+(?:{ADV})?(?:bei|für)\s+(?P<v>.+?)\s+(?:angestellt|beschäftigt|tätig)$"),
         Frame("languages", _ICH + r"spreche\s+(?P<v>.+)|meine muttersprache ist\s+(?P<v2>.+)"),
-        Frame("answers", r"(?:(?:kannst du|könntest du|können sie|könnten sie)\s+)?(?:{STANDING}\s+)?(?:mir\s+)?(?:bitte\s+)?(?:immer\s+)?(?:antworte|antworten|antwortest|schreib|schreibe|schreiben|halte dich|fasse dich|fass dich)\s+(?:mir\s+)?(?:bitte\s+)?(?P<v>.+)", template="request"),
+        Frame("answers", r"(?:(?:kannst du|könntest du|können sie|könnten sie)\s+)?(?:{STANDING}\s+)?(?:mir\s+)?(?:bitte\s+)?(?:immer\s+)?(?:erklär mir|erkläre mir|erklär|antworte|antworten|antwortest|schreib|schreibe|schreiben|halte dich|fasse dich|fass dich)\s+(?:mir\s+)?(?:bitte\s+)?(?P<v>.+)", template="request"),
         Frame("answers", r"(?:(?:the|des|les|unas|las|le|die|delle)\s+)?(?:answers|replies|réponses|respuestas|risposte|antworten)\s+(?P<v>.+)", template="request"),
         Frame("answers", r"(?:ich\s+)?(?:bevorzuge|mag|hätte gern|hätte lieber)\s+(?P<v>(?:\w+\s+){0,3}antworten\b.*)", template="whole"),
         Frame("answers", r"(?:bitte\s+)?keine\s+(?P<v>.+?)\s+in (?:deinen|ihren|den) antworten\b.*", template="without"),
@@ -99,7 +99,7 @@ GRAMMAR = Grammar(
         Frame("likes", _ICH + r"spiele?\s+(?:gerne?\s+)?(?P<v>.+)"),
         Frame("likes", r"(?:mein\s+)?lieblings\w+\s+ist\s+(?P<v>.+)|(?:meine\s+)?lieblings\w+\s+ist\s+(?P<v2>.+)|hobbys?\s*:\s*(?P<v3>.+)"),
         Frame("likes", r"ich lerne\s+(?:gerade\s+)?(?P<v>.+)|ich habe (?:angefangen|begonnen),?\s+(?P<v2>.+?)\s+zu\s+\w+", decoy=False),
-        Frame("diet", _ICH + r"(?:bin|lebe|esse)\s+(?:{ADV})?(?P<v>" + _DIETS + r")\b.*"),
+        Frame("diet", _ICH + r"(?:bin|lebe|esse|ernähre mich)\s+(?:{ADV})?(?P<v>" + _DIETS + r")\b.*"),
         Frame("diet", _ICH + r"(?:esse|trinke)\s+(?:{ADV})?(?:seit\s+\S+(?:\s+\S+)?\s+)?(?:kein(?:e|en)?|nicht mehr|keine? mehr)\s+(?P<v>.+)"),
         Frame("diet", _ICH + r"verzichte\s+(?:{ADV})?auf\s+(?P<v>.+)|ich habe aufgehört,?\s+(?P<v2>.+?)\s+zu (?:essen|trinken)"),
         Frame("diet", _ICH + r"(?:darf|vertrage)\s+kein(?:e|en)?\s+(?P<v>.+?)(?:\s+essen|\s+trinken)?$"),
@@ -109,7 +109,8 @@ GRAMMAR = Grammar(
         Frame("age", r"(?P<v>\d{2})(?:\s+jahre(?:\s+alt)?)?$", fragment=True, decoy=False),
         Frame("occupation", r"(?:ein|eine)?\s*(?P<v>[^\d,]+?)$", fragment=True, decoy=False),
         Frame("employer", r"(?:bei)\s+(?P<v>.+)$", fragment=True, decoy=False),
-        Frame("name", r"(?P<v>[^\W\d_]+)$", fragment=True, decoy=False),
+        Frame("origin", r"aus\\s+(?P<v>.+)$", fragment=True, decoy=False),
+        Frame("name", r"(?P<v>[^\W\d_]+(?:\s+[^\W\d_]+)?)$", template="here", fragment=True, decoy=False),
     ],
     other_frames=[
         Frame("relative_name", r"\s+(?:heißt|heisst|heißen|heissen|sind)\s+(?P<v>.+)|\s+namens\s+(?P<v2>.+)"),
@@ -136,7 +137,7 @@ GRAMMAR = Grammar(
     counted=r"(?:zwei|drei|vier|fünf|[2-9])",
     naming=r"(?:namens|mit namen)",
     with_words="mit",
-    value_ends=r"\s*[,;:.!?()]|\s+(?:und|aber|oder|weil|denn|seit|während|wenn|mit|dass"
+    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:und|aber|oder|weil|denn|seit|während|wenn|mit|dass"
     r"|jetzt|auch|nicht)\b",
     vague=word_set("""das es dies diese dieser dieses du dich dir dein deine ihr euch wie wann was
         wer alles nichts etwas"""),

@@ -53,7 +53,7 @@ GRAMMAR = Grammar(
     r"|a dire il vero|onestamente|sinceramente|da qualche anno|da poco|piacere)\b[\s,:;!.\-–—]*)+",
     clause_breaks=r"\s*;\s*|\s*[–—]\s*|,?\s+(?:e|ed|ma|però|mentre|quindi|perciò)\s+"
     r"(?=(?:io|mi|mio|mia|miei|mie|ho|sono|vivo|abito|sto|lavoro|faccio|studio|parlo|adoro|amo|odio"
-    r"|preferisco|vengo|da|ora|adesso|il mio|la mia)\b)|,\s+(?!(?:e|ma|o|anche|per favore|non)\b)(?=\S)"
+    r"|preferisco|vengo|da|ora|adesso|ormai|il mio|la mia)\b)|,\s+(?!(?:e|ma|o|anche|per favore|non)\b)(?=\S)"
     r"|(?<!non)\s+(?=(?:ho \d{1,3} anni|vivo a|abito a|lavoro come|mi chiamo)\b)",
     negation=r"\b(?:non|mai|né|nessun\w*|niente|nulla|neanche|nemmeno|neppure)\b",
     unreal=r"\b(?:se|vorrei|vorremmo|piacerebbe|sogno|spero|speriamo|forse|magari|potrei|dovrei"
@@ -95,7 +95,7 @@ GRAMMAR = Grammar(
         Frame("employer", _IO + r"lavoro\s+(?:{ADV})?(?:presso|per|alla|al|all'|nella|nel|in)\s+(?P<v>.+?)(?:\s+come\s+(?P<job>.+))?$"),
         Frame("languages", _IO + r"parlo\s+(?P<v>.+)"),
         Frame("languages", r"(?:la\s+)?mia lingua madre è\s+(?P<v>.+)|sono madrelingua\s+(?P<v2>.+)"),
-        Frame("answers", r"(?:(?:puoi|potresti|potete)\s+)?(?:per favore\s+)?(?:sempre\s+)?(?:{STANDING}\s+)?(?:rispondimi|rispondi|rispondere|rispondermi|scrivimi|scrivi|scrivere|dammi|mi dai|mi dia|tieni)(?:\s+(?:le|delle)\s+risposte)?\s+(?P<v>.+)", template="request"),
+        Frame("answers", r"(?:(?:puoi|potresti|potete)\s+)?(?:per favore\s+)?(?:sempre\s+)?(?:{STANDING}\s+)?(?:spiegami|spiegarmi|rispondimi|rispondi|rispondere|rispondermi|scrivimi|scrivi|scrivere|dammi|mi dai|mi dia|tieni)(?:\s+(?:le|delle)\s+risposte)?\s+(?P<v>.+)", template="request"),
         Frame("answers", r"(?:(?:the|des|les|unas|las|le|die|delle)\s+)?(?:answers|replies|réponses|respuestas|risposte|antworten)\s+(?P<v>.+)", template="request"),
         Frame("answers", r"(?:io\s+)?preferisco\s+(?P<v>(?:le\s+)?risposte\b.*)", template="whole"),
         Frame("answers", r"(?:per favore\s+)?niente\s+(?P<v>.+?)\s+nelle (?:tue\s+)?risposte\b.*", template="without"),
@@ -116,7 +116,8 @@ GRAMMAR = Grammar(
         Frame("age", r"(?P<v>\d{2})(?:\s+anni)?$", fragment=True, decoy=False),
         Frame("occupation", r"(?:un|una|un')?\s*(?P<v>[^\d,]+?)$", fragment=True, decoy=False),
         Frame("employer", r"(?:presso|alla|al)\s+(?P<v>.+)$", fragment=True, decoy=False),
-        Frame("name", r"(?P<v>[^\W\d_]+)$", fragment=True, decoy=False),
+        Frame("origin", r"(?:di|da)\\s+(?P<v>.+)$", fragment=True, decoy=False),
+        Frame("name", r"(?P<v>[^\W\d_]+(?:\s+[^\W\d_]+)?)$", template="here", fragment=True, decoy=False),
     ],
     other_frames=[
         Frame("relative_name", r"\s+(?:si chiama|si chiamano|di nome|sono)\s+(?P<v>.+)"),
@@ -143,9 +144,9 @@ GRAMMAR = Grammar(
     counted=r"(?:due|tre|quattro|cinque|[2-9])",
     naming=r"(?:di nome|che si chiama|che si chiamano|chiamat[oaie])",
     with_words="con|insieme a",
-    value_ends=r"\s*[,;:.!?()]|\s+(?:e|ed|ma|o|perché|però|quindi|poiché|mentre|che|quando|se|con"
+    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:e|ed|ma|o|perché|però|quindi|poiché|mentre|che|quando|se|con"
     r"|da quando|ormai|adesso|ora|anche|non)\b",
-    vague=word_set("""questo questa questi queste quello quella quelli quelle ciò lo la li le ti te tu voi
+    vague=word_set("""questo questa questi queste quello quella quelli quelle ciò ti te tu voi
         vostro vostra tuo tua come quando cosa quanto che chi tutto niente qualcosa me stesso"""),
     place_leads=word_set("""un una piccolo piccola paese paesino borgo vicino a ad alle porte di
         periferia centro della del dei città provincia campagna nord sud est ovest zona fuori

@@ -34,7 +34,7 @@ _RELATIVES = {
     "gata": Relation("cat", "la", pet=True), "gatos": Relation("cat", "los", pet=True),
     "cachorro": Relation("dog", "el", pet=True), "gatito": Relation("cat", "el", pet=True),
     "conejo": Relation("rabbit", "el", pet=True), "hámster": Relation("hamster", "el", pet=True),
-    "caballo": Relation("horse", "el", pet=True), "loro": Relation("parrot", "el", pet=True),
+    "caballo": Relation("horse", "el", pet=True), "tortuga": Relation("tortoise", "la", pet=True), "loro": Relation("parrot", "el", pet=True),
 }
 _YO = r"(?:yo\s+)?(?:{ADV})?"
 _DIETS = r"vegetarian[oa]|vegan[oa]|pescetarian[oa]|pescovegetarian[oa]|crudivegan[oa]|flexitarian[oa]"
@@ -47,9 +47,9 @@ GRAMMAR = Grammar(
     openers=r"^(?:(?:ah y|oh y|ah|oh|y|también|además|por cierto|btw|bueno|pues|vale|ok|okay|sí"
     r"|gracias|hola|oye|eh|para que sepas|ojo|ps|ahora|actualmente|ahora mismo|hoy|últimamente"
     r"|hoy en día|la verdad|en realidad|a propósito|presentación rápida|presentación|corrección"
-    r"|perdón|perdona|desde hace poco)\b[\s,:;!.\-–—]*)+",
+    r"|perdón|perdona|desde hace poco|me presento|que|q)\b[\s,:;!.\-–—]*)+",
     clause_breaks=r"\s*;\s*|\s*[–—]\s*|,?\s+(?:y|pero|aunque|mientras|así que)\s+"
-    r"(?=(?:yo|mi|mis|me|soy|vivo|trabajo|tengo|estudio|hablo|nuestro|nuestra|ahora|desde)\b)"
+    r"(?=(?:yo|mi|mis|me|soy|vivo|trabajo|tengo|estudio|hablo|nuestro|nuestra|ahora|desde|llevo)\b)"
     r"|,\s+(?!(?:y|pero|o|también|por favor|no)\b)(?=\S)"
     r"|(?<!no)\s+(?=(?:tengo \d{1,3} años|vivo en|trabajo como|me llamo)\b)",
     negation=r"\b(?:no|nunca|jamás|ningun\w*|nada|nadie|tampoco|ni)\b",
@@ -73,7 +73,7 @@ GRAMMAR = Grammar(
         Frame("home", r"(?:estoy\s+)?(?:viviendo|instalad[oa]|afincad[oa]|radicad[oa]|basad[oa])\s+en\s+(?P<v>.+)|(?:ciudad|residencia)\s*:\s*(?P<v2>.+)"),
         Frame("origin", _YO + r"soy\s+(?:{ADV})?(?:originari[oa]\s+)?de\s+(?P<v>.+)"),
         Frame("origin", _YO + r"vengo\s+de\s+(?P<v>.+)"),
-        Frame("origin", r"(?:yo\s+)?(?:nací|me crié|crecí|criad[oa]|nacid[oa])\s+(?:y crecí\s+|y me crié\s+)?en\s+(?P<v>.+)|(?:origen|procedencia)\s*:\s*(?P<v2>.+)"),
+        Frame("origin", r"(?:yo\s+)?(?:soy\s+)?(?:nací|me crié|crecí|criad[oa]|nacid[oa]|oriund[oa] de|oriund[oa])\s+(?:y crecí\s+|y me crié\s+)?en\s+(?P<v>.+)|(?:origen|procedencia)\s*:\s*(?P<v2>.+)"),
         Frame("studies", _YO + r"estudio\s+(?P<v>.+)"),
         Frame("studies", r"(?:estoy\s+)?estudiando\s+(?P<v>.+)|soy estudiante de\s+(?P<v2>.+)"),
         Frame("studies", r"(?:hago|estoy haciendo|curso)\s+(?:un máster|un grado|la carrera|un doctorado|el doctorado|un ciclo)\s+(?:en|de)\s+(?P<v>.+)"),
@@ -85,7 +85,7 @@ GRAMMAR = Grammar(
         Frame("employer", _YO + r"(?:trabajo|curro)\s+(?:{ADV})?(?:en|para)\s+(?P<v>.+?)(?:\s+(?:como|de)\s+(?P<job>.+))?$"),
         Frame("languages", _YO + r"hablo\s+(?P<v>.+)|mi lengua materna es\s+(?P<v2>.+)"),
         Frame("answers", r"(?:(?:the|des|les|unas|las|le|die|delle)\s+)?(?:answers|replies|réponses|respuestas|risposte|antworten)\s+(?P<v>.+)", template="request"),
-        Frame("answers", r"(?:{STANDING}\s*,?\s+)?(?:(?:puedes|podrías|podéis)\s+)?(?:por favor\s+)?(?:siempre\s+)?(?:respóndeme|responde|contéstame|contesta|responder|contestar|responderme|contestarme|escríbeme|escribe|escribir|dame respuestas)\s+(?P<v>.+)", template="request"),
+        Frame("answers", r"(?:{STANDING}\s*,?\s+)?(?:(?:puedes|podrías|podéis)\s+)?(?:por favor\s+)?(?:siempre\s+)?(?:explícame|explícamelo|respóndeme|responde|contéstame|contesta|responder|contestar|responderme|contestarme|escríbeme|escribe|escribir|dame respuestas)\s+(?P<v>.+)", template="request"),
         Frame("answers", r"prefiero\s+(?P<v>(?:las\s+|unas\s+)?respuestas\b.*)", template="whole"),
         Frame("answers", r"(?:por favor\s+)?(?:nada de|sin)\s+(?P<v>.+?)\s+en (?:tus|sus|las) respuestas\b.*", template="without"),
         Frame("dislikes", _YO + r"(?:odio|detesto|no soporto|no aguanto)\s+(?P<v>.+)"),
@@ -106,7 +106,8 @@ GRAMMAR = Grammar(
         Frame("age", r"(?P<v>\d{2})(?:\s+años)?$", fragment=True, decoy=False),
         Frame("occupation", r"(?:un|una)?\s*(?P<v>[^\d,]+?)$", fragment=True, decoy=False),
         Frame("employer", r"(?:en|para)\s+(?P<v>.+)$", fragment=True, decoy=False),
-        Frame("name", r"(?P<v>[^\W\d_]+)$", fragment=True, decoy=False),
+        Frame("origin", r"de\\s+(?P<v>.+)$", fragment=True, decoy=False),
+        Frame("name", r"(?P<v>[^\W\d_]+(?:\s+[^\W\d_]+)?)$", template="here", fragment=True, decoy=False),
     ],
     other_frames=[
         Frame("relative_name", r"\s+(?:se llama|se llaman|son)\s+(?P<v>.+)"),
@@ -133,9 +134,9 @@ GRAMMAR = Grammar(
     counted=r"(?:dos|tres|cuatro|cinco|[2-9])",
     naming=r"(?:que se llama|que se llaman|llamad[oa]s?)",
     with_words="con|junto a",
-    value_ends=r"\s*[,;:.!?()]|\s+(?:y|pero|o|porque|aunque|así que|mientras|que|cuando|si|con"
+    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:y|pero|o|porque|aunque|así que|mientras|que|cuando|si|con"
     r"|desde|ahora|también|no)\b",
-    vague=word_set("""eso esto esa ese esta este ello lo la los las te ti tu tú vosotros vuestro tus
+    vague=word_set("""eso esto esa ese esta este ello lo te ti tu tú vosotros vuestro tus
         cómo cuándo qué quién todo nada algo"""),
     place_leads=word_set("""un una pequeño pequeña pueblo pueblito ciudad cerca de del las
         afueras centro norte sur este oeste zona provincia campo barrio en al lado"""),
