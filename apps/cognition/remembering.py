@@ -271,6 +271,8 @@ def _remember(
     if target is not None and not held:
         earlier = None
         if not sure:
+            # The owner's write lock before the earlier reply's row, as the receipt's Update.
+            memory_services.memory_writes_lock(owner=owner)
             earlier = _proposed_before(owner=owner, statement=statement, reply=reply)
             if earlier is None:
                 _propose(statement=statement, found_by=found_by, target=target, outcome=outcome)
@@ -452,6 +454,8 @@ def proposal_confirm(*, reply: Message, index: int) -> MemoryNode | None:
     owner = reply.conversation.owner
     vectors = _embed([_proposal_statement(proposal)])
     with transaction.atomic():
+        # The owner's write lock before the reply's row, as a second mention takes them.
+        memory_services.memory_writes_lock(owner=owner)
         locked = Message.objects.select_for_update().get(pk=reply.pk)
         proposal = pending_proposal(locked, index)
         if proposal is None:

@@ -212,6 +212,13 @@ def _lock_owner_writes(owner: AbstractBaseUser | None) -> None:
         )
 
 
+def memory_writes_lock(*, owner: AbstractBaseUser | None) -> None:
+    """Take the owner's memory-write lock now, until the transaction ends: a writer that locks
+    other rows before writing memories (a chat message) takes it first, so that every writer
+    takes the two in one order and none waits on another forever."""
+    _lock_owner_writes(owner)
+
+
 def memory_node_said_before(
     *,
     owner: AbstractBaseUser | None,
