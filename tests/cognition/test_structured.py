@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel, Field
 
-from apps.cognition.schemas import EpisodeSummary
+from apps.cognition.schemas import EpisodeSummary, stated_quotes_max_tokens, stated_quotes_schema
 from apps.core.llm import structured
 from apps.core.llm.limits import role_endpoint
 from apps.core.llm.outcomes import InvalidReply, TooLong
@@ -200,3 +202,44 @@ def test_a_long_exchange_in_json_object_mode_is_fitted_with_its_schema_and_repai
     for body in (first, repair):
         # The stub counts a token a word and refuses a prompt of the window or more.
         assert sum(len(m["content"].split()) for m in body["messages"]) < 4096
+
+
+class _Bounded(BaseModel):
+    note: str = Field(max_length=40)
+    ids: list[int] = Field(max_length=3)
+    kind: Literal["a", "bb"]
+    extra: str | None = Field(default=None, max_length=10)
+
+
+class _Unbounded(BaseModel):
+    note: str
+    ids: list[int] = Field(max_length=3)
+
+
+def test_a_bounded_schema_is_asked_for_no_more_tokens_than_its_longest_reply(llm_stub, fresh_modes):
+    longest = structured.schema_max_tokens(_Bounded)
+    reply = {"note": "n" * 40, "ids": [1234567, 2345678, 3456789], "kind": "bb", "extra": "e" * 10}
+    llm_stub.script({"json": reply})
+
+    assert complete_as(_Bounded, role="episode", prompt=ASK).ids == reply["ids"]
+
+    sent = llm_stub.requests[-1]["body"]["max_tokens"]
+    assert sent == longest < 1024
+    # Counted high: the longest reply, at two characters a token, fits.
+    assert len(json.dumps(reply, indent=2)) / 2 < longest
+
+
+def test_an_unbounded_schema_keeps_the_roles_cap(llm_stub, fresh_modes):
+    assert structured.schema_max_tokens(_Unbounded) is None
+    llm_stub.script({"json": {"note": "fine", "ids": []}})
+
+    complete_as(_Unbounded, role="episode", prompt=ASK)
+
+    assert llm_stub.requests[-1]["body"]["max_tokens"] == 1024
+
+
+def test_the_extraction_schema_is_sized_as_its_own_count_sizes_it():
+    for messages in (1, 4):
+        assert structured.schema_max_tokens(stated_quotes_schema(messages)) == pytest.approx(
+            stated_quotes_max_tokens(messages), rel=0.05
+        )

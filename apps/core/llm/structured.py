@@ -11,6 +11,10 @@ max_tokens: the reply is read as a whole, then as a fenced block, then as the fi
 JSON object in it. A reply that still does not validate gets one repair call, fitted like the
 first (the schema, the bad reply and the request counted in the budget), then `InvalidReply`.
 Nothing else is raised but the gateway's outcomes.
+
+A schema whose every list and string is bounded (maxItems, maxLength, an enum) has a longest
+valid reply: the call's max_tokens is sized to it (`schema_max_tokens`), so a model that fills
+every list to its end still closes the object, and none writes on for a background cap.
 """
 
 from __future__ import annotations
@@ -201,6 +205,54 @@ def _is_json_error(exc: ValidationError) -> bool:
     return any(error["type"] == "json_invalid" for error in exc.errors())
 
 
+# The longest valid reply, counted high: a string at two characters a token (SmolLM2 wrote a
+# quote of "I'm a mom. " at 2.75), a number a token a digit, and each key or item with the
+# quotes, colon, comma and indentation a model puts around it.
+_CHARS_PER_TOKEN = 2
+_TOKENS_AROUND = 4
+_NUMBER_TOKENS = {"integer": 12, "number": 16, "boolean": 2, "null": 2}
+
+
+def schema_max_tokens(schema: type[BaseModel]) -> int | None:
+    """Tokens enough for the longest reply `schema` allows; None when a list or a string in it
+    has no bound (the role's cap then stands)."""
+    definitions = schema.model_json_schema()
+    return _longest(definitions, definitions.get("$defs", {}))
+
+
+def _longest(node: dict, defs: dict) -> int | None:
+    if "$ref" in node:
+        return _longest(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    if "enum" in node or "const" in node:
+        values = node.get("enum", [node.get("const")])
+        return _TOKENS_AROUND + max(-(-len(json.dumps(v)) // _CHARS_PER_TOKEN) for v in values)
+    options = node.get("anyOf") or node.get("oneOf")
+    if options:
+        sizes = [_longest(option, defs) for option in options]
+        return None if None in sizes else max(sizes)
+    kind = node.get("type")
+    if kind == "string":
+        if "maxLength" not in node:
+            return None
+        return _TOKENS_AROUND + -(-node["maxLength"] // _CHARS_PER_TOKEN)
+    if kind in _NUMBER_TOKENS:
+        return _NUMBER_TOKENS[kind]
+    if kind == "array":
+        item = _longest(node.get("items", {}), defs)
+        if item is None or "maxItems" not in node:
+            return None
+        return _TOKENS_AROUND + node["maxItems"] * (item + _TOKENS_AROUND)
+    if kind == "object":
+        total = _TOKENS_AROUND
+        for key, value in (node.get("properties") or {}).items():
+            size = _longest(value, defs)
+            if size is None:
+                return None
+            total += _TOKENS_AROUND + -(-len(key) // _CHARS_PER_TOKEN) + size
+        return total
+    return None
+
+
 def complete_as(
     schema: type[Shape],
     *,
@@ -209,7 +261,11 @@ def complete_as(
     max_tokens: int | None = None,
     temperature: float | None = 0.2,
 ) -> Shape:
-    """Ask `role` for a reply of `schema`'s shape; one repair, then InvalidReply."""
+    """Ask `role` for a reply of `schema`'s shape, within the tokens its longest valid reply
+    takes; one repair, then InvalidReply."""
+    longest = schema_max_tokens(schema)
+    if longest is not None:
+        max_tokens = min(max_tokens or longest, longest)
     reply = _ask(schema, role=role, prompt=prompt, max_tokens=max_tokens, temperature=temperature)
     try:
         return parse_reply(schema, reply)
