@@ -1,15 +1,16 @@
 """The turn, top to bottom. Its shape:
 
-    router → context builder (recall ⇄ tools) → world modifier → answer → background reflection
+    router → context builder (recall ⇄ tools) → answer → world modifier, reflection (background)
 
-1. route    — a rule, else one short call to the router's model: answer directly, gather
-              context with tools first, or change the user's world state first.
+1. route    — rules, with no LLM call: answer directly, gather context with tools first, or
+              change the user's world state after the answer.
 2. recall   — what memory holds for the message (started as the message arrives, beside the
               save and the router).
 3. tools    — only when routed to gather: a bounded loop of tool calls (memory, episodes, graph,
               chat history, time, calculator) whose results become evidence in the prompt.
-4. world    — only when routed to change it: validated operations on the user's world state,
-              committed once, in one transaction.
+4. world    — only when routed to change it: marked for the world modifier, which runs after the
+              answer is saved (`world.world_change_after_reply`): no turn waits for an LLM call
+              other than its own answer. The change shows from the next turn on.
 5. assemble — the request for the LLM, fitted to the model's window (turn_request.build_turn).
 6. answer   — streamed (answer.answer_reply), which saves the reply however it ends.
 7. reflect  — queued once the reply is saved; the worker learns from the exchange.
@@ -39,17 +40,16 @@ from apps.cognition.route import (
     RULE,
     WORLD,
     RouteDecision,
-    route_by_model,
     route_by_rule,
 )
-from apps.cognition.turn_memory import MemoryForTurn, memory_for_turn, memory_on
+from apps.cognition.turn_memory import MemoryForTurn, memory_for_turn
 from apps.cognition.turn_request import PreparedTurn, build_turn, turn_history
 from apps.cognition.turn_state import CallOptions, Turn, TurnInput
+from apps.cognition.world import WORLD_QUEUED, world_after_answer
 from apps.core.llm.chat_models import picked_chat_model
 from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
-from apps.memory.renderer import render_world
 
 # The tools the context builder may call; the world modifier calls none.
 CONTEXT_TOOLS = (
@@ -62,6 +62,8 @@ CONTEXT_TOOLS = (
 )
 # A turn with memory off (the user's setting, a temporary chat) only answers.
 MEMORY_OFF = RouteDecision(ANSWER, "memory is off for this chat", RULE)
+# The world step's word on a turn whose change waits for the answer to be saved.
+AFTER_THE_ANSWER = "after the answer"
 # Subsystems of the status line, in the order it shows them.
 SUBSYSTEMS = ("router", "retrieval", "tools", "world", "llm", "reflection")
 
@@ -72,20 +74,9 @@ StatusSink = Callable[[str, str, str], Awaitable[None] | None]
 # ----------------------------------------------------------------------------------- steps
 
 
-def route(
-    *, text: str, history: list[Message], config: RuntimeConfig, remember: bool
-) -> RouteDecision:
-    """Step 1: the rule, else the router's model if it is on (it never raises) and the turn
-    remembers (memory is on for this user and chat), else the answer. A turn with memory off
-    could only answer, so no LLM is asked to route it."""
-    decided = route_by_rule(text, has_history=len(history) > 1)
-    if decided is not None:
-        return decided
-    if not config.router_model_enabled:
-        return PERSONAL_DIRECT
-    if not remember:
-        return MEMORY_OFF
-    return route_by_model(text, history=_plain(history[:-1]))
+def route(*, text: str, history: list[Message]) -> RouteDecision:
+    """Step 1: the rule, else the answer with what memory holds."""
+    return route_by_rule(text, has_history=len(history) > 1) or PERSONAL_DIRECT
 
 
 def recall(*, inp: TurnInput, embedded: Future | None = None) -> MemoryForTurn:
@@ -121,19 +112,9 @@ def use_tools(*, inp: TurnInput, history: list[Message]):
     )
 
 
-def change_world(*, inp: TurnInput, history: list[Message]):
-    """Step 4: validated operations on the world state, committed once (never raises)."""
-    from apps.cognition.world import modify_world
-
-    return modify_world(user_id=inp.user.pk, question=inp.text, history=_plain(history[:-1]))
-
-
 def assemble(*, turn: Turn, continue_from: str = "") -> PreparedTurn:
     """Step 5: the request for the LLM, with the evidence and the world state in it."""
     evidence = list(getattr(turn.tools, "evidence", None) or [])
-    if turn.world is not None and turn.world.changed:
-        # The recall read the state before this turn changed it.
-        turn.memory.world = render_world(turn.world.state, language=turn.memory.context.language)
     options = turn.input.options
     prepared = build_turn(
         reply=turn.reply,
@@ -227,44 +208,17 @@ class TurnRun:
             if asyncio.iscoroutine(result):
                 asyncio.ensure_future(result)
 
-    async def _router_model_on(self) -> bool:
-        config = self.turn.input.config
-        if config is None:
-            config = await database_sync_to_async(runtime_config, thread_sensitive=False)()
-        return config.router_model_enabled
-
-    async def _memory_on(self) -> bool:
-        inp = self.turn.input
-        return await database_sync_to_async(memory_on, thread_sensitive=False)(
-            user=inp.user, conversation=inp.conversation
-        )
-
     async def prepare(self, *, reply: Message, history: list[Message]) -> PreparedTurn:
         turn = self.turn
         turn.reply, turn.history = reply, history
         spans = turn.spans
         with spans.span("route") as span:
-            decided = route_by_rule(turn.input.text, has_history=len(history) > 1)
+            decided = route(text=turn.input.text, history=history)
             if not turn.input.options.remember:
                 decided = RouteDecision(ANSWER, "memory is off for this call", RULE)
-            elif decided is None and not await self._router_model_on():
-                decided = PERSONAL_DIRECT
-            elif decided is None and not await self._memory_on():
-                decided = MEMORY_OFF
-            elif decided is None:
-                self._notify("router", "running", "choosing")
-                decided = await database_sync_to_async(route_by_model, thread_sensitive=False)(
-                    turn.input.text, history=_plain(history[:-1])
-                )
             turn.route = decided
             span.detail = f"{decided.route} ({decided.by})"
-            if decided.error:
-                span.outcome, span.error = "error", decided.error
-        self._notify(
-            "router",
-            "error" if decided.error else "ok",
-            decided.route if not decided.error else "failed: answering directly",
-        )
+        self._notify("router", "ok", decided.route)
         try:
             turn.memory = await self.recalled
         except BaseException as exc:
@@ -302,16 +256,10 @@ class TurnRun:
             self._notify("tools", "error" if failed else "ok", span.error or span.detail)
         else:
             spans.skip("tools", "not needed" if turn.route.route != GATHER else "tools are off")
-        if turn.route.route == WORLD:
-            self._notify("world", "running", "updating")
-            with spans.span("world") as span:
-                turn.world = await database_sync_to_async(change_world, thread_sensitive=False)(
-                    inp=turn.input, history=turn.history
-                )
-                span.detail = _world_detail(turn.world)
-                if turn.world.error:
-                    span.outcome, span.error = "error", turn.world.error
-            self._notify("world", "error" if span.error else "ok", span.error or span.detail)
+        if world_after_answer(route=turn.route, config=turn.input.config):
+            turn.world_after_answer = True
+            spans.skip("world", AFTER_THE_ANSWER)
+            self._notify("world", "ok", AFTER_THE_ANSWER)
         else:
             spans.skip("world", "no change asked")
 
@@ -337,12 +285,7 @@ def prepare_saved_reply(*, reply_id: int) -> PreparedTurn:
     )
     spans = turn.spans
     with spans.span("route") as span:
-        turn.route = route(
-            text=text,
-            history=history,
-            config=config,
-            remember=memory_on(user=conversation.owner, conversation=conversation),
-        )
+        turn.route = route(text=text, history=history)
         span.detail = f"{turn.route.route} ({turn.route.by})"
     with spans.span("recall"):
         turn.memory = recall(inp=turn.input)
@@ -386,7 +329,10 @@ def _honour_settings(turn: Turn) -> None:
     tell the time in the user's time zone; with memory off, or in a temporary chat, the turn
     neither looks things up in memory nor changes the world state."""
     turn.input.time_zone = turn.memory.time_zone or turn.input.time_zone
-    if not turn.memory.remember and turn.route.route in (GATHER, WORLD):
+    # (A personal message would be shown to the world modifier with the router's model on.)
+    if not turn.memory.remember and (
+        turn.route.route in (GATHER, WORLD) or turn.route == PERSONAL_DIRECT
+    ):
         turn.route = MEMORY_OFF
 
 
@@ -402,12 +348,6 @@ def _recalled(memory: MemoryForTurn) -> str:
 def _tools_detail(result) -> str:
     calls = len(result.calls)
     return f"{calls} call{'s' if calls != 1 else ''}, {len(result.evidence)} found ({result.mode})"
-
-
-def _world_detail(change) -> str:
-    applied, rejected = len(change.applied), len(change.rejected)
-    detail = f"{applied} change{'s' if applied != 1 else ''}"
-    return detail + (f", {rejected} refused" if rejected else "")
 
 
 def _trace_of(turn: Turn) -> dict:
@@ -429,10 +369,7 @@ def _trace_of(turn: Turn) -> dict:
                 for item in tools.evidence
             ],
         }
-    if turn.world is not None:
-        trace["world"] = {
-            "applied": turn.world.applied,
-            "rejected": turn.world.rejected,
-            "error": turn.world.error,
-        }
+    if turn.world_after_answer:
+        # Read once the reply is saved: the world modifier is queued then (`world`).
+        trace[WORLD_QUEUED] = True
     return trace

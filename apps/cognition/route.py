@@ -1,28 +1,18 @@
-"""The router: what a turn needs before its answer — nothing, tools, or a change of world state.
+"""The router: what a turn needs besides its answer — nothing, tools first, or a change of world
+state after it.
 
-A rule decides first, with no LLM call: greetings and short follow-ups are answered directly,
-a sum or the time needs tools, a question about what was said before needs the memory's tools,
-a message that changes what the user works on changes the world state. A personal message no
-rule places is answered directly, with what memory holds: a call to the router's model before
-the answer costs seconds on a CPU. With `router_model_enabled` it costs one short structured
-call instead; if that call fails, the turn is answered directly and the trace says why.
+Rules decide, with no LLM call (one before the answer cost 1.5-6.9 s a turn with a 135M model
+on a CPU): greetings and short follow-ups are answered directly, a sum or the time needs tools,
+a question about what was said before needs the memory's tools, a message that changes what the
+user works on or how they want answers changes the world state, after the answer. A personal
+message no rule places is answered directly, with what memory holds (and, with
+`router_model_enabled`, shown to the world modifier after the answer: `world`).
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
-from typing import Literal
-
-from pydantic import BaseModel, Field
-
-from apps.core.llm.fitting import Piece, bodies, template_prompt
-from apps.core.llm.limits import ROUTER
-from apps.core.llm.outcomes import LLMError
-from apps.core.llm.structured import complete_as
-
-logger = logging.getLogger(__name__)
 
 ANSWER, GATHER, WORLD = "answer", "gather", "world"
 RULE, MODEL, FALLBACK = "rule", "model", "fallback"
@@ -65,13 +55,6 @@ _WORLD = re.compile(
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.I)
 
 
-class RouteChoice(BaseModel):
-    """What the router's model must answer."""
-
-    route: Literal["answer", "gather", "world"]
-    reason: str = Field(default="", max_length=300)
-
-
 @dataclass(frozen=True)
 class RouteDecision:
     route: str  # ANSWER, GATHER or WORLD
@@ -110,28 +93,3 @@ def route_by_rule(text: str, *, has_history: bool) -> RouteDecision | None:
 PERSONAL_DIRECT = RouteDecision(
     ANSWER, "a personal message: answered directly with what memory holds", RULE
 )
-
-
-def route_by_model(text: str, *, history: list[dict]) -> RouteDecision:
-    """One short structured call to the router's model; never raises."""
-    lines = [f"{message['role']}: {message['content']}" for message in history[-ROUTER_HISTORY:]]
-    try:
-        prompt = template_prompt(
-            "route",
-            # The newest message is kept longest; a long one loses its middle.
-            slots={
-                "history": [Piece(line, keep=i, shorten=True) for i, line in enumerate(lines)],
-                "message": bodies([text]),
-            },
-            empty="(none)",
-        )
-        choice = complete_as(RouteChoice, role=ROUTER, prompt=prompt)
-    except LLMError as exc:
-        logger.info("the router's model failed; answering directly: %s", exc)
-        return RouteDecision(
-            ANSWER,
-            "the router's model failed, so the turn is answered directly",
-            FALLBACK,
-            error=f"{type(exc).__name__}: {exc}"[:300],
-        )
-    return RouteDecision(choice.route, choice.reason or "the router's model chose it", MODEL)

@@ -22,7 +22,7 @@ from celery.utils.time import get_exponential_backoff_interval
 from django.core.cache import cache
 
 from apps.chat.models import Message
-from apps.cognition import critic, episodes, reflection, reflection_timing
+from apps.cognition import critic, episodes, reflection, reflection_timing, world
 from apps.core.llm.outcomes import InvalidReply, Refused, TooLong, Unreachable
 from apps.core.selectors import runtime_config
 
@@ -234,6 +234,12 @@ def _after_reflection(outcomes: dict[int, dict]) -> None:
     )
     if conversation_id is not None:
         summarise_episode_if_due.delay(conversation_id)
+
+
+@shared_task(name="cognition.change_world", **LLM_TASK)
+def change_world(self, message_id: int) -> None:
+    """The world modifier on a saved reply's message, once (its failures are in the trace)."""
+    world.world_change_after_reply(reply_id=message_id)
 
 
 @shared_task(name="cognition.criticise", **LLM_TASK)

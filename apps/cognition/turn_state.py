@@ -128,7 +128,8 @@ class Turn:
     reply: Message | None = None
     history: list[Message] = field(default_factory=list)
     tools: object | None = None  # toolloop.ToolLoopResult
-    world: object | None = None  # memory.world_services.WorldChange
+    # The world modifier runs after the answer (`world.world_change_after_reply`).
+    world_after_answer: bool = False
     # The model picked for the conversation (its chat model picker), when still offered.
     picked_model: str | None = None
     prepared: PreparedTurn | None = None

@@ -1,9 +1,16 @@
 """The world modifier: the LLM proposes changes to the user's world state, the service judges.
 
+It runs after the answer, in the background (`world_change_after_reply`, queued once the reply
+is saved): a turn that changes the world state ("from now on, answer in bullet points") waits
+for no LLM call but its answer's, and the change shows from the next turn on. It runs for a
+turn the rules routed to it, and, with the router's model on, for a personal message no rule
+places (the model then tells whether it changes anything: no operation at all).
+
 The model only proposes operations (set / append / remove on topics, project, goals,
 behaviour); `world_apply` validates each one and commits the valid ones in one transaction.
 The proposal's schema is lenient on purpose: an operation on an unknown path must reach
-`world_apply` and come back rejected with its reason, not fail the whole reply.
+`world_apply` and come back rejected with its reason, not fail the whole reply. It is bounded
+(a few operations of short texts), so that a grammar makes the model finish.
 """
 
 from __future__ import annotations
@@ -11,13 +18,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from apps.chat import services as chat_services
+from apps.chat.models import Message
+from apps.chat.selectors import history_before
+from apps.cognition.route import PERSONAL_DIRECT, WORLD, RouteDecision
 from apps.core.llm.fitting import Piece, bodies, fixed_lines, template_prompt
 from apps.core.llm.limits import ROUTER
 from apps.core.llm.outcomes import LLMError
 from apps.core.llm.structured import complete_as
+from apps.core.models import RuntimeConfig
 from apps.memory.models import WorldState
 from apps.memory.schemas import WORLD_OPS, WORLD_PATHS
 from apps.memory.selectors import world_state_for
@@ -27,6 +40,24 @@ logger = logging.getLogger(__name__)
 
 # How many earlier messages the world modifier's model sees.
 WORLD_HISTORY = 6
+# The reply's trace: the turn asks for the world modifier after its answer (WORLD_QUEUED), and
+# the modifier claims the reply and records what it changed (TRACE_KEY_WORLD).
+WORLD_QUEUED = "world_queued"
+TRACE_KEY_WORLD = "world"
+# One message changes a few things, each said in a few words.
+MAX_OPS = 3
+MAX_VALUES = 3
+VALUE_MAX_CHARS = 80
+REASON_MAX_CHARS = 100
+
+
+def _cut(limit: int):
+    """A schema's bound held by a grammar; a server without one may send more, which is cut to
+    the bound rather than failing the whole reply (`world_apply` judges what is left)."""
+    return BeforeValidator(lambda value: value[:limit] if isinstance(value, str | list) else value)
+
+
+Text = Annotated[str, _cut(VALUE_MAX_CHARS), Field(max_length=VALUE_MAX_CHARS)]
 
 
 class ProposedWorldOp(BaseModel):
@@ -36,8 +67,8 @@ class ProposedWorldOp(BaseModel):
 
     op: str = Field(json_schema_extra={"enum": list(WORLD_OPS)})
     path: str = Field(json_schema_extra={"enum": list(WORLD_PATHS)})
-    value: str | None = None
-    values: list[str] | None = Field(
+    value: Text | None = None
+    values: Annotated[list[Text], _cut(MAX_VALUES), Field(max_length=MAX_VALUES)] | None = Field(
         default=None, description="Only for set on topics, goals or behaviour: the whole list."
     )
 
@@ -47,8 +78,10 @@ class WorldOps(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    ops: list[ProposedWorldOp]
-    reason: str = Field(default="", description="One short sentence.")
+    ops: Annotated[list[ProposedWorldOp], _cut(MAX_OPS), Field(max_length=MAX_OPS)]
+    reason: Annotated[str, _cut(REASON_MAX_CHARS), Field(max_length=REASON_MAX_CHARS)] = Field(
+        default="", description="One short sentence."
+    )
 
 
 def state_lines(state: WorldState) -> list[str]:
@@ -70,8 +103,8 @@ def _history_pieces(history: list[dict]) -> list[Piece]:
 
 
 def propose_world_ops(*, state: WorldState, question: str, history: list[dict]) -> WorldOps:
-    """One short structured call to the router's model (a foreground role: no waiting for the
-    chat). Raises the gateway's outcomes."""
+    """One short structured call to the router's model, in the background. Raises the gateway's
+    outcomes."""
     prompt = template_prompt(
         "world",
         slots={
@@ -107,3 +140,44 @@ def modify_world(*, user_id: int, question: str, history: list[dict]) -> WorldCh
         source="turn",
     )
     return dataclasses.replace(change, reason=proposed.reason[:300])
+
+
+def world_after_answer(*, route: RouteDecision, config: RuntimeConfig) -> bool:
+    """Whether the turn asks the world modifier, after its answer: the rules routed it there,
+    or, with the router's model on, no rule placed a personal message."""
+    return route.route == WORLD or (config.router_model_enabled and route == PERSONAL_DIRECT)
+
+
+def world_change_after_reply(*, reply_id: int) -> WorldChange | None:
+    """The world modifier on the user's message of a saved reply whose turn asked for it; what
+    it changed goes in the reply's trace. Claimed on the reply, so it runs once; None when the
+    turn asked nothing or another run has it."""
+    reply = (
+        Message.objects.select_related("conversation", "reply_to")
+        .filter(pk=reply_id, role=Message.Role.ASSISTANT)
+        .first()
+    )
+    if reply is None or reply.reply_to is None or not reply.trace.get(WORLD_QUEUED):
+        return None
+    if not chat_services.message_trace_claim(
+        message_id=reply_id, key=TRACE_KEY_WORLD, value={"running": True}
+    ):
+        return None
+    question = reply.reply_to
+    history = history_before(message=question, limit=WORLD_HISTORY)
+    change = modify_world(
+        user_id=reply.conversation.owner_id,
+        question=question.content,
+        history=[{"role": m.role, "content": m.content} for m in history],
+    )
+    chat_services.message_trace_put(
+        message_id=reply_id,
+        key=TRACE_KEY_WORLD,
+        value={
+            "applied": change.applied,
+            "rejected": change.rejected,
+            "error": change.error,
+            "reason": change.reason,
+        },
+    )
+    return change

@@ -77,21 +77,21 @@ class RuntimeConfig(models.Model):
     episode_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
     title_base_url = models.URLField(blank=True, help_text="Blank: the chat's endpoint.")
     title_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
-    # The router and the world modifier: short structured calls on the turn's path, before the
-    # answer; a small fast model is enough.
+    # The world modifier's model: a short structured call after the answer; a small fast model
+    # is enough.
     router_model_enabled = models.BooleanField(
         default=False,
-        help_text="Ask the router's model about a personal message no rule places. Each such "
-        "turn then waits for one LLM call before its answer (seconds on a CPU). Off: it is "
-        "answered directly, with what memory holds.",
+        help_text="After the answer, also show the world modifier's model a personal message no "
+        "rule places (one more background LLM call for such a turn). Off: only a message the "
+        "rules see changing the world state is shown to it.",
     )
     router_base_url = models.URLField(blank=True, help_text="Blank: the chat's endpoint.")
     router_model = models.CharField(max_length=200, blank=True, help_text="Blank: chat model.")
     router_timeout_seconds = models.PositiveIntegerField(
         default=20,
         validators=[MinValueValidator(1), MaxValueValidator(600)],
-        help_text="How long the router's or the world modifier's call may take; past it the "
-        "turn is answered directly.",
+        help_text="How long one round of the tool loop before the answer may take; past it "
+        "the turn is answered with what was gathered.",
     )
     tool_rounds = models.PositiveIntegerField(
         default=3,

@@ -22,7 +22,6 @@ PROMPT_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "episode": frozenset({"transcript"}),
     "debate": frozenset({"rules", "question", "draft"}),
     "world": frozenset({"state", "history", "message"}),
-    "route": frozenset({"history", "message"}),
 }
 
 

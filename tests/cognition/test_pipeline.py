@@ -13,6 +13,7 @@ from apps.chat.models import Conversation, Message
 from apps.chat.turn_status import final_parts
 from apps.cognition.pipeline import prepare_saved_reply
 from apps.cognition.route import ANSWER, GATHER, WORLD, route_by_rule
+from apps.cognition.world import WORLD_QUEUED
 from apps.memory.models import WorldState
 from apps.memory.world_services import world_apply
 from tests.chat.conftest import connect_socket
@@ -92,50 +93,27 @@ def test_a_personal_message_no_rule_places_asks_no_model_before_the_answer(user,
     assert not [r for r in llm_stub.requests if r["path"].endswith("/chat/completions")]
 
 
-def test_the_router_model_chooses_gathering_and_the_tool_loop_runs(user, llm_stub, config):
+def test_with_the_router_model_on_a_personal_message_still_asks_nothing_before_the_answer(
+    user, llm_stub, config
+):
     config(router_model_enabled=True)
-    llm_stub.script(
-        {"schema": "RouteChoice", "json": {"route": "gather", "reason": "asks about the past"}},
-        {"tool_calls": [{"name": "calculator", "arguments": {"expression": "17 * 23"}}]},
-        {"content": "I have what I need."},
-    )
     reply = _reply(user, "I wonder whether my sister would like the blue one")
 
     turn = prepare_saved_reply(reply_id=reply.pk)
 
-    assert turn.trace["route"]["by"] == "model" and turn.trace["route"]["route"] == "gather"
-    assert turn.trace["tools"]["calls"][0]["tool"] == "calculator"
-    assert turn.trace["tools"]["calls"][0]["outcome"] == "ok"
-    assert "391" in turn.messages[-1]["content"], "the evidence is in the message's note"
-    asked = [_schema_of(request) for request in _chat_requests(llm_stub)]
-    assert asked[0] == "RouteChoice" and len(asked) == 3
+    assert turn.trace["route"]["by"] == "rule" and turn.trace["route"]["route"] == "answer"
+    assert _chat_requests(llm_stub) == []
 
 
-def test_a_router_model_that_fails_answers_directly_and_the_trace_says_why(user, llm_stub, config):
-    config(router_model_enabled=True)
-    llm_stub.script({"schema": "RouteChoice", "fault": "http_500"})
-    reply = _reply(user, "I wonder whether my sister would like the blue one")
-
-    turn = prepare_saved_reply(reply_id=reply.pk)
-
-    assert turn.trace["route"]["route"] == "answer"
-    assert turn.trace["route"]["by"] == "fallback"
-    assert "500" in turn.trace["route"]["error"]
-    assert "tools" not in turn.trace
-
-
-def test_the_model_choosing_the_world_route_reads_as_world(user, llm_stub, config):
-    config(router_model_enabled=True)
-    llm_stub.script(
-        {"schema": "RouteChoice", "json": {"route": "world", "reason": "a new project"}},
-    )
-    reply = _reply(user, "I wonder whether my sister would like the blue one")
+def test_a_retry_of_a_world_turn_never_changes_the_world_state_again(user, llm_stub):
+    reply = _reply(user, "I'm working on the garden shed now")
 
     turn = prepare_saved_reply(reply_id=reply.pk)
 
     assert turn.trace["route"]["route"] == "world"
-    # A saved reply (Retry, Continue, the API) never changes the world state a second time.
-    assert {s["name"]: s["outcome"] for s in turn.spans.as_trace()}["world"] == "skipped"
+    assert WORLD_QUEUED not in turn.trace
+    assert {s["name"]: s.get("detail") for s in turn.spans.as_trace()}["world"] == "not on a retry"
+    assert _chat_requests(llm_stub) == []
 
 
 def test_the_world_state_is_in_every_answers_system_prompt(user, llm_stub):
@@ -169,34 +147,73 @@ async def _turn_over_socket(user, conversation, text: str) -> list[str]:
     return frames
 
 
+async def _world_recorded(reply: Message) -> dict:
+    """What the world modifier recorded in the reply's trace, once it has."""
+    async with asyncio.timeout(20):
+        while "applied" not in (reply.trace.get("world") or {}):
+            await asyncio.sleep(0.1)
+            await reply.arefresh_from_db()
+    return reply.trace["world"]
+
+
 @pytest.mark.django_db(transaction=True)
-async def test_a_world_turn_changes_the_state_once_refuses_a_bad_operation_and_answers(
-    user, llm_stub
+@pytest.mark.parametrize(
+    ("text", "op", "stored"),
+    [
+        (
+            "could you answer in bullet points from now on?",
+            {"op": "append", "path": "behaviour", "value": "answer in bullet points"},
+            ("behaviour", ["answer in bullet points"]),
+        ),
+        (
+            "I'm working on the garden shed now",
+            {"op": "set", "path": "project", "value": "the garden shed"},
+            ("project", "the garden shed"),
+        ),
+    ],
+    ids=["a preference", "a world-state change"],
+)
+async def test_a_world_turn_asks_the_llm_nothing_before_its_answer_and_changes_the_state_after(
+    user, llm_stub, celery_worker, text, op, stored
 ):
     conversation = await Conversation.objects.acreate(owner=user)
     llm_stub.script(
-        _world_reply(
-            [
-                {"op": "set", "path": "project", "value": "the garden shed"},
-                {"op": "set", "path": "password", "value": "hunter2"},
-            ]
-        ),
-        {"content": "Noted: the garden shed it is."},
+        {"content": "Noted.", "match": "You are Thalamus"},
+        _world_reply([op, {"op": "set", "path": "password", "value": "hunter2"}])
+        | {"schema": "WorldOps"},
     )
 
-    frames = await _turn_over_socket(user, conversation, "I'm working on the garden shed now")
+    frames = await _turn_over_socket(user, conversation, text)
 
-    state = await WorldState.objects.aget(owner=user)
-    assert state.project == "the garden shed" and state.version == 1
     reply = await Message.objects.aget(role="assistant")
-    assert reply.status == Message.Status.COMPLETE
-    assert reply.content == "Noted: the garden shed it is."
-    world = reply.trace["world"]
-    assert [op["path"] for op in world["applied"]] == ["project"]
+    assert reply.status == Message.Status.COMPLETE and reply.content == "Noted."
+    world = await _world_recorded(reply)
+    state = await WorldState.objects.aget(owner=user)
+    path, value = stored
+    assert getattr(state, path) == value and state.version == 1
+    asked = [_schema_of(request) for request in _chat_requests(llm_stub)]
+    assert asked.index("WorldOps") > 0, "the world modifier was asked after the answer"
+    answer = _chat_requests(llm_stub)[0]["body"]
+    assert "response_format" not in answer and text in answer["messages"][-1]["content"]
+    assert [applied["path"] for applied in world["applied"]] == [path]
     assert len(world["rejected"]) == 1 and world["rejected"][0]["reason"]
-    answer_prompt = _chat_requests(llm_stub)[-1]["body"]["messages"][0]["content"]
-    assert "the garden shed" in answer_prompt, "the world state is in the system prompt"
+    assert asked.count("WorldOps") == 1
+    spans = {span["name"]: span for span in reply.trace["spans"]}
+    assert spans["world"]["detail"] == "after the answer"
     assert any(f'id="msg-{reply.pk}-turn"' in frame for frame in frames)
+
+
+def test_the_next_turn_answers_with_the_changed_world_state(user, llm_stub):
+    world_apply(
+        user_id=user.pk,
+        ops=[{"op": "append", "path": "behaviour", "value": "answer in bullet points"}],
+        source="turn",
+    )
+    conversation = Conversation.objects.create(owner=user)
+
+    turn = prepare_saved_reply(reply_id=_reply(user, "What is a shed?", conversation).pk)
+
+    assert "answer in bullet points" in turn.messages[0]["content"]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -16,6 +16,7 @@ from apps.chat import services
 from apps.chat.models import Conversation, Message
 from apps.cognition.pipeline import prepare_saved_reply, start_turn
 from apps.cognition.turn_request import turn_history
+from apps.cognition.world import WORLD_QUEUED
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
 from apps.memory import services as memory_services
@@ -90,19 +91,15 @@ def test_a_temporary_chat_reads_no_memory_even_with_memory_on(user, llm_stub):
 
 
 def test_with_memory_off_a_turn_routed_to_gather_looks_nothing_up(user, llm_stub, config):
-    config(router_model_enabled=True)
     account_services.user_settings_update(user=user, memory_enabled=False)
-    llm_stub.script(
-        {"schema": "RouteChoice", "json": {"route": "gather", "reason": "asks about the past"}},
-    )
-    reply = _reply(user, "I wonder whether my sister would like the blue one")
+    reply = _reply(user, "Do you remember what I said about my sister and the blue one?")
 
     turn = prepare_saved_reply(reply_id=reply.pk)
 
     assert turn.trace["route"]["route"] == "answer"
     assert turn.trace["route"]["reason"] == "memory is off for this chat"
     assert "tools" not in turn.trace
-    assert _chat_requests(llm_stub) == [], "not even the router was asked"
+    assert _chat_requests(llm_stub) == [], "no tool loop was asked"
 
 
 # A message only the router's model can route (no rule decides it).
@@ -130,14 +127,22 @@ def test_a_streamed_turn_with_memory_off_asks_no_llm_before_its_answer(
     assert _chat_requests(llm_stub) == [] and _embedding_requests(llm_stub) == []
 
 
-def test_with_memory_on_the_same_message_asks_the_router(user, llm_stub, config):
+@pytest.mark.django_db(transaction=True)
+def test_with_memory_on_the_same_message_is_shown_to_the_world_modifier_after_its_answer(
+    user, llm_stub, config
+):
     config(router_model_enabled=True)
-    llm_stub.script({"schema": "RouteChoice", "json": {"route": "answer", "reason": "chat"}})
+    reply = _reply(user, UNDECIDED)
+    history = turn_history(reply=reply)
 
-    turn = prepare_saved_reply(reply_id=_reply(user, UNDECIDED).pk)
+    async def prepare():
+        run = start_turn(user=user, conversation=reply.conversation, text=UNDECIDED)
+        return await run.prepare(reply=reply, history=history)
 
-    assert turn.trace["route"]["by"] != "rule"
-    assert len(_chat_requests(llm_stub)) == 1
+    prepared = async_to_sync(prepare)()
+
+    assert prepared.trace["route"]["by"] == "rule" and prepared.trace[WORLD_QUEUED] is True
+    assert _chat_requests(llm_stub) == [], "nothing is asked before the answer"
 
 
 def test_with_memory_off_the_title_is_still_written(
@@ -163,9 +168,6 @@ def test_with_memory_off_the_title_is_still_written(
 @pytest.mark.django_db(transaction=True)
 def test_with_memory_off_the_world_modifier_changes_nothing(user, llm_stub):
     account_services.user_settings_update(user=user, memory_enabled=False)
-    llm_stub.script(
-        {"schema": "RouteChoice", "json": {"route": "world", "reason": "a new project"}},
-    )
     text = "I am starting a new project: a bakery in Turin, and my goal is to open in May"
     reply = _reply(user, text)
     history = turn_history(reply=reply)
@@ -178,15 +180,11 @@ def test_with_memory_off_the_world_modifier_changes_nothing(user, llm_stub):
     run, prepared = async_to_sync(prepare)()
 
     assert prepared.trace["route"]["route"] == "answer"
-    assert "world" not in prepared.trace
+    assert "world" not in prepared.trace and WORLD_QUEUED not in prepared.trace
     spans = {span["name"]: span for span in prepared.spans.as_trace()}
     assert spans["world"]["outcome"] == "skipped"
     assert world_state_for(user_id=user.pk).pk is None, "no world state was written"
-    asked = [
-        (r["body"].get("response_format") or {}).get("json_schema", {}).get("name")
-        for r in _chat_requests(llm_stub)
-    ]
-    assert set(asked) <= {"RouteChoice"}, "the world modifier was not asked"
+    assert _chat_requests(llm_stub) == [], "the world modifier was not asked"
     assert _embedding_requests(llm_stub) == []
 
 
@@ -264,15 +262,13 @@ def test_the_date_in_the_prompt_is_today_in_the_users_time_zone(user, llm_stub):
     assert kiritimati - pago_pago in (timedelta(days=1), timedelta(days=2))
 
 
-def test_the_current_time_tool_tells_the_time_in_the_users_time_zone(user, llm_stub, config):
-    config(router_model_enabled=True)
+def test_the_current_time_tool_tells_the_time_in_the_users_time_zone(user, llm_stub):
     account_services.user_settings_update(user=user, time_zone="Asia/Tokyo")
     llm_stub.script(
-        {"schema": "RouteChoice", "json": {"route": "gather", "reason": "asks the time"}},
         {"tool_calls": [{"name": "current_time", "arguments": {}}]},
         {"content": "I have what I need."},
     )
-    reply = _reply(user, "I wonder whether my sister would like the blue one")
+    reply = _reply(user, "What time is it where I live, before I call my sister?")
 
     turn = prepare_saved_reply(reply_id=reply.pk)
 

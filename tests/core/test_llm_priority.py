@@ -8,7 +8,7 @@ import time
 import pytest
 
 from apps.core.llm.gateway import complete
-from apps.core.llm.limits import CHAT, REFLECTION, ROUTER, role_endpoint
+from apps.core.llm.limits import CHAT, REFLECTION, role_endpoint
 from apps.core.llm.priority import (
     MAX_GIVE_WAYS,
     background_clear,
@@ -137,7 +137,8 @@ def test_a_background_call_gives_way_to_a_call_the_user_waits_for(llm_stub, conf
 
     def route() -> None:
         time.sleep(0.5)
-        routed.append(complete(role=ROUTER, prompt=HELLO, max_tokens=5))
+        # A round of the tool loop, before the answer.
+        routed.append(complete(role=CHAT, prompt=HELLO, max_tokens=5))
 
     router = threading.Thread(target=route)
     router.start()

@@ -14,7 +14,6 @@ from apps.core.llm.limits import (
     EMBEDDING,
     REFLECTION,
     ROLES,
-    ROUTER,
     TITLE,
     Endpoint,
     endpoint_models,
@@ -187,11 +186,12 @@ def test_a_background_call_falls_back_from_a_server_that_is_not_there(config, ll
 
 
 def test_a_call_that_times_out_falls_back(config, llm_stub):
-    config(router_timeout_seconds=1, model_fallbacks={"router": ["demo"]})
+    config(router_timeout_seconds=1, model_fallbacks={"chat": ["demo"]})
     llm_stub.script({"fault": "hang", "ttft": 3}, {"content": "answer directly"})
 
     started = time.monotonic()
-    completion = complete(role=ROUTER, prompt=ASK)
+    # A round of the tool loop: the chat's, before the answer, with the router's time limit.
+    completion = complete(role=CHAT, prompt=ASK)
 
     assert completion.model == "demo" and completion.content == "answer directly"
     assert completion.fallback_from[0]["error"] == "timed out"

@@ -36,7 +36,6 @@ from apps.core.llm.clients import FormatRefused, falls_back, outcome_of
 from apps.core.llm.fitting import Prompt, Room, messages_for
 from apps.core.llm.limits import (
     CHAT,
-    FOREGROUND_ROLES,
     learn_from_refusal,
     model_limits,
     role_endpoints,
@@ -112,12 +111,12 @@ def complete(
 
     A background call runs in a slot the server has spare; else it waits while an answer
     streams from the same server and gives way to one that starts, at most twice. A foreground
-    one (the router, the tool loop: on the turn's path) does neither, counts as an answer, and
+    one (the chat's: the tool loop on the turn's path) does neither, counts as an answer, and
     has the router's time limit.
     """
     config = config or runtime_config()
     if foreground is None:
-        foreground = role in FOREGROUND_ROLES or role == CHAT
+        foreground = role == CHAT
     call = _Call(
         role=role,
         config=config,
@@ -254,8 +253,8 @@ class _Call:
             return reply
 
     def _for_the_user(self, endpoint: Endpoint, body: dict) -> Reply:
-        """A call on the turn's path (the router, the tool loop) holds a slot as an answer
-        does: background calls make room for it."""
+        """A call on the turn's path (the tool loop) holds a slot as an answer does: background
+        calls make room for it."""
         call_id = uuid.uuid4().hex
         priority.chat_active_mark(base_url=endpoint.base_url, call_id=call_id)
         try:

@@ -48,13 +48,10 @@ CHAT, REFLECTION, CRITIC, EPISODE, TITLE, ROUTER, EMBEDDING = (
     "embedding",
 )
 ROLES = (CHAT, REFLECTION, CRITIC, EPISODE, TITLE, ROUTER, EMBEDDING)
-BACKGROUND_ROLES = (REFLECTION, CRITIC, EPISODE, TITLE)
-# Roles called on the turn's path, before the answer: they neither wait for nor give way to an
-# answer streaming from the same server.
-FOREGROUND_ROLES = (ROUTER,)
+# Every role but the chat runs after the answer, and waits for or gives way to answers: no turn
+# waits for an LLM call but its own answer's (the router's model is the world modifier's).
+BACKGROUND_ROLES = (REFLECTION, CRITIC, EPISODE, TITLE, ROUTER)
 TITLE_MAX_TOKENS = 32
-# The router's decision or the world modifier's operations: a short JSON object.
-ROUTER_MAX_TOKENS = 256
 # Before the server has told us anything: fewer characters per token than most text has, so
 # the first prompts are estimated long rather than short.
 DEFAULT_CHARS_PER_TOKEN = 3.2
@@ -82,7 +79,7 @@ def role_endpoint(role: str, config: RuntimeConfig | None = None) -> Endpoint:
             config.embed_base_url or settings.THALAMUS_EMBED_BASE_URL or chat.base_url,
             config.embed_model or settings.THALAMUS_EMBED_MODEL,
         )
-    if role not in BACKGROUND_ROLES + FOREGROUND_ROLES:
+    if role not in BACKGROUND_ROLES:
         raise ValueError(f"unknown LLM role {role!r}")
     return Endpoint(
         getattr(config, f"{role}_base_url") or chat.base_url,
@@ -154,8 +151,6 @@ def model_limits(
         cap = config.answer_max_tokens
     elif role == TITLE:
         cap = TITLE_MAX_TOKENS
-    elif role == ROUTER:
-        cap = ROUTER_MAX_TOKENS
     elif role == EMBEDDING:
         cap = 0
     else:
