@@ -4,8 +4,9 @@ expired."""
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.chat.models import TEMPORARY_LIFETIME, Conversation
@@ -73,6 +74,21 @@ def fallback_title(text: str) -> str:
         return head[: ends[-1]]
     cut = head.rsplit(" ", 1)[0] if " " in head else line[:TITLE_FALLBACK_CHARS]
     return cut.rstrip(",;:-–— ") + "…"
+
+
+# A claim older than the title task's time limit is its dead worker's: it may be taken again.
+TITLE_CLAIM_SECONDS = 600
+
+
+def conversation_title_claim(*, conversation_id: int) -> bool:
+    """Claim the asking for an untitled conversation's title; False when it has one, or another
+    run asked or is asking (each of the first replies queues the title task)."""
+    stale = timezone.now() - timedelta(seconds=TITLE_CLAIM_SECONDS)
+    return bool(
+        Conversation.objects.filter(pk=conversation_id, title="")
+        .filter(Q(title_asked_at=None) | Q(title_asked_at__lt=stale))
+        .update(title_asked_at=timezone.now())
+    )
 
 
 def conversation_set_title_if_empty(*, conversation_id: int, title: str) -> bool:

@@ -17,6 +17,8 @@ class Conversation(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
     )
     title = models.CharField(max_length=200, blank=True)
+    # When the title task claimed the asking of the LLM for a title (it is asked once).
+    title_asked_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now_add=True, db_index=True)
     # A temporary chat reads and writes no memory and is deleted TEMPORARY_LIFETIME after it

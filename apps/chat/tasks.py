@@ -18,6 +18,9 @@ def title_conversation(conversation_id: int) -> None:
     first = list(conversation.messages.filter(status=Message.Status.COMPLETE).order_by("pk")[:2])
     if not first:
         return
+    # Each reply until the title lands queues this task: the LLM is asked once.
+    if not conversation_services.conversation_title_claim(conversation_id=conversation_id):
+        return
     try:
         title = generate_title(messages=first)
     except LLMError:

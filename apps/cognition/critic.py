@@ -32,7 +32,7 @@ from apps.cognition.reflection import (
     exchange_lines,
     node_line,
 )
-from apps.cognition.schemas import CriticVerdict
+from apps.cognition.schemas import critic_verdict_schema
 from apps.core.llm.fitting import bodies, fixed_lines, ranked_lines, template_prompt
 from apps.core.llm.limits import CRITIC, role_endpoint
 from apps.core.llm.outcomes import InvalidReply, Refused, TooLong, Unreachable
@@ -149,7 +149,9 @@ def node_criticise(
         empty=NOTHING_YET,
     )
     try:
-        verdict = complete_as(CriticVerdict, role="critic", prompt=prompt)
+        verdict = complete_as(
+            critic_verdict_schema([near.pk for near, _ in known]), role="critic", prompt=prompt
+        )
     except (InvalidReply, Refused, TooLong) as exc:
         # Asking again would not mend these; an Unreachable server goes to the task's retries.
         raise CritiqueFailed(str(exc)) from exc

@@ -64,14 +64,47 @@ def stated_quotes_max_tokens(messages: int, quote_chars: int = QUOTE_MAX_CHARS) 
     return _TOKENS_AROUND_REPLY + messages * (_TOKENS_AROUND_MESSAGE + QUOTES_PER_MESSAGE * quote)
 
 
+# The critic's argument: a few sentences (a 135M model otherwise argues until its cap).
+DEBATE_MAX_CHARS = 400
+
+
 class CriticVerdict(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     # The debate comes first so the model argues before it decides.
-    debate: str = Field(min_length=1)
+    debate: Annotated[
+        str,
+        BeforeValidator(
+            lambda value: value[:DEBATE_MAX_CHARS] if isinstance(value, str) else value
+        ),
+        Field(min_length=1, max_length=DEBATE_MAX_CHARS),
+    ]
     verdict: Literal["withstands", "fails"]
     contradicts: list[int] = Field(default_factory=list)
     supports: list[int] = Field(default_factory=list)
+
+
+def critic_verdict_schema(known: list[int]) -> type[CriticVerdict]:
+    """The verdict on one memory shown beside the `known` memories (their ids): it may name
+    only those as contradicted or supported, each once at most, so a grammar bounds its lists
+    by what it was asked to judge and its reply has a longest length. An id it was not shown
+    is dropped later (critic.node_criticise), as before."""
+    ids = Literal[tuple(known)] if known else int
+    # A server without the grammar may name others, or one twice: kept are the ones shown.
+    shown = BeforeValidator(
+        lambda value: (
+            list(dict.fromkeys(i for i in value if i in known))
+            if isinstance(value, list)
+            else value
+        )
+    )
+    named = Annotated[list[ids], shown, Field(default_factory=list, max_length=len(known))]
+    return create_model(
+        "CriticVerdict",
+        __base__=CriticVerdict,
+        contradicts=(named, ...),
+        supports=(named, ...),
+    )
 
 
 class EpisodeSummary(BaseModel):
