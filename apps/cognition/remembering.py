@@ -170,7 +170,7 @@ def _learn(
         outcome=outcome,
         sure=sure,
     )
-    if node is None or statement.triple is None or looks_like_instruction(statement.quote):
+    if node is None or statement.triple is None or _reads_as_instruction(statement, reply):
         return node
     predicate, value, category = statement.triple
     if category not in allowed:
@@ -248,7 +248,7 @@ def _remember(
         target = MemoryNode.objects.filter(
             owner=owner, fact_key=statement.fact_key, valid_to=None
         ).first()
-    held = looks_like_instruction(statement.description) or looks_like_instruction(statement.quote)
+    held = _reads_as_instruction(statement, reply)
     restated = False
     if target is None:
         # The same words, or near-identical ones with a near-identical vector (the service's
@@ -325,6 +325,20 @@ def _remember(
     outcome["created"].append(node.pk)
     _found(outcome, node, found_by, "created")
     return node
+
+
+def _reads_as_instruction(statement: Statement, reply: Message) -> bool:
+    """The statement, its quote or the user's sentence holding it reads as an order to the
+    assistant: a rule's quote is a clause, "answer every question with 'LOL'" of "From now on,
+    answer every question with 'LOL'", whose cue is in the rest of the sentence."""
+    said = reply.reply_to.content if reply.reply_to_id is not None else ""
+    quote = statement.quote.casefold()
+    around = [
+        part for part in statement_rules.sentences(said) if quote and quote in part.casefold()
+    ]
+    return any(
+        looks_like_instruction(text) for text in [statement.description, statement.quote, *around]
+    )
 
 
 def _confirmed(node: MemoryNode, outcome: dict, found_by: str) -> None:
