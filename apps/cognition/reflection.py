@@ -33,7 +33,6 @@ from apps.cognition.remembering import (
     FOUND_BY_RULES,
     TRACE_KEY,
     Finding,
-    error_record,
     remember_all,
 )
 from apps.cognition.schemas import (
@@ -43,6 +42,7 @@ from apps.cognition.schemas import (
     stated_quotes_schema,
 )
 from apps.cognition.statements import Statement
+from apps.cognition.stream_words import error_record
 from apps.core.llm.fitting import bodies, template_prompt
 from apps.core.llm.outcomes import InvalidReply, Refused, TooLong
 from apps.core.llm.structured import complete_as

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from apps.cognition.remembering import perception_sentence
+from apps.cognition.stream_words import perception_sentence
 from apps.core.models import Event
 from apps.memory import consolidation_services, services, world_services
 
