@@ -1,7 +1,7 @@
 """The memory browser: what the assistant believes about you, and how to correct it.
 
-Every read (browser_selectors) and write (browser_services) is for `request.user`; another
-user's row is a 404.
+Every read (browser_selectors) and write (browser_services, export_services) is for
+`request.user`; another user's row is a 404.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from apps.core.validation import UnreadableJSON, json_load, validation_problem
 from apps.memory import (
     browser_selectors,
     browser_services,
+    export_services,
     selectors,
     undo_services,
     world_services,
@@ -227,7 +228,7 @@ def knowledge_forget(request):
 
 @require_GET
 def memory_export(request):
-    data = browser_services.memories_export(owner=request.user)
+    data = export_services.memories_export(owner=request.user)
     response = JsonResponse(data, json_dumps_params={"indent": 2, "ensure_ascii": False})
     stamp = timezone.localdate().isoformat()
     response["Content-Disposition"] = f'attachment; filename="thalamus-memories-{stamp}.json"'
@@ -246,7 +247,7 @@ def memory_import(request):
         return redirect("memory:list")
     try:
         data = json_load(upload.read(), name="the file")
-        receipt = browser_services.memories_import(owner=request.user, data=data)
+        receipt = export_services.memories_import(owner=request.user, data=data)
     except UnreadableJSON as exc:
         messages.error(
             request,

@@ -11,7 +11,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from apps.core.validation import json_load
-from apps.memory.browser_services import MemoryExport
+from apps.memory.export_services import MemoryExport
 from apps.memory.models import Episode, MemoryNode, Triple
 from apps.memory.schemas import normal_text
 from tests.fuzz import mutants

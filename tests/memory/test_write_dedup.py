@@ -11,7 +11,7 @@ import threading
 import pytest
 from django.db import connection
 
-from apps.memory import browser_services, seeds, services
+from apps.memory import browser_services, export_services, seeds, services
 from apps.memory.models import MemoryNode
 
 # A write here that calls out (LLM, embedder) inside a transaction fails the test.
@@ -138,7 +138,7 @@ def test_the_admins_add_confirms_a_memory_already_held(user):
 
 def test_a_memory_file_restating_a_memory_adds_nothing(user):
     services.memory_node_create(owner=user, description="The user likes hiking", embed=False)
-    receipt = browser_services.memories_import(
+    receipt = export_services.memories_import(
         owner=user, data={"memories": [{"description": "User likes hiking"}]}
     )
 

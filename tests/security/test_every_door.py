@@ -16,7 +16,7 @@ import pytest
 from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import reflect_on_replies
 from apps.mcp_server.server import _remember
-from apps.memory import browser_services, services, world_services
+from apps.memory import browser_services, export_services, services, world_services
 from apps.memory.models import WORLD_MAX_BEHAVIOUR, Episode, MemoryNode, Triple, WorldState
 from apps.memory.selectors import world_state_for
 from tests.chat.conftest import connect_socket
@@ -97,7 +97,7 @@ def door_memory_file(user, llm_stub):
         "episodes": [{"summary": f"Episode {index}. {text}"} for index, text in enumerate(TEXTS)],
         "triples": [{"subject": "user", "predicate": "says", "object": text} for text in TEXTS],
     }
-    browser_services.memories_import(owner=user, data=data)
+    export_services.memories_import(owner=user, data=data)
     _memories_stored(user)
     assert not MemoryNode.objects.filter(owner=user, state="promoted").exists()
     assert set(MemoryNode.objects.values_list("confidence_score", flat=True)) == {1}
