@@ -85,7 +85,7 @@ def test_a_reflection_that_cannot_succeed_is_marked_failed_with_why_and_not_swep
     fault, celery_worker, user, turn, llm_stub, config, monkeypatch, no_backoff
 ):
     config(critic_enabled=False)
-    reply = turn("I have two brothers", "Nice.")
+    reply = turn("I collect old stamps", "Nice.")
     _quiet(reply.conversation_id, minutes=11)
     assert reflection_timing.conversations_never_reflected(limit=10) == [reply.conversation_id]
     words = _arrange(REFLECTION_FAULTS[fault], llm_stub, config, monkeypatch)

@@ -59,7 +59,7 @@ def test_a_failed_reflection_is_marked_once_however_often_it_is_delivered(
     celery_worker, user, turn, llm_stub, config, no_backoff
 ):
     config(critic_enabled=False)
-    reply = turn("I have two brothers", "Nice.")
+    reply = turn("I collect old stamps", "Nice.")
     llm_stub.set_defaults(json_junk="empty")
 
     tasks.reflect.delay(reply.pk).get(timeout=30)

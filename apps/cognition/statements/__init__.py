@@ -26,6 +26,7 @@ from apps.language.facts.categories import category_of_words
 from apps.language.facts.describe import TEMPLATES, description
 from apps.language.text import sentences
 from apps.memory.models import Category, MemoryNode
+from apps.memory.quarantine import looks_like_instruction
 
 __all__ = [
     "Statement",
@@ -196,6 +197,10 @@ def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statem
     """
     if is_question(sentence):
         return []
+    if looks_like_instruction(sentence):
+        # An order to the assistant is kept whole, as the user wrote it, for the write
+        # services to hold for approval (apps.memory.quarantine): never read as a fact.
+        return [_held(sentence, today=today)]
     quoted = set(grounding.words(quote))
     found = []
     for clause in language_facts.read(sentence):
@@ -214,6 +219,25 @@ def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statem
         if statement is not None:
             found.append(statement)
     return found
+
+
+def _held(sentence: str, *, today: date) -> Statement:
+    language = language_facts.language_of(sentence) or "en"
+    text = sentence.strip().rstrip(".!…")
+    described = (
+        third_person(text) if language == "en" else TEMPLATES[language]["said"].format(c=text)
+    )
+    return Statement(
+        description=described,
+        quote=text,
+        kind=MemoryNode.Kind.FACT,
+        topic="",
+        fact_key="",
+        category=category_of_words(text),
+        importance=DEFAULT_IMPORTANCE,
+        valid_until=_valid_until(text.lower(), language=language, today=today),
+        language=language,
+    )
 
 
 def _unplaced(clause, *, sentence: str, today: date) -> Statement | None:
