@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import re
 
+from apps.language.facts.describe import TEMPLATE_WORDS
+
 _WORD = re.compile(r"\w+")
-# The words the third person adds to any quote: pronouns, the user, auxiliaries, articles.
+# The words the third person adds to any quote: pronouns, the user, auxiliaries, articles;
+# and those of the five languages' description templates ("L'utente vive a Torino").
 _FRAME = frozenset(
     {
         "the", "user", "users", "s", "their", "theirs", "them", "themselves", "they",
         "is", "are", "was", "were", "has", "have", "had", "does", "do", "did",
         "would", "will", "can", "a", "an", "and", "of",
     }
-)  # fmt: skip
+) | TEMPLATE_WORDS  # fmt: skip
 
 
 def _forms(word: str) -> set[str]:
