@@ -7,13 +7,13 @@ kind for a whole conversation page).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Q
 
 from apps.chat.models import Message
+from apps.language.text import letter_words
 from apps.memory.models import Episode, MemoryNode, Triple
 from apps.memory.renderer import knowledge_line
 
@@ -137,13 +137,12 @@ _COMMON = frozenset(
         "two",
     ]
 )
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 
 
 def _words(text: str) -> dict[str, str]:
     """The words of a text worth naming, lower case, each with its first spelling."""
     words: dict[str, str] = {}
-    for word in _WORD.findall(text):
+    for word in letter_words(text):
         key = word.lower()
         if len(key) >= 3 and key not in _COMMON and not key.isdigit():
             words.setdefault(key, word)

@@ -16,7 +16,6 @@ is kept in its reply's trace.
 from __future__ import annotations
 
 import logging
-import re
 
 from django.db import transaction
 from django.db.models import Exists, IntegerField, OuterRef, Q
@@ -40,6 +39,7 @@ from apps.core.llm.structured import complete_as
 from apps.core.models import Event, RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.core.services import event_record
+from apps.language.text import words
 from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
 from apps.memory.models import Critique, MemoryLink, MemoryNode, Triple
@@ -53,7 +53,6 @@ TRACE_KEY_CRITIC = "critic"
 SWEEP_MAX_NODES = 3
 # Facts shown to the critic beside the nearest memories.
 MAX_FACTS = 10
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 
 def nodes_to_doubt(*, reply: Message, limit: int) -> list[MemoryNode]:
@@ -91,7 +90,7 @@ def unreviewed_nodes(*, limit: int) -> list[MemoryNode]:
 
 
 def _words(text: str) -> set[str]:
-    return {word for word in _WORD_RE.findall(text.casefold().replace("_", " ")) if len(word) > 2}
+    return {word for word in words(text.replace("_", " ")) if len(word) > 2}
 
 
 def _facts_about(*, node: MemoryNode, triples: list[Triple]) -> list[str]:

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import re
 
+from apps.language.text import words
+
+__all__ = ["containment", "echoes", "is_junk", "quote_found", "supported_by", "words"]
+
 # A quote shorter than this is too common to prove anything, unless it is the whole message.
 MIN_QUOTE_WORDS = 3
 ECHO_CONTAINMENT = 0.6
 
-_WORD = re.compile(r"\w+")
 _LETTER_WORD = re.compile(r"[^\W\d_]{2,}")
 # Words every memory uses whatever its source ("The user's sister is Anna").
 _FILLER = frozenset({"the", "user", "users", "s", "a", "an", "is", "are", "was", "and", "of"})
-
-
-def words(text: str) -> list[str]:
-    return _WORD.findall(text.casefold())
 
 
 def _phrase(text_words: list[str]) -> str:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 
+from apps.language.text import sentences
+
 _URL_OR_ADDRESS = r"(?:https?://|www\.|\b[\w.+-]+@[\w-]+\.[\w.]+|\bwebhook\b|\bendpoint\b)"
 _SEND = (
     r"(?:send|sends|sending|forward|post|upload|transmit|submit|report|leak|exfiltrate|copy"
@@ -90,7 +92,6 @@ _PATTERNS = [
     r"\bfinge (?:ser|que eres)\b|\bhaz(?: el papel| de)\b.{0,20}\b(?:papel|rol)\b"
     r"|\bactúa como\b|\bahora eres\b|\bprompt del sistema\b",
 ]
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")
 _INSTRUCTION = re.compile("|".join(f"(?:{pattern})" for pattern in _PATTERNS), re.MULTILINE)
 
 
@@ -99,4 +100,4 @@ def looks_like_instruction(text: str) -> bool:
     normal = " ".join(text.split()).casefold().replace("’", "'")
     # One sentence a line: an order that opens a later sentence ("I like tea. Always …") is
     # read as the start of a line, as if it came alone.
-    return bool(_INSTRUCTION.search(_SENTENCE_END.sub("\n", normal)))
+    return bool(_INSTRUCTION.search("\n".join(sentences(normal))))

@@ -13,6 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from apps.language.detect import ALL_STOPWORDS as _ALL_STOPWORDS
+from apps.language.detect import message_language
+from apps.language.text import words as _words
+
 # Calibrated on the LoCoMo dev half with all-MiniLM-L6-v2 (bench/README.md, "Familiarity
 # routing"): the cosine with the best balanced accuracy between single-hop questions (fast track)
 # and multi-hop and temporal ones (recollection), once recall cues have routed theirs.
@@ -20,25 +24,6 @@ FAMILIAR_COSINE = 0.44
 # Every meaningful word of a known triple's object (and of its subject, unless it is the user)
 # appears in the message: the graph already names what the message is about.
 FAMILIAR_TRIPLE_MATCH = 1.0
-
-# Common words by language, to tell which language a message is in. "hier" is German (here), so
-# a German message never has a French cue.
-_STOPWORD_TEXT = {
-    "en": """the and is are was were you what did do does have has i my we of to in it that this
-             with for on me about when how your be am here""",
-    "it": """il lo gli che di è sono non per con una un mi ti cosa come quando abbiamo hai ho del
-             della qui questo ma ci sei siamo""",
-    "de": """der die das und ist ich du nicht mit ein eine wir was wann haben hast bin hier auf zu
-             den dem es sie mir dich auch wie bist sind""",
-    "fr": """le les et est je tu nous vous pas une des du que qui avons as ai suis sur avec dans ce
-             cette quoi quand comment on moi j qu ici""",
-    "es": """el los las y es yo tú que una por con para del qué cuándo cómo estoy aquí me mi no en
-             lo estás somos""",
-}
-STOPWORDS_BY_LANGUAGE = {
-    language: frozenset(text.split()) for language, text in _STOPWORD_TEXT.items()
-}
-_ALL_STOPWORDS = frozenset().union(*STOPWORDS_BY_LANGUAGE.values())
 
 # Phrases that ask about something that happened, per language; each only counts in its language.
 RECALL_CUES = {
@@ -69,7 +54,6 @@ _CUES = {
     language: re.compile(rf"\b({pattern})\b", re.IGNORECASE)
     for language, pattern in RECALL_CUES.items()
 }
-_WORD_RE = re.compile(r"\w+", re.UNICODE)
 
 
 class Route(StrEnum):
@@ -83,22 +67,6 @@ class RecallRoute:
 
     name: Route
     reason: str
-
-
-def _words(text: str) -> list[str]:
-    return _WORD_RE.findall(text.casefold())
-
-
-def message_language(text: str) -> str | None:
-    """The language with the most common words in `text`; None when none leads."""
-    words = _words(text)
-    counts = {
-        language: sum(word in stopwords for word in words)
-        for language, stopwords in STOPWORDS_BY_LANGUAGE.items()
-    }
-    best = max(counts.values())
-    leaders = [language for language, count in counts.items() if count == best]
-    return leaders[0] if best and len(leaders) == 1 else None
 
 
 def recall_cue(text: str) -> str | None:

@@ -21,6 +21,7 @@ from apps.chat.models import Conversation, Message
 from apps.core.models import Event
 from apps.core.selectors import runtime_config
 from apps.core.services import event_record
+from apps.language.text import sentences
 from apps.memory.embedding import get_embedder
 from apps.memory.embedding_services import embedding_try, embeddings_fill_later
 from apps.memory.models import (
@@ -379,7 +380,6 @@ def episode_create(
 
 
 HELD_SUMMARY = "(This episode's summary is held for the user's approval.)"
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def _held_sentences_out(owner: AbstractBaseUser, text: str, *, source: str) -> str:
@@ -387,7 +387,7 @@ def _held_sentences_out(owner: AbstractBaseUser, text: str, *, source: str) -> s
     if not looks_like_instruction(text):
         return text
     kept = []
-    for sentence in _SENTENCE_END.split(text):
+    for sentence in sentences(text):
         if looks_like_instruction(sentence):
             memory_hold(owner=owner, text=sentence, held_from="episode summary", source=source)
         else:

@@ -93,7 +93,7 @@ def person_name(value: str, grammar: Grammar, *, strength: str, at_start: bool =
         folded = token.casefold()
         if not _NAME_WORD.match(token) or folded in _stopwords(grammar) or folded in _CALENDAR:
             return ""
-        if folded in grammar.vague or folded in _PRONOUNS or folded in occupations.LANGUAGE_NAMES:
+        if folded in grammar.vague or folded in _pronouns(grammar) | occupations.LANGUAGE_NAMES:
             return ""
         capital = _capitalised(token) and not (at_start and index == 0)
         if not _name_word(token, grammar, strength=strength, first=index == 0, capital=capital):

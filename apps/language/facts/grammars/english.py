@@ -34,7 +34,7 @@ GRAMMAR = Grammar(
     code="en",
     openers=r"^(?:(?:oh and|oh|and|also|plus|btw|by the way|fyi|f\.y\.i\.|heads up|ps|p\.s\.|"
     r"anyway|anyways|well|so|ok|okay|alright|actually|honestly|just so you know|for the record"
-    r"|for context|quick note|note|fun fact|quick intro|intro|about me|hi there|hi|hey|hello"
+    r"|for context|quick note|note|fun fact|quick intro|intro|about me|hi there|hi|hey|hello|good morning|good evening|howdy|hiya"
     r"|yes|yeah|yep|sure|thanks|thank you|please|um|uh|lol|haha|these days|nowadays|currently"
     r"|right now|at the moment|now|today|lately|for what it's worth|as you know|you know"
     r"|i mean|fwiw|correction|sorry|oops)\b[\s,:;!.\-–—]*)+",

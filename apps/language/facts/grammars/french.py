@@ -42,7 +42,7 @@ _DIAGNOSED = r"cœliaque|coeliaque|diabétique|asthmatique|intolérante? au \w+|
 GRAMMAR = Grammar(
     code="fr",
     openers=r"^(?:(?:ah et|oh et|ah|oh|et|aussi|d'ailleurs|au fait|btw|bref|bon|alors|donc|ok|okay"
-    r"|oui|merci|salut|bonjour|coucou|eh|hé|tiens|pour info|pour ton info|pour la petite"
+    r"|oui|merci|salut|bonjour|bonsoir|coucou|eh|hé|tiens|pour info|pour ton info|pour la petite"
     r" histoire|sinon|maintenant|actuellement|en ce moment|aujourd'hui|ces temps-ci|ces jours-ci"
     r"|dernièrement|en fait|franchement|petite précision|précision|ps|à propos|rapide présentation"
     r"|présentation|correction|pardon|désolée?|depuis peu|je me présente)\b[\s,:;!.\-–—]*)+",
@@ -147,7 +147,7 @@ GRAMMAR = Grammar(
     counted=r"(?:deux|trois|quatre|cinq|[2-9])",
     naming=r"(?:qui s'appelle|qui s'appellent|nommée?s?|appelée?s?)",
     with_words="avec",
-    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:et|mais|ou|parce que|car|donc|puisque|pendant|qui|que|quand"
+    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:lol|haha|ahah|jaja|jeje|xd|mdr|ptdr)\b|\s+(?:et|mais|ou|parce que|car|donc|puisque|pendant|qui|que|quand"
     r"|si|avec|depuis|maintenant|aussi|pas)\b",
     vague=word_set("""ça ca cela ceci ce cette ces celui celle ceux tu te toi vous votre vos ton ta
         tes comment quand quoi qui tout rien quelque chose moi-même"""),

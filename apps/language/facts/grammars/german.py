@@ -45,7 +45,7 @@ GRAMMAR = Grammar(
     openers=r"^(?:(?:ach und|ach ja|ach übrigens|ach|oh|und|übrigens|btw|also|ok|okay|ja|danke"
     r"|hallo|hi|hey|na|nebenbei|kurz zur info|zur info|fyi|ps|jetzt|momentan|derzeit|zurzeit|aktuell"
     r"|inzwischen|mittlerweile|heute|ehrlich gesagt|eigentlich|apropos|kurz zu mir|zu mir"
-    r"|kurze vorstellung|korrektur|sorry|seit kurzem|ich stelle mich kurz vor|ich stelle mich vor)\b[\s,:;!.\-–—]*)+",
+    r"|kurze vorstellung|moin moin|moin|servus|grüß gott|grüezi|guten tag|guten morgen|guten abend|korrektur|sorry|seit kurzem|ich stelle mich kurz vor|ich stelle mich vor)\b[\s,:;!.\-–—]*)+",
     clause_breaks=r"\s*;\s*|\s*[–—]\s*|,?\s+(?:und|aber|doch|sondern|während)\s+"
     r"(?=(?:ich|mein|meine|meinen|meiner|wir|unser|unsere|seit|jetzt|wohne|arbeite|bin|komme|schon)\b)"
     r"|,\s+(?!(?:und|aber|oder|bitte|nicht)\b)(?=\S)"
@@ -137,7 +137,7 @@ GRAMMAR = Grammar(
     counted=r"(?:zwei|drei|vier|fünf|[2-9])",
     naming=r"(?:namens|mit namen)",
     with_words="mit",
-    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:und|aber|oder|weil|denn|seit|während|wenn|mit|dass"
+    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:lol|haha|ahah|jaja|jeje|xd|mdr|ptdr)\b|\s+(?:und|aber|oder|weil|denn|seit|während|wenn|mit|dass"
     r"|jetzt|auch|nicht)\b",
     vague=word_set("""das es dies diese dieser dieses du dich dir dein deine ihr euch wie wann was
         wer alles nichts etwas"""),

@@ -46,7 +46,7 @@ _DIAGNOSED = r"celiac[oa]|diabetic[oa]|intollerante al \w+|incinta|asmatic[oa]|e
 
 GRAMMAR = Grammar(
     code="it",
-    openers=r"^(?:(?:ah e|oh e|ah|oh|e|ed|anche|inoltre|comunque|cmq|allora|quindi|beh|be'|ok|okay"
+    openers=r"^(?:(?:ah e|oh e|ah|oh|e|ed|anche|inoltre|comunque|cmq|allora|quindi|beh|be'|ok|okay|buongiorno|buonasera|salve"
     r"|sì|grazie|ciao|salve|ehi|senti|tra l'altro|fra l'altro|a proposito|per la cronaca|per info"
     r"|per tua info|ps|btw|ora|adesso|attualmente|in questo periodo|al momento|oggi|ultimamente"
     r"|ormai|ecco|dunque|tipo|piccola presentazione|presentazione|correzione|scusa|anzi|in realtà"
@@ -144,7 +144,7 @@ GRAMMAR = Grammar(
     counted=r"(?:due|tre|quattro|cinque|[2-9])",
     naming=r"(?:di nome|che si chiama|che si chiamano|chiamat[oaie])",
     with_words="con|insieme a",
-    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:e|ed|ma|o|perché|però|quindi|poiché|mentre|che|quando|se|con"
+    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:lol|haha|ahah|jaja|jeje|xd|mdr|ptdr)\b|\s+(?:e|ed|ma|o|perché|però|quindi|poiché|mentre|che|quando|se|con"
     r"|da quando|ormai|adesso|ora|anche|non)\b",
     vague=word_set("""questo questa questi queste quello quella quelli quelle ciò ti te tu voi
         vostro vostra tuo tua come quando cosa quanto che chi tutto niente qualcosa me stesso"""),

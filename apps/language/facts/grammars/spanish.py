@@ -45,7 +45,7 @@ _DIAGNOSED = r"celíac[oa]|diabétic[oa]|intolerante a la \w+|asmátic[oa]|epil�
 GRAMMAR = Grammar(
     code="es",
     openers=r"^(?:(?:ah y|oh y|ah|oh|y|también|además|por cierto|btw|bueno|pues|vale|ok|okay|sí"
-    r"|gracias|hola|oye|eh|para que sepas|ojo|ps|ahora|actualmente|ahora mismo|hoy|últimamente"
+    r"|gracias|hola|buenas|buenos días|buenas tardes|oye|eh|para que sepas|ojo|ps|ahora|actualmente|ahora mismo|hoy|últimamente"
     r"|hoy en día|la verdad|en realidad|a propósito|presentación rápida|presentación|corrección"
     r"|perdón|perdona|desde hace poco|me presento|que|q)\b[\s,:;!.\-–—]*)+",
     clause_breaks=r"\s*;\s*|\s*[–—]\s*|,?\s+(?:y|pero|aunque|mientras|así que)\s+"
@@ -134,7 +134,7 @@ GRAMMAR = Grammar(
     counted=r"(?:dos|tres|cuatro|cinco|[2-9])",
     naming=r"(?:que se llama|que se llaman|llamad[oa]s?)",
     with_words="con|junto a",
-    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:y|pero|o|porque|aunque|así que|mientras|que|cuando|si|con"
+    value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:lol|haha|ahah|jaja|jeje|xd|mdr|ptdr)\b|\s+(?:y|pero|o|porque|aunque|así que|mientras|que|cuando|si|con"
     r"|desde|ahora|también|no)\b",
     vague=word_set("""eso esto esa ese esta este ello lo te ti tu tú vosotros vuestro tus
         cómo cuándo qué quién todo nada algo"""),

@@ -1,0 +1,163 @@
+"""The facts a sentence states, by class of construction, in the five languages: each class is
+tried with generated variety (several values, several ways of typing it), and each class of
+decoy (negation, the past, wishes, conditions, questions, idioms, other people) must state no
+fact of the user's at all."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from apps.language import facts
+
+# (language, construction with {v}, fact type, values): every value must be read.
+STATED = [
+    ("en", "my name is {v}", "name", ["Laura", "Ingrid", "Tomasz Nowak"]),
+    ("en", "name's {v}", "name", ["Ingrid", "Priya"]),
+    ("en", "I live in {v}", "home", ["Turin", "Rotterdam", "a small village near Bergen"]),
+    ("en", "these days I'm based in {v}", "home", ["Rotterdam", "Lyon"]),
+    ("en", "grew up in {v}", "origin", ["Bergen", "Kraków"]),
+    ("en", "I work as a {v}", "occupation", ["nurse", "welder", "carpenter"]),
+    ("en", "work-wise: {v}, mostly nights", "occupation", ["nurse", "paramedic"]),
+    ("en", "I'm {v} years old", "age", ["34", "71"]),
+    ("en", "I'm allergic to {v}", "health", ["peanuts", "shellfish"]),
+    ("en", "oh and I gave up {v} about two years ago", "diet", ["meat", "dairy"]),
+    ("it", "mi chiamo {v}", "name", ["Giulia", "Marco Rossi"]),
+    ("it", "vivo a {v}", "home", ["Torino", "Bologna"]),
+    ("it", "faccio l'{v}", "occupation", ["infermiera", "avvocata"]),
+    ("it", "ho {v} anni", "age", ["34", "19"]),
+    ("it", "sono allergica {v}", "health", ["alle arachidi", "ai crostacei"]),
+    ("fr", "je m'appelle {v}", "name", ["Julie", "Mamadou"]),
+    ("fr", "j'habite à {v}", "home", ["Lyon", "Nantes"]),
+    ("fr", "je suis {v}", "occupation", ["infirmière", "boulanger"]),
+    ("fr", "j'ai {v} ans", "age", ["34", "52"]),
+    ("de", "ich heiße {v}", "name", ["Jonas", "Anke"]),
+    ("de", "ich wohne in {v}", "home", ["Leipzig", "Graz"]),
+    ("de", "ich arbeite als {v}", "occupation", ["Lehrerin", "Elektriker"]),
+    ("de", "ich bin {v} Jahre alt", "age", ["42", "67"]),
+    ("es", "me llamo {v}", "name", ["Lucía", "Andrés"]),
+    ("es", "vivo en {v}", "home", ["Sevilla", "Zaragoza"]),
+    ("es", "trabajo como {v}", "occupation", ["enfermera", "electricista"]),
+    ("es", "tengo {v} años", "age", ["36", "63"]),
+]
+# How people type the same sentence.
+STYLES = [
+    lambda s: s,
+    lambda s: s + ".",
+    lambda s: "btw " + s if s[:1].islower() else s,
+    lambda s: s + " lol",
+]
+
+
+def _facts(sentence: str, language: str) -> list[facts.Fact]:
+    return [fact for clause in facts.read(sentence, language=language) for fact in clause.facts]
+
+
+@pytest.mark.parametrize(
+    ("language", "construction", "kind", "value", "style"),
+    [
+        (language, construction, kind, value, style)
+        for language, construction, kind, values in STATED
+        for value, style in itertools.product(values, range(len(STYLES)))
+    ],
+)
+def test_a_construction_of_each_class_reads_its_value_however_it_is_typed(
+    language, construction, kind, value, style
+):
+    sentence = STYLES[style](construction.format(v=value))
+    found = [fact for fact in _facts(sentence, language) if fact.fact == kind]
+    assert found, sentence
+    assert value.split()[-1].casefold() in found[0].phrase.casefold(), (sentence, found)
+
+
+# (language, decoy with {v}, values): nothing of the user's, in any class of decoy.
+DECOYS = [
+    # Values that are no name, place or job, after the constructions that take one.
+    ("en", "call me {v}", ["later if you think of anything else", "crazy", "when you're free"]),
+    ("en", "my name is {v}", ["not important", "irrelevant here"]),
+    ("en", "I live in {v}", ["fear of deadlines at work", "the moment", "hope", "denial"]),
+    ("en", "I'm a {v}", ["night owl", "big mess", "people person"]),
+    ("en", "I work for {v}", ["peanuts", "myself"]),
+    # Negations, the past, wishes, conditions.
+    ("en", "{v}", ["I'm not a doctor", "I don't live in Paris anymore",
+                   "I used to live in Paris", "I'd love to live in Japan",
+                   "I want to move to Spain", "if I lived in Oslo I'd ski",
+                   "I'm dying to see it", "I'm on fire today", "I never worked as a nurse"]),
+    # Questions, other people.
+    ("en", "{v}", ["do I live in Turin?", "what's my name?", "my friend Oskar is a doctor in Oslo",
+                   "my boss said 'I'm moving to Dubai'"]),
+    ("it", "{v}", ["non sono un medico", "non vivo più a Roma", "vivevo a Parigi",
+                   "vorrei vivere a Roma", "se vivessi a Oslo sarei felice", "vivo nella paura",
+                   "chiamami quando vuoi", "mi chiamo come mio nonno?"]),
+    ("fr", "{v}", ["je ne suis pas médecin", "je n'habite plus à Paris", "j'habitais à Lyon",
+                   "j'aimerais vivre à Rome", "si j'habitais à Oslo je skierais",
+                   "appelle-moi plus tard", "je suis crevé"]),
+    ("de", "{v}", ["ich bin kein Arzt", "ich wohne nicht mehr in Berlin",
+                   "früher wohnte ich in Köln", "ich möchte in Rom wohnen",
+                   "wenn ich in Oslo wohnen würde", "ich bin aus dem Schneider",
+                   "ich bin fix und fertig"]),
+    ("es", "{v}", ["no soy médico", "ya no vivo en Madrid", "antes vivía en Lima",
+                   "me gustaría vivir en Roma", "si viviera en Oslo esquiaría", "llámame luego",
+                   "no me llamo Pablo", "estoy en las nubes"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("language", "sentence"),
+    [
+        (language, template.format(v=value))
+        for language, template, values in DECOYS
+        for value in values
+    ],
+)
+def test_no_class_of_decoy_states_a_single_valued_fact_of_the_user(language, sentence):
+    single = [f for f in _facts(sentence, language) if f.of_user and f.fact in facts.SINGLE_VALUED]
+    assert single == [], sentence
+
+
+def test_another_persons_fact_stays_theirs():
+    (fact,) = _facts("My friend Oskar lives in Oslo", "en")
+    assert (fact.fact, fact.value, fact.relation_name, fact.of_user) == (
+        "home",
+        "Oslo",
+        "Oskar",
+        False,
+    )
+    (fact,) = _facts("heads up, my daughter Liv can't have peanuts", "en")
+    assert (fact.value, fact.relation_name, fact.relation.key) == ("peanuts", "Liv", "daughter")
+
+
+def test_several_facts_in_one_message_are_each_read():
+    sentence = "name's Ingrid, grew up in Bergen but these days I'm based in Rotterdam"
+    assert [(f.fact, f.value) for f in _facts(sentence, "en")] == [
+        ("name", "Ingrid"),
+        ("origin", "Bergen"),
+        ("home", "Rotterdam"),
+    ]
+
+
+def test_fragments_count_only_in_an_introduction():
+    read = [(f.fact, f.value) for f in _facts("Anh, 26, UX designer", "en")]
+    assert read == [("name", "Anh"), ("age", "26"), ("occupation", "UX designer")]
+    assert _facts("26", "en") == []
+    assert _facts("designer", "en") == []
+
+
+def test_a_standing_request_about_answers_is_a_preference_and_a_one_off_is_not():
+    (fact,) = _facts("could you answer in bullet points from now on?", "en")
+    assert (fact.fact, fact.value) == ("answers", "in bullet points")
+    assert _facts("could you answer in bullet points?", "en") == []
+    (fact,) = _facts("je préfère des réponses courtes", "fr")
+    assert fact.fact == "answers"
+
+
+def test_relatives_had_and_listed_keep_their_names():
+    for sentence, language, names in [
+        ("we've got two cats, Miso and Tofu", "en", "Miso, Tofu"),
+        ("zwei Kinder: Ben und Mia", "de", "Ben, Mia"),
+        ("tenemos un perro que se llama Canelo", "es", "Canelo"),
+        ("je vis à Genève avec mon mari Hugo", "fr", "Hugo"),
+    ]:
+        named = [f for f in _facts(sentence, language) if f.fact == "relative_name"]
+        assert [f.value for f in named] == [names], sentence
