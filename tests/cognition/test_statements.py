@@ -1,4 +1,5 @@
-"""The rules that type what a user states about themselves, from their own words."""
+"""The rules that type what a user states about themselves, from their own words (the classes of
+construction and of decoy in five languages are tested in tests/language)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from apps.cognition.statements import (
     category_allowed,
+    message_statements,
     quoted_sentences,
     statements_of,
     states_something,
@@ -290,3 +292,87 @@ def test_every_statement_says_nothing_its_quote_does_not(said):
 def test_the_user_in_the_third_person_agrees_with_its_verb(said, written):
     # Each read by the model as its own memory: "I" would be the assistant, "reallies" a typo.
     assert third_person(said) == written
+
+
+def _rules(text: str, **kwargs):
+    return message_statements(text, today=TODAY, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        # Issue 37's false facts against the real model: a name, a name, a home.
+        "Call me later if you think of anything else.",
+        "My name is not important.",
+        "I live in fear of deadlines at work",
+        "I want to learn Spanish",
+        "I'm not a doctor",
+        "Non sono un medico.",
+    ],
+)
+def test_a_sentence_that_looks_like_a_fact_and_is_not_makes_no_memory(said):
+    assert _rules(said) == []
+    for sentence in quoted_sentences(quote=said, text=said):
+        assert statements_of(sentence, today=TODAY, quote=said) == []
+
+
+def test_the_way_people_type_is_read_as_facts():
+    said = (
+        "name's Ingrid, grew up in Bergen but these days I'm based in Rotterdam. "
+        "work-wise: nurse, mostly night shifts. could you answer in bullet points from now on? "
+        "heads up, my daughter Liv can't have peanuts. oh and I gave up meat about two years ago"
+    )
+    found = {(s.fact_key, s.triple[1] if s.triple else "") for s in _rules(said)}
+
+    assert {
+        ("name", "Ingrid"),
+        ("origin", "Bergen"),
+        ("home_city", "Rotterdam"),
+        ("occupation", "nurse"),
+        ("", "in bullet points"),
+        ("", "Liv (daughter)"),
+        ("", "meat"),
+    } == found
+
+
+@pytest.mark.parametrize(
+    ("said", "description", "language"),
+    [
+        ("vivo a Torino", "L'utente vive a Torino", "it"),
+        ("j'habite à Lyon", "L'utilisateur habite à Lyon", "fr"),
+        ("ich wohne in Berlin", "Der Nutzer wohnt in Berlin", "de"),
+        ("vivo en Sevilla", "El usuario vive en Sevilla", "es"),
+    ],
+)
+def test_a_fact_in_another_language_is_typed_and_described_in_that_language(
+    said, description, language
+):
+    (statement,) = _rules(said)
+
+    assert (statement.description, statement.language) == (description, language)
+    assert (statement.fact_key, statement.category) == ("home_city", "places")
+    assert quote_supports(description=statement.description, quote=statement.quote)
+
+
+def test_a_relatives_fact_is_stored_as_theirs_never_as_the_users():
+    (liv,) = _rules("heads up, my daughter Liv can't have peanuts")
+    (oskar,) = _rules("My friend Oskar lives in Oslo")
+
+    assert (liv.fact_key, liv.category) == ("", "health")
+    assert liv.description == "The user's daughter Liv can't have peanuts"
+    assert (oskar.fact_key, oskar.triple) == (
+        "",
+        ("has_relative", "Oskar (friend)", "relationships"),
+    )
+
+
+def test_a_correction_replaces_the_known_value_it_names():
+    (corrected,) = _rules("actually it's Ghent, not Gent", known={"home_city": "Gent"})
+
+    assert (corrected.fact_key, corrected.triple[1]) == ("home_city", "Ghent")
+    assert _rules("actually it's Ghent, not Gent", known={"home_city": "Bruges"}) == []
+
+
+def test_a_message_in_a_language_the_caller_knows_is_read_in_it():
+    assert [s.language for s in _rules("vivo a Torino", language="it")] == ["it"]
+    assert _rules("vivo a Torino", language="en") == []

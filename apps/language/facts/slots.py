@@ -270,6 +270,13 @@ def spoken_languages(value: str, grammar: Grammar) -> str:
     return ", ".join(named)
 
 
+# What a chat says of itself, not of the user: "I love the idea", "mi piace la risposta".
+_CONVERSATION = word_set(
+    """idea ideas way answer answers reply replies response suggestion suggestions explanation
+    question point tip tips advice help u ya idée réponse conseil explication proposition idee
+    antwort rat vorschlag erklärung idea risposta consiglio spiegazione proposta respuesta
+    consejo explicación propuesta"""
+)
 # "my coffee black" is the user's; "to think", "to say" are how a sentence goes on.
 _OWN = word_set("my mi mes mis meine mia mio")
 _SAYING = word_set(
@@ -288,6 +295,8 @@ def thing(value: str, grammar: Grammar) -> str:
     if first in grammar.vague or first in _pronouns(grammar) - _OWN:
         return ""
     if first in grammar.preps - {"to", "a", "à", "de", "di", "zu"}:
+        return ""
+    if any(token.casefold().strip(",.!") in _CONVERSATION for token in tokens[:3]):
         return ""
     if first in ("to", "a", "de", "di", "zu") and len(tokens) > 1:
         second = tokens[1].casefold()
