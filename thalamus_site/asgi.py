@@ -26,6 +26,7 @@ from apps.core.warmup import warm_in_background  # noqa: E402
 from apps.mcp_server.server import MCP_PATH, mcp_asgi_app  # noqa: E402
 from apps.memory.embedding import embedder_warm  # noqa: E402
 from apps.memory.query_text import lemmas_load  # noqa: E402
+from thalamus_site.celery import app as celery_app  # noqa: E402
 from thalamus_site.routing import websocket_urlpatterns  # noqa: E402
 
 
@@ -48,20 +49,33 @@ def templates_load() -> None:
         get_template(str(path.relative_to(root)))
 
 
+def queue_connect() -> None:
+    """Open the connection a first turn's background tasks are queued on (Celery's pool)."""
+    with celery_app.producer_or_acquire() as producer:
+        producer.connection.ensure_connection(max_retries=1)
+
+
 # What a first turn would otherwise load. PRELOAD is plain data, loaded once before `up`'s web
 # processes fork (thalamus_site/serve.py): our modules, the LLM's SDK, the URLs (Django imports
-# them at the first request), the templates, and the recall's lemma dictionary. The rest
-# is loaded on a thread in each process once it serves (a thread does not fork): the embedder
-# (the local one took 14 s in a fresh process; an HTTP one makes its server load the model).
-# A server started another way loads it all on that thread (apps/core/warmup.py).
+# them at the first request) and the templates, which a first request needs, then, if `up` is
+# still preparing the database, the recall's lemma dictionary. The rest is loaded on a thread in
+# each process once it serves (a thread and a connection do not fork): the queue's connection,
+# and the embedder (the local one took 14 s in a fresh process; an HTTP one makes its server
+# load the model). A server started another way loads it all on that thread
+# (apps/core/warmup.py).
 PRELOAD = [
     ("modules", modules_load),
     ("llm sdk", sdk_load),
     ("urls", urls_load),
     ("templates", templates_load),
-    ("lemmas", lemmas_load),
 ]
-WARM_STEPS = [*PRELOAD, ("embedder", embedder_warm)]
+PRELOAD_WHILE_WAITING = [("lemmas", lemmas_load)]
+WARM_STEPS = [
+    *PRELOAD,
+    *PRELOAD_WHILE_WAITING,
+    ("queue", queue_connect),
+    ("embedder", embedder_warm),
+]
 
 # One process serves everything, static files included; behind a reverse proxy in
 # production, the proxy can serve STATIC_ROOT (`collectstatic`) instead.

@@ -59,14 +59,14 @@ def main(argv: list[str] | None = None) -> int:
         ws_per_message_deflate=False,
     )
     config.load()
-    # Loaded once here, shared by the forked processes (and done while `up` migrates).
-    from thalamus_site.asgi import PRELOAD
+    # Loaded once here, shared by the forked processes (and done while `up` migrates). What only
+    # a turn needs is loaded here only while `up` is not ready yet, else by each process after
+    # it serves: a restart then serves ~0.75 s of CPU sooner.
+    from thalamus_site.asgi import PRELOAD, PRELOAD_WHILE_WAITING
 
-    for name, load in PRELOAD:
-        try:
-            load()
-        except Exception:  # loaded lazily then, as without the preload
-            logger.exception("preloading %s failed", name)
+    _preload(PRELOAD)
+    if not args.after_go or not select.select([sys.stdin], [], [], 0)[0]:
+        _preload(PRELOAD_WHILE_WAITING)
     if args.after_go and not sys.stdin.readline().strip():
         return 0
     sock = config.bind_socket()
@@ -74,6 +74,14 @@ def main(argv: list[str] | None = None) -> int:
         uvicorn.Server(config).run(sockets=[sock])
         return 0
     return _supervise(config, sock, args.workers, watch_stdin=args.after_go)
+
+
+def _preload(steps) -> None:
+    for name, load in steps:
+        try:
+            load()
+        except Exception:  # loaded lazily then, as without the preload
+            logger.exception("preloading %s failed", name)
 
 
 def _fork_server(config, sock) -> int:

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import re
 import socket
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -202,6 +202,7 @@ def falls_back(error: LLMError) -> bool:
     )
 
 
+@cache  # once a process: a process forked from one that did needs it no more
 def sdk_load() -> None:
     """Import the SDK and the HTTP stack under it as a first call would, without connecting:
     the web server does before it forks its processes, so that neither /healthz's first look at
