@@ -37,6 +37,7 @@ TEMPLATES = {
         "answers_whole": "The user prefers {v}",
         "answers_without": "The user prefers answers without {v}",
         "demonym": "The user is {v}",
+        "relative_names": "The user's {r} are called {v}",
         "said": "The user says: “{c}”",
     },
     "it": {
@@ -62,6 +63,7 @@ TEMPLATES = {
         "answers_whole": "L'utente preferisce {v}",
         "answers_without": "L'utente preferisce risposte senza {v}",
         "demonym": "L'utente è {v}",
+        "relative_names": "{R} dell'utente si chiamano {v}",
         "said": "L'utente dice: «{c}»",
     },
     "fr": {
@@ -87,6 +89,7 @@ TEMPLATES = {
         "answers_whole": "L'utilisateur préfère {v}",
         "answers_without": "L'utilisateur préfère des réponses sans {v}",
         "demonym": "L'utilisateur est {v}",
+        "relative_names": "{R} de l'utilisateur s'appellent {v}",
         "said": "L'utilisateur dit : « {c} »",
     },
     "de": {
@@ -112,6 +115,7 @@ TEMPLATES = {
         "answers_whole": "Der Nutzer bevorzugt {v}",
         "answers_without": "Der Nutzer bevorzugt Antworten ohne {v}",
         "demonym": "Der Nutzer ist {v}",
+        "relative_names": "{R} des Nutzers heißen {v}",
         "said": "Der Nutzer sagt: „{c}“",
     },
     "es": {
@@ -137,6 +141,7 @@ TEMPLATES = {
         "answers_whole": "El usuario prefiere {v}",
         "answers_without": "El usuario prefiere respuestas sin {v}",
         "demonym": "El usuario es {v}",
+        "relative_names": "{R} del usuario se llaman {v}",
         "said": "El usuario dice: «{c}»",
     },
 }
@@ -195,10 +200,12 @@ def _of_relative(fact: Fact, templates: dict[str, str]) -> str:
             return third_person(fact.clause)
         return templates["relative_name"].format(r=fact.relation_word, v=fact.value)
     relation = fact.relation
-    owner = (relation.article + " " if relation and relation.article else "") + fact.relation_word
+    word = fact.relation_word.capitalize() if fact.language == "de" else fact.relation_word
+    owner = (relation.article + " " if relation and relation.article else "") + word
     owner = owner[:1].upper() + owner[1:]
     if fact.fact == "relative_name":
-        return templates["relative_name"].format(R=owner, v=fact.value)
+        several = "relative_names" if ", " in fact.value else "relative_name"
+        return templates[several].format(R=owner, v=fact.value)
     head = templates["relative"].format(R=owner)
     rest = _after_relation(fact)
     if fact.relation_name:

@@ -118,7 +118,7 @@ GRAMMAR = Grammar(
         Frame("age", r"(?P<v>\d{2})$", fragment=True, decoy=False),
         Frame("occupation", r"(?:an?\s+)?(?P<v>[^\d,]+?)$", fragment=True, decoy=False),
         Frame("employer", r"(?:at|for)\s+(?P<v>.+)$", fragment=True, decoy=False),
-        Frame("origin", r"from\\s+(?P<v>.+)$", fragment=True, decoy=False),
+        Frame("origin", r"from\s+(?P<v>.+)$", fragment=True, decoy=False),
         Frame("name", r"(?P<v>[^\W\d_]+(?:\s+[^\W\d_]+)?)$", template="here", fragment=True, decoy=False),
     ],
     other_frames=[

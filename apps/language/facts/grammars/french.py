@@ -117,7 +117,7 @@ GRAMMAR = Grammar(
         Frame("age", r"(?P<v>\d{2})(?:\s+ans)?$", fragment=True, decoy=False),
         Frame("occupation", r"(?:un|une)?\s*(?P<v>[^\d,]+?)$", fragment=True, decoy=False),
         Frame("employer", r"(?:chez)\s+(?P<v>.+)$", fragment=True, decoy=False),
-        Frame("origin", r"(?:de|d')\\s*(?P<v>.+)$", fragment=True, decoy=False),
+        Frame("origin", r"(?:de|d')\s*(?P<v>.+)$", fragment=True, decoy=False),
         Frame("name", r"(?P<v>[^\W\d_]+(?:\s+[^\W\d_]+)?)$", template="here", fragment=True, decoy=False),
     ],
     other_frames=[

@@ -109,7 +109,7 @@ GRAMMAR = Grammar(
         Frame("age", r"(?P<v>\d{2})(?:\s+jahre(?:\s+alt)?)?$", fragment=True, decoy=False),
         Frame("occupation", r"(?:ein|eine)?\s*(?P<v>[^\d,]+?)$", fragment=True, decoy=False),
         Frame("employer", r"(?:bei)\s+(?P<v>.+)$", fragment=True, decoy=False),
-        Frame("origin", r"aus\\s+(?P<v>.+)$", fragment=True, decoy=False),
+        Frame("origin", r"aus\s+(?P<v>.+)$", fragment=True, decoy=False),
         Frame("name", r"(?P<v>[^\W\d_]+(?:\s+[^\W\d_]+)?)$", template="here", fragment=True, decoy=False),
     ],
     other_frames=[

@@ -116,7 +116,7 @@ GRAMMAR = Grammar(
         Frame("age", r"(?P<v>\d{2})(?:\s+anni)?$", fragment=True, decoy=False),
         Frame("occupation", r"(?:un|una|un')?\s*(?P<v>[^\d,]+?)$", fragment=True, decoy=False),
         Frame("employer", r"(?:presso|alla|al)\s+(?P<v>.+)$", fragment=True, decoy=False),
-        Frame("origin", r"(?:di|da)\\s+(?P<v>.+)$", fragment=True, decoy=False),
+        Frame("origin", r"(?:di|da)\s+(?P<v>.+)$", fragment=True, decoy=False),
         Frame("name", r"(?P<v>[^\W\d_]+(?:\s+[^\W\d_]+)?)$", template="here", fragment=True, decoy=False),
     ],
     other_frames=[

@@ -106,7 +106,7 @@ GRAMMAR = Grammar(
         Frame("age", r"(?P<v>\d{2})(?:\s+años)?$", fragment=True, decoy=False),
         Frame("occupation", r"(?:un|una)?\s*(?P<v>[^\d,]+?)$", fragment=True, decoy=False),
         Frame("employer", r"(?:en|para)\s+(?P<v>.+)$", fragment=True, decoy=False),
-        Frame("origin", r"de\\s+(?P<v>.+)$", fragment=True, decoy=False),
+        Frame("origin", r"de\s+(?P<v>.+)$", fragment=True, decoy=False),
         Frame("name", r"(?P<v>[^\W\d_]+(?:\s+[^\W\d_]+)?)$", template="here", fragment=True, decoy=False),
     ],
     other_frames=[
