@@ -17,7 +17,8 @@ from apps.memory import browser_services, forget_services
 from apps.memory import services as memory_services
 from apps.memory.models import MemoryNode
 
-pytestmark = pytest.mark.django_db
+# Committed: the recall reads on pool threads, as in production.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _turn(conversation: Conversation, text: str, answer: str):
