@@ -375,6 +375,7 @@ CELERY_TASK_ROUTES = {
         "cognition.reflect_conversation",
         "cognition.criticise",
         "cognition.criticise_unreviewed",
+        "cognition.change_world",
         "cognition.summarise_episode",
         "imports.learn",
         "apps.chat.tasks.title_conversation",

@@ -98,3 +98,9 @@ def test_the_title_is_asked_for_once_when_its_tasks_overlap(user, llm_stub):
     assert len(asked) == 1
     conversation.refresh_from_db()
     assert conversation.title == "Oak tables" and conversation.title_asked_at is not None
+
+
+def test_the_world_modifier_queues_with_the_other_background_llm_calls(settings):
+    # One worker's concurrency (THALAMUS_BACKGROUND_CONCURRENCY) bounds the LLM calls at once.
+    for task in ("cognition.change_world", "apps.chat.tasks.title_conversation"):
+        assert settings.CELERY_TASK_ROUTES[task] == {"queue": settings.THALAMUS_BACKGROUND_QUEUE}
