@@ -154,10 +154,10 @@ def test_a_standing_request_about_answers_is_a_preference_and_a_one_off_is_not()
 
 def test_relatives_had_and_listed_keep_their_names():
     for sentence, language, names in [
-        ("we've got two cats, Miso and Tofu", "en", "Miso, Tofu"),
-        ("zwei Kinder: Ben und Mia", "de", "Ben, Mia"),
-        ("tenemos un perro que se llama Canelo", "es", "Canelo"),
-        ("je vis à Genève avec mon mari Hugo", "fr", "Hugo"),
+        ("we've got two hamsters, Pip and Squeak", "en", "Pip, Squeak"),
+        ("drei Katzen: Luna, Felix und Motte", "de", "Luna, Felix, Motte"),
+        ("tenemos una gata que se llama Nube", "es", "Nube"),
+        ("j'habite à Nantes avec ma femme Claire", "fr", "Claire"),
     ]:
         named = [f for f in _facts(sentence, language) if f.fact == "relative_name"]
         assert [f.value for f in named] == [names], sentence

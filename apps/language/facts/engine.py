@@ -27,6 +27,9 @@ _QUOTED = re.compile(
 )
 
 
+_NAME = r"[A-ZÀ-Þ][^\W\d_]*"
+
+
 def clauses_of(sentence: str, grammar: Grammar) -> list[Clause]:
     """The clauses of a sentence, each with the facts it states in `grammar`'s language."""
     text = _QUOTED.sub(" ", plain(sentence)).strip()
@@ -40,6 +43,13 @@ def clauses_of(sentence: str, grammar: Grammar) -> list[Clause]:
         r"\1 ",
         text,
         flags=re.I,
+    )
+    # "… Katzen Luna, Felix und Motte": a list of names is one clause (no space after its
+    # commas, where clauses part).
+    text = re.sub(
+        rf"(?i:{relation})\s+({_NAME}(?:\s*,\s*{_NAME})+)",
+        lambda m: f"{m[1]} " + re.sub(r"\s*,\s*", ",", m[2]),
+        text,
     )
     lowercase_message = text == text.lower()
     found = []
@@ -93,6 +103,19 @@ def _fragments_in_context(clauses: list[Clause]) -> None:
     types ("Anh, 26, UX designer")."""
     facts = [fact for clause in clauses for fact in clause.facts if fact.of_user]
     fragments = [fact for fact in facts if fact.frame is not None and fact.frame.fragment]
+    # A name opens an introduction ("Anh, 26, UX designer"), and a fragment says nothing a
+    # construction of the sentence already said.
+    first = [fact for clause in clauses[:1] for fact in clause.facts]
+    stated = {fact.fact for fact in facts if fact not in fragments}
+    dropped = [
+        fact
+        for fact in fragments
+        if (fact.fact == "name" and fact not in first) or fact.fact in stated
+    ]
+    for clause in clauses:
+        clause.facts = [fact for fact in clause.facts if fact not in dropped]
+    facts = [fact for fact in facts if fact not in dropped]
+    fragments = [fact for fact in fragments if fact not in dropped]
     whole = len(facts) > len(fragments)
     if not fragments or whole or len({fact.fact for fact in fragments}) >= 2:
         return

@@ -17,6 +17,9 @@ from apps.language.facts.grammar import Frame, Grammar
 from apps.language.facts.values import fact_of, original_value, other
 
 _NAMED = Frame("relative_name", "")
+# People of the user's working or social life: what they do is their news, not the user's
+# ("my colleague Sabine is moving to Lindau"); only a construction of a known fact is kept.
+_NOT_FAMILY = frozenset({"friend", "colleague", "boss", "roommate"})
 _AND = r"(?:,|\band\b|\be\b|\bed\b|\bet\b|\bund\b|\by\b|&)"
 
 
@@ -55,7 +58,11 @@ def relative_facts(clause: Clause, grammar: Grammar, *, lowercase: bool) -> list
         fact = _said_of(clause, grammar, word, name, remainder, lowercase=lowercase)
         if fact is not None:
             return [fact]
-        if name and _plain_statement(remainder, grammar):
+        if (
+            name
+            and grammar.relations[word].key not in _NOT_FAMILY
+            and _plain_statement(remainder, grammar)
+        ):
             return [Fact("relation", name, name, clause.original, grammar.code, None,
                          grammar.relations[word], word, name)]  # fmt: skip
     return []

@@ -89,16 +89,26 @@ def person_name(value: str, grammar: Grammar, *, strength: str, at_start: bool =
         return ""
     if strength == "weak" and taken != value.strip(" .!,"):
         return ""
+    typed_lower = taken == taken.lower()
+    name = []
     for index, token in enumerate(tokens):
         folded = token.casefold()
-        if not _NAME_WORD.match(token) or folded in _stopwords(grammar) or folded in _CALENDAR:
-            return ""
-        if folded in grammar.vague or folded in _pronouns(grammar) | occupations.LANGUAGE_NAMES:
-            return ""
+        common = (
+            not _NAME_WORD.match(token)
+            or folded in _stopwords(grammar)
+            or folded in _CALENDAR
+            or folded in grammar.vague
+            or folded in _pronouns(grammar) | occupations.LANGUAGE_NAMES
+        )
         capital = _capitalised(token) and not (at_start and index == 0)
-        if not _name_word(token, grammar, strength=strength, first=index == 0, capital=capital):
+        if index and (common or not (capital or (typed_lower and names.is_first_name(token)))):
+            # The name ends where a word that is no part of it begins ("Marta si sposa").
+            return "" if strength == "weak" else " ".join(name)
+        if common or not _name_word(token, grammar, strength=strength, first=index == 0,
+                                    capital=capital):  # fmt: skip
             return ""
-    return " ".join(tokens)
+        name.append(token)
+    return " ".join(name)
 
 
 def person_names(value: str, grammar: Grammar) -> str:
@@ -118,8 +128,7 @@ def person_names(value: str, grammar: Grammar) -> str:
 def _name_word(token: str, grammar: Grammar, *, strength: str, first: bool, capital: bool) -> bool:
     known = names.is_first_name(token)
     if not first:
-        # A surname as typed ("Bianchi"), or a second given name.
-        return capital or known
+        return True  # a surname as typed ("Bianchi"), or a second given name
     if strength == "strong":
         return known or capital
     if strength == "weak" and not capital:
