@@ -38,7 +38,8 @@ _JOBS = {
         fisioterapista postino operaio operaia badante casalinga avvocata commercialista
         traduttrice freelance grafico grafica informatico informatica programmatore
         ricercatrice dottorando dottoranda tassista camionista magazziniere infermiera
-        cuoca pasticcere pasticcera estetista""",
+        cuoca pasticcere pasticcera estetista fornaio fornaia elettrauto meccanico
+        idraulica falegname""",
     "fr": """infirmier infirmière médecin docteur chirurgien chirurgienne dentiste vétérinaire
         pharmacien pharmacienne sage-femme enseignant enseignante professeur professeure
         prof instituteur institutrice étudiant étudiante chercheur chercheuse scientifique
@@ -73,7 +74,8 @@ _JOBS = {
         verkäuferin techniker technikerin physiotherapeut physiotherapeutin briefträger
         erzieher erzieherin altenpfleger altenpflegerin lokführer lokführerin elektriker
         elektrikerin softwareentwickler softwareentwicklerin physiotherapeut
-        physiotherapeutin pflegefachkraft lehrer steuerberater steuerberaterin""",
+        physiotherapeutin pflegefachkraft lehrer steuerberater steuerberaterin busfahrer
+        busfahrerin""",
     "es": """enfermero enfermera médico médica doctor doctora cirujano cirujana dentista
         veterinario veterinaria farmacéutico farmacéutica matrona profesor profesora maestro
         maestra estudiante investigador investigadora científico científica ingeniero
@@ -89,7 +91,7 @@ _JOBS = {
         terapeuta jubilado jubilada peluquero peluquera sastre vendedor vendedora técnico
         técnica fisioterapeuta cartero obrero obrera niñera camionero camionera auxiliar
         programador programadora periodista electricista fontanera repartidor repartidora
-        traductora administrativo administrativa""",
+        traductora administrativo administrativa abogada carpintera panadera""",
 }
 JOB_WORDS = {language: frozenset(text.split()) for language, text in _JOBS.items()}
 # The endings of English job words ("welder", "florist", "librarian", "consultant"): taken

@@ -30,8 +30,7 @@ def language_of(text: str, *, preferred: str | None = None) -> str | None:
 def read(sentence: str, *, language: str | None = None, strict: bool = False) -> list[Clause]:
     """The clauses of `sentence` with their facts, read in `language`. Unless the caller is
     sure of it (`strict`), a sentence in which that language finds nothing at all (no fact, no
-    decoy) is read in the first other language whose constructions place a fact: a short
-    message's language is a guess."""
+    decoy) is read in the other languages: a short message's language is a guess."""
     first = clauses_of(sentence, grammar_for(language)) if language in _MODULES else None
     if first is not None and (strict or any(c.facts or c.decoy for c in first)):
         return first
@@ -40,8 +39,12 @@ def read(sentence: str, *, language: str | None = None, strict: bool = False) ->
         for code in LANGUAGES
         if code in _MODULES and code != language
     ]
-    for wanted in (lambda c: c.facts, lambda c: c.decoy):
-        for reading in readings:
-            if any(wanted(clause) for clause in reading):
-                return reading
+    # The language whose constructions place the most ("Mehmet, 34, Busfahrer" is German:
+    # English places the name and the age, German the job too); else one that finds a decoy.
+    placed = max(readings, key=lambda reading: sum(len(c.facts) for c in reading))
+    if any(clause.facts for clause in placed):
+        return placed
+    for reading in readings:
+        if any(clause.decoy for clause in reading):
+            return reading
     return first if first is not None else readings[0]

@@ -28,6 +28,7 @@ _QUOTED = re.compile(
 
 
 _NAME = r"[A-ZÀ-Þ][^\W\d_]*"
+_TIME_LEAD = re.compile(r"^(?:since|from|da|dal|desde|seit|depuis)\s+\S+(?:\s+\d{4})?\s+")
 
 
 def clauses_of(sentence: str, grammar: Grammar) -> list[Clause]:
@@ -139,6 +140,12 @@ def _clause(part: str, grammar: Grammar) -> Clause | None:
     if not original:
         return None
     text = _normal(original.lower(), grammar)
+    # "since May I work at Zara", "da settembre lavoro in Lamborghini": a time before the user.
+    lead = _TIME_LEAD.match(text)
+    if lead and grammar.regex("first_person").match(text[lead.end() :]):
+        text = text[lead.end() :]
+        typed = _TIME_LEAD.match(original.lower())
+        original = original[typed.end() :] if typed else original
     first = grammar.regex("first_person").match(text) if grammar.first_person else None
     return Clause(original=original, text=text, first_person=first is not None)
 

@@ -18,6 +18,8 @@ MAX_THING_WORDS = 10
 # A place typed in lower case is taken only when it is this big: "i live in nantes" is Nantes,
 # "i live in hope" no town of that name.
 LOWERCASE_PLACE = 50_000
+# ... and, when it is also a word of the language ("paura" is a town somewhere), this big.
+LOWERCASE_WORD_PLACE = 250_000
 _NAME_WORD = re.compile(r"^[^\W\d_]+(?:[-'][^\W\d_]+)*$")
 _CALENDAR = word_set(
     """monday tuesday wednesday thursday friday saturday sunday january february march april
@@ -158,13 +160,19 @@ def place(value: str, grammar: Grammar, *, lowercase_message: bool) -> tuple[str
                 if grammar.code != "de" or not places.is_place(spelt):
                     continue
             first = re.sub(r"^(?:d'|l')", "", span[0].strip("\"'("), flags=re.I)
-            if (
-                lowercase_message
-                and size == 1
-                and places.population(name) < LOWERCASE_PLACE
-                or not _capitalised(first)
-                and first.casefold() not in grammar.articles
-            ):
+            if lowercase_message:
+                # Typed all in lower case: capitals say nothing, the town's size does.
+                people = places.population(name)
+                small = size == 1 and (
+                    people < LOWERCASE_PLACE
+                    or (
+                        people < LOWERCASE_WORD_PLACE
+                        and lemmas.is_dictionary_word(folded, language=grammar.code)
+                    )
+                )
+            else:
+                small = not _capitalised(first) and first.casefold() not in grammar.articles
+            if small:
                 continue
             return name, " ".join([*lead, name])
     return "", ""
@@ -242,7 +250,10 @@ def organisation(value: str, grammar: Grammar, *, at_start: bool = False) -> str
         for index, token in enumerate(tokens)
         if _capitalised(re.sub(r"^(?:l'|d')", "", token)) and not (at_start and index == 0)
     ]
-    if named and (grammar.code != "de" or len(named) > 1 or _not_a_word(named[0], grammar)):
+    # German writes every noun with a capital: a name there is one without an article ("bei
+    # Siemens", not "bei der Bank"), or of two words, or no dictionary word.
+    bare = grammar.code == "de" and named[:1] == tokens[:1] and folded[0] not in grammar.articles
+    if named and (grammar.code != "de" or bare or len(named) > 1 or _not_a_word(named[0], grammar)):
         return " ".join(tokens)
     if folded[0] in grammar.articles and len(tokens) > 1 and grammar.code != "de":
         return " ".join(tokens)

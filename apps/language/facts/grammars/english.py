@@ -18,13 +18,17 @@ _RELATIVES = {
     "little brother": Relation("brother"), "older sister": Relation("sister"),
     "older brother": Relation("brother"), "younger sister": Relation("sister"),
     "younger brother": Relation("brother"), "twin": Relation("sibling"),
+    "granddaughter": Relation("granddaughter"), "grandson": Relation("grandson"),
+    "grandchild": Relation("grandchild"), "grandkid": Relation("grandchild"),
+    "mother-in-law": Relation("mother-in-law"), "father-in-law": Relation("father-in-law"),
+    "guinea pig": Relation("guinea pig", pet=True),
     **{word: Relation(word, pet=True) for word in
        word_set("dog cat puppy kitten parrot rabbit hamster horse tortoise turtle")},
 }
 _I_AM = r"(?:i'm\s+)?(?:{ADV})?"  # a fragment drops it: "based in Leeds", "big fan of jazz"
 _I = r"(?:i\s+)?(?:{ADV})?"
 _ALLERGENS = r"(?:\w+\s+)?(?:allergy|allergies|intolerance)"
-_CONDITIONS = (r"type [12] diabetes|diabetes|asthma|celiac disease|coeliac disease|epilepsy|"
+_CONDITIONS = (r"alzheimer's|alzheimers|parkinson's|dementia|type [12] diabetes|diabetes|asthma|celiac disease|coeliac disease|epilepsy|"
                r"migraines|adhd|autism|a heart condition|high blood pressure|arthritis|crohn's|ibs")
 _DIAGNOSED = (r"type [12] diabetic|diabetic|asthmatic|celiac|coeliac|lactose intolerant|"
               r"gluten intolerant|pregnant|epileptic|dyslexic|autistic|deaf|blind|colou?r ?blind")
@@ -80,11 +84,13 @@ GRAMMAR = Grammar(
         Frame("occupation", _I + r"work\s+as\s+(?P<v>.+?)(?:\s+(?:at|for)\s+(?P<org>.+))?$", explicit=True),
         Frame("occupation", r"my (?:job|profession|occupation|day job|job title|role) is\s+(?P<v>.+)", explicit=True),
         Frame("occupation", r"(?:work|job|profession|occupation)(?:-wise| wise)?\s*[:\-]\s*(?P<v>.+)", explicit=True),
-        Frame("occupation", r"i'm\s+(?:{ADV})?(?P<v>an?\s+.+?)\s+by (?:profession|trade)", explicit=True),
+        Frame("occupation", r"(?:i'm\s+)?(?:{ADV})?(?P<v>(?:an?\s+)?.+?)\s+by (?:profession|trade)", explicit=True),
+        Frame("occupation", r"i\s+(?:{ADV})?drive\s+(?:an?\s+)?(?P<v>taxi|cab|bus|truck|lorry|tram|forklift|ambulance|train)\b.*", template="teach"),
         Frame("occupation", r"i'm\s+(?:{ADV})?(?P<v>an?\s+.+?)(?:\s+(?:at|for)\s+(?P<org>[A-Za-z].+))?$", decoy=False),
         Frame("occupation", r"i\s+(?:{ADV})?(?:teach|lecture in)\s+(?P<v>.+)", template="teach"),
         Frame("employer", r"(?:i\s+|i'm\s+)?(?:{ADV})?(?:work|working|employed)\s+(?:{ADV})?(?:at|for|by)\s+(?P<v>.+?)(?:\s+as\s+(?P<job>.+))?$"),
         Frame("employer", r"(?:employer|company)\s*:\s*(?P<v>.+)"),
+        Frame("employer", r"(?:i\s+)?(?:{ADV})?(?:landed|got|started|start)\s+(?:a|my|a new|my new)\s+job\s+(?:at|with)\s+(?P<v>.+)"),
         Frame("languages", _I + r"(?:can\s+)?speak\s+(?P<v>.+)"),
         Frame("languages", r"i'm\s+(?:fluent|native|bilingual)\s+in\s+(?P<v>.+)|my (?:native|first|mother) (?:language|tongue) is\s+(?P<v2>.+)"),
         Frame("answers", r"(?:(?:could|can|would|will) you\s+)?(?:please\s+)?(?:always\s+)?(?:explain things|explain|answer|reply|respond|write|talk to me|keep (?:it|your answers|your replies|answers|replies|things)|give me (?:your )?answers)\s+(?P<v>.+)", template="request"),

@@ -30,12 +30,14 @@ _RELATIVES = {
     "chats": Relation("cat", "les", pet=True), "chiens": Relation("dog", "les", pet=True),
     "chiot": Relation("dog", "le", pet=True), "chaton": Relation("cat", "le", pet=True),
     "lapin": Relation("rabbit", "le", pet=True), "hamster": Relation("hamster", "le", pet=True),
-    "cheval": Relation("horse", "le", pet=True), "perroquet": Relation("parrot", "le", pet=True),
+    "cheval": Relation("horse", "le", pet=True), "cochon d'inde": Relation("guinea pig", "le", pet=True),
+    "belle-mère": Relation("mother-in-law", "la"), "beau-père": Relation("father-in-law", "le"),
+    "petite-fille": Relation("granddaughter", "la"), "petit-fils": Relation("grandson", "le"), "perroquet": Relation("parrot", "le", pet=True),
 }
 _JE = r"(?:moi,?\s+)?(?:{ADV})?"
 _TO = r"(?:à|a|au|aux|à la|à l')\s*"
 _DIETS = r"végétarien(?:ne)?|végétalien(?:ne)?|végane?|vegan|vegane|pescétarien(?:ne)?|flexitarien(?:ne)?"
-_CONDITIONS = (r"(?:du\s+|le\s+|de l')?(?:diabète(?: de type [12])?|asthme|épilepsie|migraines|"
+_CONDITIONS = (r"(?:du\s+|le\s+|de l'|la\s+|l')?(?:alzheimer|parkinson|démence|diabète(?: de type [12])?|asthme|épilepsie|migraines|"
                r"(?:une\s+)?allergie\s+\S+(?:\s+\S+)?|(?:une\s+)?intolérance\s+\S+(?:\s+\S+)?)")
 _DIAGNOSED = r"cœliaque|coeliaque|diabétique|asthmatique|intolérante? au \w+|enceinte|épileptique|sourde?|aveugle|daltonien(?:ne)?"
 

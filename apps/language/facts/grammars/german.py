@@ -31,13 +31,15 @@ _RELATIVES = {
     "katzen": Relation("cat", "die", pet=True), "kater": Relation("cat", "der", pet=True),
     "welpe": Relation("dog", "der", pet=True), "kätzchen": Relation("cat", "das", pet=True),
     "kaninchen": Relation("rabbit", "das", pet=True), "hamster": Relation("hamster", "der", pet=True),
-    "pferd": Relation("horse", "das", pet=True), "hase": Relation("rabbit", "der", pet=True), "papagei": Relation("parrot", "der", pet=True),
+    "pferd": Relation("horse", "das", pet=True), "meerschweinchen": Relation("guinea pig", "das", pet=True),
+    "schwiegermutter": Relation("mother-in-law", "die"), "schwiegervater": Relation("father-in-law", "der"),
+    "enkelin": Relation("granddaughter", "die"), "enkel": Relation("grandson", "der"), "hase": Relation("rabbit", "der", pet=True), "papagei": Relation("parrot", "der", pet=True),
 }
 _ICH = r"(?:ich\s+)?(?:{ADV})?"  # a clause after "und" drops it: "… und wohne in Leipzig"
 # Verb second: "Seit 2019 wohne ich in Berlin", "Beruflich bin ich Lehrerin".
 _FRONTED = r"(?:[^\s,]+\s+){0,3}"
 _DIETS = r"vegetarier(?:in)?|veganer(?:in)?|vegan|vegetarisch|pescetarier(?:in)?"
-_CONDITIONS = r"(?:eine\s+)?(?:\w*allergie|\w*unverträglichkeit|diabetes(?: typ [12])?|asthma|zöliakie|epilepsie|migräne)"
+_CONDITIONS = r"(?:eine\s+)?(?:alzheimer|parkinson|demenz|\w*allergie|\w*unverträglichkeit|diabetes(?: typ [12])?|asthma|zöliakie|epilepsie|migräne)"
 _DIAGNOSED = r"diabetiker(?:in)?|laktoseintolerant|glutenintolerant|schwanger|asthmatiker(?:in)?|epileptiker(?:in)?|zöliakiekrank"
 
 GRAMMAR = Grammar(
@@ -70,11 +72,12 @@ GRAMMAR = Grammar(
         Frame("home", r"(?:schon lange\s+|seit \S+(?:\s+jahren)?\s+)?in\s+(?P<v>.+?)\s+(?:zuhause|zu hause|daheim)\b"),
         Frame("home", _FRONTED + r"(?:wohne|lebe) ich\s+(?:{ADV})?(?:in|im|bei|nahe)\s+(?P<v>.+)"),
         Frame("home", r"(?:ich\s+)?bin\s+(?:{ADV})?(?:vor kurzem\s+|gerade\s+)?nach\s+(?P<v>.+?)\s+(?:gezogen|umgezogen)\b"),
+        Frame("home", r"(?:daheim|zuhause|zu hause) bin ich\s+(?:in|im)\s+(?P<v>.+)"),
         Frame("home", r"(?:wohnort|stadt)\s*:\s*(?P<v>.+)|wohnhaft in\s+(?P<v2>.+)"),
         Frame("origin", _ICH + r"(?:komme?|stamme)\s+(?:{ADV})?(?:ursprünglich\s+)?aus\s+(?P<v>.+)"),
         Frame("origin", _ICH + r"bin\s+(?:{ADV})?(?:ursprünglich\s+)?aus\s+(?P<v>.+)"),
         Frame("origin", r"(?:ich\s+)?bin\s+in\s+(?P<v>.+?)\s+(?:geboren|aufgewachsen)\b|geboren (?:und aufgewachsen )?in\s+(?P<v2>.+)"),
-        Frame("origin", _FRONTED + r"(?:komme|stamme) ich\s+aus\s+(?P<v>.+)|ursprünglich aus\s+(?P<v2>.+)|herkunft\s*:\s*(?P<v3>.+)"),
+        Frame("origin", _FRONTED + r"(?:komme|stamme) ich\s+aus\s+(?P<v>.+)|(?:ursprünglich|gebürtig) aus\s+(?P<v2>.+)|herkunft\s*:\s*(?P<v3>.+)"),
         Frame("studies", _ICH + r"studiere\s+(?:{ADV})?(?P<v>.+)"),
         Frame("studies", _FRONTED + r"studiere ich\s+(?P<v>.+)"),
         Frame("studies", r"ich (?:mache|schreibe)\s+(?:gerade\s+)?(?:meinen master|meinen bachelor|meine promotion|meinen doktor|eine ausbildung|ein studium)\s+(?:in|als|im bereich)\s+(?P<v>.+)"),
@@ -100,7 +103,7 @@ GRAMMAR = Grammar(
         Frame("likes", r"(?:mein\s+)?lieblings\w+\s+ist\s+(?P<v>.+)|(?:meine\s+)?lieblings\w+\s+ist\s+(?P<v2>.+)|hobbys?\s*:\s*(?P<v3>.+)"),
         Frame("likes", r"ich lerne\s+(?:gerade\s+)?(?P<v>.+)|ich habe (?:angefangen|begonnen),?\s+(?P<v2>.+?)\s+zu\s+\w+", decoy=False),
         Frame("diet", _ICH + r"(?:bin|lebe|esse|ernähre mich)\s+(?:{ADV})?(?P<v>" + _DIETS + r")\b.*"),
-        Frame("diet", _ICH + r"(?:esse|trinke)\s+(?:{ADV})?(?:seit\s+\S+(?:\s+\S+)?\s+)?(?:kein(?:e|en)?|nicht mehr|keine? mehr)\s+(?P<v>.+)"),
+        Frame("diet", _ICH + r"(?:esse|trinke)\s+(?:{ADV})?(?:seit\s+\S+(?:\s+\S+)?\s+)?(?:nie|niemals|kein(?:e|en)?|nicht mehr|keine? mehr)\s+(?P<v>.+)"),
         Frame("diet", _ICH + r"verzichte\s+(?:{ADV})?auf\s+(?P<v>.+)|ich habe aufgehört,?\s+(?P<v2>.+?)\s+zu (?:essen|trinken)"),
         Frame("diet", _ICH + r"(?:darf|vertrage)\s+kein(?:e|en)?\s+(?P<v>.+?)(?:\s+essen|\s+trinken)?$"),
         Frame("health", _ICH + r"bin\s+(?:{ADV})?(?:stark\s+|schwer\s+)?(?:allergisch|intolerant)\s+(?:gegen|auf)\s+(?P<v>.+)"),

@@ -28,7 +28,8 @@ _RELATIVES = {
     "coinquilina": Relation("roommate", "la"), "bimbi": Relation("child", "i"),
     "bimbe": Relation("daughter", "le"), "bimbo": Relation("son", "il"),
     "bimba": Relation("daughter", "la"), "nipotini": Relation("grandchild", "i"),
-    "nipoti": Relation("grandchild", "i"), "figlie": Relation("daughter", "le"),
+    "nipoti": Relation("grandchild", "i"), "suocera": Relation("mother-in-law", "la"),
+    "suocero": Relation("father-in-law", "il"), "porcellino d'india": Relation("guinea pig", "il", pet=True), "figlie": Relation("daughter", "le"),
     "cane": Relation("dog", "il", pet=True), "cagnolino": Relation("dog", "il", pet=True),
     "cagnolina": Relation("dog", "la", pet=True), "cagna": Relation("dog", "la", pet=True),
     "gatto": Relation("cat", "il", pet=True), "gatta": Relation("cat", "la", pet=True),
@@ -39,8 +40,8 @@ _RELATIVES = {
 }
 _IO = r"(?:io\s+)?(?:{ADV})?"
 _TO = r"(?:a|ad|al|alla|alle|ai|agli|all'|allo)\s*"
-_DIETS = r"vegetarian[oa]|vegan[oa]|pescetarian[oa]|crudist[oa]|flexitarian[oa]"
-_CONDITIONS = (r"(?:il\s+|l')?(?:diabete(?: di tipo [12])?|asma|celiachia|epilessia|emicrania|"
+_DIETS = r"astemi[oa]|vegetarian[oa]|vegan[oa]|pescetarian[oa]|crudist[oa]|flexitarian[oa]"
+_CONDITIONS = (r"(?:il\s+|l')?(?:alzheimer|parkinson|demenza|diabete(?: di tipo [12])?|asma|celiachia|epilessia|emicrania|"
                r"(?:un'|l')?allergia\s+\S+(?:\s+\S+)?|(?:un'|l')?intolleranza\s+\S+(?:\s+\S+)?)")
 _DIAGNOSED = r"celiac[oa]|diabetic[oa]|intollerante al \w+|incinta|asmatic[oa]|epilettic[oa]"
 
@@ -50,7 +51,7 @@ GRAMMAR = Grammar(
     r"|sì|grazie|ciao|salve|ehi|senti|tra l'altro|fra l'altro|a proposito|per la cronaca|per info"
     r"|per tua info|ps|btw|ora|adesso|attualmente|in questo periodo|al momento|oggi|ultimamente"
     r"|ormai|ecco|dunque|tipo|piccola presentazione|presentazione|correzione|scusa|anzi|in realtà"
-    r"|a dire il vero|onestamente|sinceramente|da qualche anno|da poco|piacere)\b[\s,:;!.\-–—]*)+",
+    r"|a dire il vero|onestamente|sinceramente|da qualche anno|da poco|piacere|mi presento)\b[\s,:;!.\-–—]*)+",
     clause_breaks=r"\s*;\s*|\s*[–—]\s*|,?\s+(?:e|ed|ma|però|mentre|quindi|perciò)\s+"
     r"(?=(?:io|mi|mio|mia|miei|mie|ho|sono|vivo|abito|sto|lavoro|faccio|studio|parlo|adoro|amo|odio"
     r"|preferisco|vengo|da|ora|adesso|ormai|il mio|la mia)\b)|,\s+(?!(?:e|ma|o|anche|per favore|non)\b)(?=\S)"
@@ -75,6 +76,7 @@ GRAMMAR = Grammar(
         Frame("home", _IO + r"(?:vivo|abito|risiedo)\s+(?:{ADV})?(?:a|ad|in|nel|nella|nei|vicino a|alle porte di|fuori|dalle parti di)\s+(?P<v>.+)"),
         Frame("home", r"(?:abitiamo|viviamo|stiamo)\s+(?:{ADV})?(?:a|ad|in|nel|nella|vicino a)\s+(?P<v>.+)"),
         Frame("home", r"(?:io\s+)?(?:{ADV})?sto\s+(?:{ADV})?(?:a|ad|in)\s+(?P<v>.+)"),
+        Frame("home", r"(?:casa mia|la mia casa) è\s+(?:a|ad|in)\s+(?P<v>.+)"),
         Frame("home", r"(?:mi sono|ci siamo)\s+(?:{ADV})?(?:trasferit[oaie]|stabilit[oaie])\s+(?:a|ad|in)\s+(?P<v>.+)"),
         Frame("home", r"(?:città|residenza|vivo)\s*:\s*(?P<v>.+)"),
         Frame("origin", _IO + r"sono\s+(?:{ADV})?(?:originari[oa]\s+)?(?:di|da)\s+(?P<v>.+)"),

@@ -34,11 +34,12 @@ _RELATIVES = {
     "gata": Relation("cat", "la", pet=True), "gatos": Relation("cat", "los", pet=True),
     "cachorro": Relation("dog", "el", pet=True), "gatito": Relation("cat", "el", pet=True),
     "conejo": Relation("rabbit", "el", pet=True), "hámster": Relation("hamster", "el", pet=True),
-    "caballo": Relation("horse", "el", pet=True), "tortuga": Relation("tortoise", "la", pet=True), "loro": Relation("parrot", "el", pet=True),
+    "caballo": Relation("horse", "el", pet=True), "cobaya": Relation("guinea pig", "la", pet=True),
+    "suegra": Relation("mother-in-law", "la"), "suegro": Relation("father-in-law", "el"), "tortuga": Relation("tortoise", "la", pet=True), "loro": Relation("parrot", "el", pet=True),
 }
 _YO = r"(?:yo\s+)?(?:{ADV})?"
 _DIETS = r"vegetarian[oa]|vegan[oa]|pescetarian[oa]|pescovegetarian[oa]|crudivegan[oa]|flexitarian[oa]"
-_CONDITIONS = (r"(?:diabetes(?: tipo [12])?|asma|celiaquía|epilepsia|migrañas|"
+_CONDITIONS = (r"(?:alzh[eé]imer|parkinson|demencia|diabetes(?: tipo [12])?|asma|celiaquía|epilepsia|migrañas|"
                r"(?:una\s+)?alergia\s+a(?:l)?\s+\S+(?:\s+\S+)?|(?:una\s+)?intolerancia\s+a(?:l|\s+la)?\s+\S+)")
 _DIAGNOSED = r"celíac[oa]|diabétic[oa]|intolerante a la \w+|asmátic[oa]|epiléptic[oa]|sord[oa]|ciego|ciega"
 
@@ -69,6 +70,7 @@ GRAMMAR = Grammar(
         Frame("age", r"(?:acabo de cumplir|cumplí)\s+(?P<v>\d{1,3})\b"),
         Frame("home", _YO + r"(?:vivo|resido)\s+(?:{ADV})?(?:en|cerca de|a las afueras de|al lado de|por)\s+(?P<v>.+)"),
         Frame("home", r"(?:me (?:acabo de mudar|mudé|he mudado|vine)|nos (?:mudamos|hemos mudado))\s+a\s+(?P<v>.+)"),
+        Frame("home", r"mi casa está\s+en\s+(?P<v>.+)"),
         Frame("home", r"(?:vivimos)\s+(?:en|cerca de)\s+(?P<v>.+)|llevo\s+(?:\S+\s+){0,3}viviendo\s+en\s+(?P<v2>.+)"),
         Frame("home", r"(?:estoy\s+)?(?:viviendo|instalad[oa]|afincad[oa]|radicad[oa]|basad[oa])\s+en\s+(?P<v>.+)|(?:ciudad|residencia)\s*:\s*(?P<v2>.+)"),
         Frame("origin", _YO + r"soy\s+(?:{ADV})?(?:originari[oa]\s+)?de\s+(?P<v>.+)"),
@@ -78,7 +80,7 @@ GRAMMAR = Grammar(
         Frame("studies", r"(?:estoy\s+)?estudiando\s+(?P<v>.+)|soy estudiante de\s+(?P<v2>.+)"),
         Frame("studies", r"(?:hago|estoy haciendo|curso)\s+(?:un máster|un grado|la carrera|un doctorado|el doctorado|un ciclo)\s+(?:en|de)\s+(?P<v>.+)"),
         Frame("occupation", _YO + r"trabajo\s+(?:{ADV})?(?:como|de)\s+(?P<v>.+?)(?:\s+(?:en|para)\s+(?P<org>.+))?$", explicit=True),
-        Frame("occupation", r"mi (?:trabajo|profesión|oficio|curro)\s+es\s+(?P<v>.+)|de profesión,? soy\s+(?P<v2>.+)"),
+        Frame("occupation", r"mi (?:trabajo|profesión|oficio|curro)\s+es\s+(?P<v>.+)|de (?:profesión|oficio),? (?:soy\s+)?(?P<v2>.+)"),
         Frame("occupation", r"(?:en cuanto (?:a|al)\s+|respecto (?:a|al)\s+|de\s+)?(?:trabajo|profesión|oficio|curro)\s*:\s*(?P<v>.+)"),
         Frame("occupation", _YO + r"soy\s+(?:{ADV})?(?:un|una)?\s*(?P<v>.+?)(?:\s+en\s+(?P<org>[a-záéíóúñ].+))?$", decoy=False),
         Frame("occupation", _YO + r"(?:doy clases de|enseño)\s+(?P<v>.+)", template="teach"),
@@ -99,6 +101,7 @@ GRAMMAR = Grammar(
         Frame("likes", r"(?:estoy aprendiendo|aprendo)\s+(?P<v>.+)|(?:empecé|he empezado)\s+a\s+(?P<v2>.+)", decoy=False),
         Frame("diet", _YO + r"soy\s+(?:{ADV})?(?P<v>" + _DIETS + r")\b.*"),
         Frame("diet", r"(?:ya\s+)?no\s+(?:como|tomo|bebo)(?:\s+nada de)?\s+(?P<v>.+)|(?:dejé|he dejado) de (?:comer|tomar|beber)\s+(?P<v2>.+)"),
+        Frame("diet", r"(?:nunca|jamás)\s+(?:como|bebo|tomo)\s+(?P<v>.+)"),
         Frame("diet", r"no puedo (?:comer|tomar)\s+(?P<v>.+)|evito\s+(?P<v2>.+)"),
         Frame("health", _YO + r"(?:soy\s+)?(?:{ADV})?(?:muy\s+)?(?:alérgic[oa]|intolerante)\s+a(?:l)?\s+(?:la\s+|los\s+|las\s+)?(?P<v>.+)"),
         Frame("health", _YO + r"(?:tengo|sufro de)\s+(?P<v>" + _CONDITIONS + r")\b.*", template="has"),
