@@ -51,7 +51,7 @@ GRAMMAR = Grammar(
     r"|could|should|someday|one day|pretend|imagine|supposed|want to|wants to|plan to|planning"
     r"|going to|thinking of|thinking about|considering|intend|trying to)\b|'d\b",
     conditional=r"\b(?:if|unless|suppose|supposing|imagine|what if|say|when|once|whenever)\b",
-    passing=r"\b(?:this (?:week|weekend|month)|for (?:a few|a couple of) (?:days|weeks)"
+    passing=r"\b(?:this (?:week|weekend|month)|at (?:my|a friend's|friends')|with (?:my|friends|family) for|for (?:a few|a couple of) (?:days|weeks)"
     r"|for the (?:weekend|week|holidays|summer)|on (?:holiday|vacation|a trip|business)"
     r"|visiting|temporarily|for now)\b",
     past=r"\b(?:used to|formerly|previously|back then|anymore|any more|no longer|until|till"
@@ -69,6 +69,7 @@ GRAMMAR = Grammar(
         Frame("age", r"age\s*:\s*(?P<v>\d{1,3})$"),
         Frame("home", _I + r"(?:live|reside)\s+in\s+(?P<v>.+)"),
         Frame("home", r"(?:i've\s+|i have\s+)?been\s+(?:living|livin|based)\s+in\s+(?P<v>.+)"),
+        Frame("home", r"i(?:'ve| have)\s+(?:{ADV})?lived\s+in\s+(?P<v>.+?)\s+(?:for|since)\b.*"),
         Frame("home", _I_AM + r"(?:based|living|livin|located|settled)\s+(?:in|near|outside)\s+(?P<v>.+)"),
         Frame("home", r"(?:i've |i have |i )?(?:{ADV})?(?:moved|relocated)\s+to\s+(?P<v>.+)"),
         Frame("home", r"(?:i\s+)?call\s+(?P<v>.+?)\s+home$|home is\s+(?P<v2>.+)"),

@@ -62,7 +62,7 @@ GRAMMAR = Grammar(
     conditional=r"\b(?:se|qualora|immagina|supponiamo|quando)\b",
     passing=r"\b(?:questa settimana|questo weekend|questo fine settimana|per qualche giorno"
     r"|per il weekend|in vacanza|in ferie|in viaggio|per lavoro|di passaggio|in trasferta"
-    r"|temporaneamente|per ora)\b",
+    r"|temporaneamente|per ora|da (?:mia|mio|miei|un amico|un'amica|amici|parenti)|ospite)\b",
     past=r"\b(?:prima|una volta|un tempo|ex|abitavo|vivevo|lavoravo|ero|avevo|facevo|studiavo"
     r"|fino a|finché|più)\b",
     user_frames=[
