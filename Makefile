@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(PY) manage.py up --host $(HOST) --port $(PORT) --demo
 
 test: $(STAMP) system-deps real-llm lint
-	$(PY) -m pytest -n 2 --dist loadfile --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 # The real llama.cpp server and SmolLM2-135M-Instruct the real-server tests run against, built
 # once into ~/.cache/thalamus/real-llm (THALAMUS_REAL_LLM_DIR), outside the checkout.

@@ -16,6 +16,36 @@ from tests.private_servers import wait_for_http
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The files that take longest, longest first (`--durations` of a whole run). `make test` hands
+# files to the two workers in collection order (--no-loadscope-reorder); when these come last, one
+# worker runs the real model's tier alone for minutes while the other has finished.
+LONGEST_FIRST = (
+    "tests/real_llm/",
+    "tests/core/test_backup.py",
+    "tests/memory/test_recall_scale.py",
+    "tests/core/test_up.py",
+    "tests/cognition/test_worker_loss.py",
+    "tests/imports/test_fuzz.py",
+    "tests/chat/test_multiprocess.py",
+    "tests/core/test_restarts.py",
+    "tests/cognition/test_quarantine.py",
+    "tests/security/test_canaries.py",
+    "tests/memory/test_eval_retrieval.py",
+    "tests/cognition/test_weak_local_model.py",
+    "tests/core/test_up_web_processes.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        path = item.path.relative_to(ROOT).as_posix()
+        return next(
+            (n for n, prefix in enumerate(LONGEST_FIRST) if path.startswith(prefix)),
+            len(LONGEST_FIRST),
+        )
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _few_password_rounds():
