@@ -69,7 +69,3 @@ def is_place(words: str) -> bool:
 def population(words: str) -> int:
     """The population of the largest place of that name (0 for none)."""
     return _places().get(words.casefold().strip(), 0)
-
-
-def warm() -> None:
-    _places()

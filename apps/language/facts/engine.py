@@ -1,5 +1,5 @@
 """One engine for every language: a sentence's clauses, and the facts each states, read by the
-language's tables (apps.language.facts.english, .italian…).
+language's tables (apps.language.facts.grammars.english, .italian…).
 
 A clause states a fact only through a construction of its language whose value is of the
 right kind (apps.language.facts.slots), said of the user in the present (no negation in its

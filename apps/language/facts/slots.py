@@ -61,10 +61,6 @@ _FOODS = word_set(
 )
 
 
-def words_of(value: str) -> list[str]:
-    return value.split()
-
-
 def cut(value: str, grammar: Grammar) -> str:
     """The value up to where the clause goes on about something else."""
     end = grammar.regex("value_ends").search(value)
