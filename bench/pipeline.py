@@ -9,8 +9,9 @@ as in the web process, each round runs four turns on a saved message, in turn:
                answer: the turn as it was before the pipeline;
 - fast track:  the pipeline on a greeting: the router's rule answers, no LLM call before the
                answer, tools and world skipped;
-- router call: the pipeline on a personal message the rule cannot place: one structured call
-               to the router's model (answered at once by the stub), then the answer;
+- router call: the pipeline on a personal message the rule cannot place: answered directly,
+               with no call before the answer (the router's model, when on, reads such a
+               message after the answer, for the world modifier);
 - tool path:   the pipeline on a sum: the rule routes to the tools, one round calls the
                calculator, a second ends the loop, then the answer.
 
