@@ -41,9 +41,11 @@ class RealServer:
         raise KeyError(name)
 
 
-def start(context: int, *, slots: int | None = None) -> tuple[subprocess.Popen, RealServer]:
+def start(
+    context: int, *, slots: int | None = None, threads: int = 2
+) -> tuple[subprocess.Popen, RealServer]:
     """`llama-server --jinja -c <context>` on a free port, once its model is loaded; with
-    `slots`, `-np <slots>` (else the server's own number, four)."""
+    `slots`, `-np <slots>` (else the server's own number, four); `--threads <threads>`."""
     if not (SERVER.exists() and MODEL.exists()):
         raise NotBuilt(f"no real LLM server at {SERVER}: run `make real-llm` (make test does)")
     port = free_port()
@@ -51,7 +53,7 @@ def start(context: int, *, slots: int | None = None) -> tuple[subprocess.Popen, 
         [
             str(SERVER),
             *("--model", str(MODEL), "--alias", MODEL_NAME, "--jinja", "-c", str(context)),
-            *("--host", "127.0.0.1", "--port", str(port), "--metrics", "--threads", "2"),
+            *("--host", "127.0.0.1", "--port", str(port), "--metrics", "--threads", str(threads)),
             *(("-np", str(slots)) if slots else ()),
         ],
         stdout=subprocess.DEVNULL,

@@ -17,7 +17,10 @@ from bench._llama import MODEL_NAME, RealServer
 
 def _serve(context: int, slots: int | None = None) -> Iterator[RealServer]:
     try:
-        process, server = _llama.start(context, slots=slots)
+        # One thread: the other test worker keeps the second core busy, and llama.cpp's threads
+        # wait for each other by spinning; with two on a shared core a loaded run generated one
+        # token a second instead of four.
+        process, server = _llama.start(context, slots=slots, threads=1)
     except _llama.NotBuilt as exc:
         pytest.fail(str(exc))
     yield server
