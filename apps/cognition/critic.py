@@ -40,6 +40,7 @@ from apps.core.models import Event, RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.core.services import event_record
 from apps.language.text import words
+from apps.memory import critique_services
 from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
 from apps.memory.models import Critique, MemoryLink, MemoryNode, Triple
@@ -162,7 +163,7 @@ def node_criticise(
         MemoryNode.objects.select_for_update().filter(pk=node.pk).first()
         if Critique.objects.filter(node=node, message=message).exists():
             return None
-        critique = memory_services.critique_record(
+        critique = critique_services.critique_record(
             node_id=node.pk,
             message=message,
             verdict=verdict.verdict,

@@ -27,7 +27,7 @@ from apps.core.llm.structured import complete_as
 from apps.core.models import Event
 from apps.core.selectors import runtime_config
 from apps.core.services import event_record
-from apps.memory import services as memory_services
+from apps.memory import episode_services
 from apps.memory.models import Episode, EpisodeFailure
 
 # One exchange (a question and its answer) is the smallest stretch worth an episode.
@@ -120,7 +120,7 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
         Conversation.objects.select_for_update().filter(pk=conversation_id).first()
         if _covered_up_to(conversation_id) != covered:
             return None
-        episode = memory_services.episode_create(
+        episode = episode_services.episode_create(
             owner=conversation.owner,
             conversation=conversation,
             summary=summary.summary,
@@ -178,7 +178,7 @@ def episode_give_up(*, conversation_id: int, attempts: int, error: str) -> None:
     if not stretch:
         return
     with transaction.atomic():
-        memory_services.episode_failure_record(
+        episode_services.episode_failure_record(
             conversation=conversation,
             through_message_id=stretch[-1].pk,
             attempts=attempts,

@@ -24,6 +24,7 @@ from apps.cognition.stream_words import error_record, perception_sentence
 from apps.core import metrics
 from apps.core.models import Event
 from apps.core.services import event_record
+from apps.memory import graph_services
 from apps.memory import services as memory_services
 from apps.memory.embedding import EmbeddingError, get_embedder
 from apps.memory.models import MemoryNode
@@ -161,7 +162,7 @@ def _learn(
         _withhold(outcome, "triples", category)
         return node
     try:
-        stored = memory_services.triple_upsert(
+        stored = graph_services.triple_upsert(
             owner=reply.conversation.owner,
             subject="user",
             predicate=predicate,

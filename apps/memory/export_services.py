@@ -14,7 +14,7 @@ from pydantic_core import PydanticCustomError
 from apps.core.models import Event
 from apps.core.services import event_record
 from apps.core.validation import StorableText
-from apps.memory import services
+from apps.memory import episode_services, graph_services, services
 from apps.memory.models import Category, Episode, MemoryNode, Triple
 from apps.memory.schemas import normal_text
 
@@ -209,7 +209,7 @@ def memories_import(*, owner, data) -> MemoryImportReceipt:
     for item in export.episodes:
         if normal_text(item.summary) not in known_episodes:
             known_episodes.add(normal_text(item.summary))
-            services.episode_create(
+            episode_services.episode_create(
                 owner=owner, embed=False, source=MemoryNode.Source.IMPORTED, **item.model_dump()
             )
             added["episodes"] += 1
@@ -219,10 +219,10 @@ def memories_import(*, owner, data) -> MemoryImportReceipt:
     in_file_held = 0
     for item in export.triples:
         try:
-            services.triple_upsert(
+            graph_services.triple_upsert(
                 owner=owner, source=MemoryNode.Source.IMPORTED, **item.model_dump()
             )
-        except services.TripleHeld:
+        except graph_services.TripleHeld:
             in_file_held += 1
     added["triples"] = Triple.objects.filter(owner=owner).count() - triples_before
     in_file = {

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from pydantic import ValidationError
 
-from apps.memory import services
+from apps.memory import graph_services, services
 from apps.memory.models import MemoryNode, Triple
 from apps.memory.schemas import SeedTruths
 
@@ -88,13 +88,13 @@ def load_seed_truths(*, path: Path | None = None, only_if_empty: bool = False) -
     result = SeedResult(path=path)
     with transaction.atomic():
         for predicate in truths.predicates:
-            services.predicate_upsert(**predicate.model_dump())
+            graph_services.predicate_upsert(**predicate.model_dump())
             result.predicates += 1
         if only_if_empty and not graph_is_empty():
             result.skipped = True
             return result
         for triple in truths.triples:
-            services.triple_upsert(
+            graph_services.triple_upsert(
                 owner=None, provenance=f"seed: {path.name}", **triple.model_dump()
             )
             result.triples += 1

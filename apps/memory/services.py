@@ -1,8 +1,8 @@
-"""Memory's rows written one at a time: nodes and their versions, episodes, predicates and
-triples, links, retrieval plans and the critic's verdicts.
+"""Memories written one at a time: nodes and their versions, restated or held for approval,
+revised and expired; links and retrieval plans.
 
-Consolidation, forgetting, the world state and the filling in of vectors are in their own
-`*_services` modules.
+Episodes, the knowledge graph, the critic's verdicts, consolidation, forgetting, the world
+state and the filling in of vectors are in their own `*_services` modules.
 """
 
 from __future__ import annotations
@@ -11,38 +11,19 @@ import re
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, connection, models, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db import connection, models, transaction
+from django.db.models import F
 from django.db.models.functions import Abs, Length
 from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from apps.chat.models import Conversation, Message
-from apps.core.models import Event
 from apps.core.selectors import runtime_config
-from apps.core.services import event_record
-from apps.language.text import sentences
 from apps.memory.embedding import get_embedder
 from apps.memory.embedding_services import embedding_try, embeddings_fill_later
-from apps.memory.models import (
-    Category,
-    Critique,
-    EmbeddingStatus,
-    Episode,
-    EpisodeFailure,
-    MemoryLink,
-    MemoryNode,
-    Predicate,
-    RetrievalPlan,
-    Triple,
-)
+from apps.memory.models import EmbeddingStatus, MemoryLink, MemoryNode, RetrievalPlan
 from apps.memory.quarantine import looks_like_instruction
-from apps.memory.schemas import (
-    RetrievalPlanSchema,
-    canonical_predicate_name,
-    normal_text,
-    same_text,
-)
+from apps.memory.schemas import RetrievalPlanSchema, normal_text, same_text
 from apps.memory.support import quote_supports
 
 
@@ -336,200 +317,6 @@ def memory_nodes_mark_accessed(*, node_ids: list[int]) -> int:
     return MemoryNode.objects.filter(id__in=node_ids).update(last_accessed_at=timezone.now())
 
 
-def episode_create(
-    *,
-    owner: AbstractBaseUser,
-    summary: str,
-    conversation: Conversation | None = None,
-    decisions: str = "",
-    outcome: str = "",
-    lesson: str = "",
-    messages: list[Message] | None = None,
-    started_at: datetime | None = None,
-    ended_at: datetime | None = None,
-    embed: bool = True,
-    source: str = MemoryNode.Source.INFERRED,
-) -> Episode:
-    """Store an episode. Its sentences that read as instructions are held (`memory_hold`)
-    instead: recalled episodes reach the answer's prompt."""
-    now = timezone.now()
-    texts = {"summary": summary, "decisions": decisions, "outcome": outcome, "lesson": lesson}
-    kept = {name: _held_sentences_out(owner, text, source=source) for name, text in texts.items()}
-    episode = Episode(
-        owner=owner,
-        conversation=conversation,
-        summary=kept["summary"].strip() or HELD_SUMMARY,
-        decisions=kept["decisions"],
-        outcome=kept["outcome"],
-        lesson=kept["lesson"],
-        started_at=started_at or now,
-        ended_at=ended_at or now,
-    )
-    vector, marker = embedding_try(text=episode.embedding_text) if embed else (None, "")
-    if vector is not None:
-        episode.embedding = vector
-        episode.embedding_model = marker
-        episode.embedding_status = EmbeddingStatus.READY
-    with transaction.atomic():
-        episode.save()
-        if messages:
-            episode.messages.set(messages)
-        if vector is None:
-            embeddings_fill_later()
-    return episode
-
-
-HELD_SUMMARY = "(This episode's summary is held for the user's approval.)"
-
-
-def _held_sentences_out(owner: AbstractBaseUser, text: str, *, source: str) -> str:
-    """`text` without its instruction-like sentences, each held for approval."""
-    if not looks_like_instruction(text):
-        return text
-    kept = []
-    for sentence in sentences(text):
-        if looks_like_instruction(sentence):
-            memory_hold(owner=owner, text=sentence, held_from="episode summary", source=source)
-        else:
-            kept.append(sentence)
-    rest = " ".join(kept)
-    if looks_like_instruction(rest):
-        memory_hold(owner=owner, text=rest, held_from="episode summary", source=source)
-        return ""
-    return rest
-
-
-def episode_failure_record(
-    *, conversation: Conversation, through_message_id: int, attempts: int, error: str
-) -> EpisodeFailure:
-    """Mark the stretch up to `through_message_id` as one no summary could be made of."""
-    failure, _ = EpisodeFailure.objects.update_or_create(
-        conversation=conversation,
-        defaults={
-            "through_message_id": through_message_id,
-            "attempts": attempts,
-            "error": error[:2000],
-            "failed_at": timezone.now(),
-        },
-    )
-    return failure
-
-
-def predicate_resolve(*, name: str, category: str | None = None) -> Predicate:
-    """The canonical predicate for a name or any of its aliases, created when unknown."""
-    canonical = canonical_predicate_name(name)
-    if not canonical:
-        raise ValueError("A predicate needs a name.")
-    matches = Predicate.objects.filter(Q(name=canonical) | Q(aliases__contains=[canonical]))
-    found = sorted(matches, key=lambda predicate: (predicate.name != canonical, predicate.id))
-    if found:
-        return found[0]
-    predicate, _ = Predicate.objects.get_or_create(
-        name=canonical, defaults={"category": category or Category.KNOWLEDGE}
-    )
-    return predicate
-
-
-def predicate_upsert(
-    *,
-    name: str,
-    category: str = Category.KNOWLEDGE,
-    aliases: list[str] | None = None,
-    labels: dict[str, str] | None = None,
-    single_valued: bool = False,
-) -> Predicate:
-    """Create or extend a predicate: aliases are added, labels filled in, never removed."""
-    canonical = canonical_predicate_name(name)
-    alias_names = sorted(
-        {canonical_predicate_name(alias) for alias in aliases or []} - {canonical, ""}
-    )
-    with transaction.atomic():
-        predicate, created = Predicate.objects.select_for_update().get_or_create(
-            name=canonical,
-            defaults={
-                "category": category,
-                "aliases": alias_names,
-                "labels": labels or {},
-                "single_valued": single_valued,
-            },
-        )
-        if not created:
-            predicate.aliases = sorted(set(predicate.aliases) | set(alias_names))
-            predicate.labels = {**(labels or {}), **predicate.labels}
-            predicate.save(update_fields=["aliases", "labels"])
-    return predicate
-
-
-class TripleHeld(ValueError):
-    """The triple was not stored: it reads as an instruction, and waits as a quarantined
-    memory (`node`) for the user's approval."""
-
-    def __init__(self, node: MemoryNode):
-        super().__init__("held for the user's approval: it reads as an instruction")
-        self.node = node
-
-
-def triple_upsert(
-    *,
-    owner: AbstractBaseUser | None,
-    subject: str,
-    predicate: str,
-    object: str,
-    category: str | None = None,
-    confidence: float = 0.5,
-    provenance: str = "",
-    source_message: Message | None = None,
-    source: str = MemoryNode.Source.INFERRED,
-) -> Triple:
-    """Record a statement; restating it raises its confidence, and a new value of a
-    single-valued predicate (a name) closes the old one instead of adding a second.
-
-    A subject or object that reads as an instruction is held (`memory_hold`) instead, and
-    TripleHeld raised: facts reach the answer's prompt.
-    """
-    subject = subject.strip()
-    object = object.strip()
-    if owner is not None and (looks_like_instruction(subject) or looks_like_instruction(object)):
-        held = memory_hold(
-            owner=owner,
-            text=f"{subject} {predicate}: {object}",
-            held_from="fact",
-            source=source,
-            source_message=source_message,
-        )
-        raise TripleHeld(held)
-    canonical = predicate_resolve(name=predicate, category=category)
-    now = timezone.now()
-    with transaction.atomic():
-        current = list(
-            Triple.objects.select_for_update().filter(
-                owner=owner, subject__iexact=subject, predicate=canonical, valid_to=None
-            )
-        )
-        for triple in current:
-            if same_text(triple.object, object):
-                triple.confidence = max(triple.confidence, confidence)
-                if provenance:
-                    triple.provenance = provenance
-                if source_message is not None:
-                    triple.source_message = source_message
-                triple.save(update_fields=["confidence", "provenance", "source_message"])
-                return triple
-        if canonical.single_valued and current:
-            Triple.objects.filter(id__in=[triple.id for triple in current]).update(valid_to=now)
-        return Triple.objects.create(
-            owner=owner,
-            subject=subject,
-            predicate=canonical,
-            object=object,
-            category=category or canonical.category,
-            confidence=confidence,
-            provenance=provenance,
-            source_message=source_message,
-            valid_from=now,
-        )
-
-
 def memory_link_upsert(
     *, source: MemoryNode, target: MemoryNode, kind: str, score: float
 ) -> MemoryLink:
@@ -549,7 +336,7 @@ def retrieval_plan_save(*, conversation: Conversation, steps: list[dict]) -> Ret
     return stored
 
 
-# --- the CLAM cycle: revise and doubt (consolidate and forget have their own modules) ----------
+# --- the CLAM cycle: revise (doubt, consolidate and forget have their own modules) ----------------
 
 
 def memory_nodes_near(
@@ -640,79 +427,6 @@ def memory_node_revise(
         if vector is None:
             embeddings_fill_later()
     return current
-
-
-# A critic's verdict as the mind stream says it, by the change it made.
-_VERDICT_WORDS = {
-    1: "it holds, so I trust it more",
-    -1: "it may not hold, so I trust it less",
-    0: "it may not hold, but you said it yourself, so I trust it as before",
-}
-
-
-def critique_record(
-    *,
-    node_id: int,
-    message: Message | None,
-    verdict: str,
-    debate: str,
-    model: str = "",
-    contradicts: list[int] | None = None,
-    supports: list[int] | None = None,
-):
-    """Store the critic's verdict and move the node's confidence by one, atomically.
-
-    The user's own words (source user) are not argued down: a failing verdict on them is kept,
-    with its debate, and moves nothing. They lose confidence only to the user's later words
-    (a new value of the fact) or to the user marking them wrong. An inference can be.
-
-    Returns None when the node is gone (decayed, superseded) or this turn already judged it, so
-    a redelivered task never counts a verdict twice. The increment is an F() expression: two
-    critics judging one node at once both count.
-    """
-    withstands = verdict == Critique.Verdict.WITHSTANDS
-    said = Q(source=MemoryNode.Source.USER)
-    change = Value(1) if withstands else Case(When(said, then=Value(0)), default=Value(-1))
-    try:
-        with transaction.atomic():
-            changed = MemoryNode.objects.filter(pk=node_id, valid_to=None).update(
-                confidence_score=F("confidence_score") + change
-            )
-            if not changed:
-                return None
-            node = MemoryNode.objects.select_related("owner").get(pk=node_id)
-            kept = not withstands and node.source == MemoryNode.Source.USER
-            delta = 1 if withstands else 0 if kept else -1
-            critique = Critique.objects.create(
-                node=node,
-                owner=node.owner,
-                message=message,
-                verdict=verdict,
-                debate=debate.strip(),
-                delta=delta,
-                model=model,
-                contradicts=sorted(set(contradicts or [])),
-                supports=sorted(set(supports or [])),
-            )
-            event_record(
-                kind=Event.Kind.CRITIQUE,
-                summary=(
-                    f"Checked a memory against what you said; {_VERDICT_WORDS[delta]}"
-                    f" (now {round(node.confidence * 100)}%): {node.description[:200]}"
-                ),
-                owner=node.owner,
-                payload={
-                    "node_id": node_id,
-                    "critique_id": critique.pk,
-                    "verdict": verdict,
-                    "delta": delta,
-                    "confidence": node.confidence_score,
-                    "message_id": message.pk if message else None,
-                },
-            )
-    except IntegrityError:
-        return None
-    return critique
 
 
 def memories_expire() -> int:

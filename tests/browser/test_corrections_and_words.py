@@ -8,7 +8,7 @@ import pytest
 
 from apps.chat.conversation_services import conversation_create
 from apps.chat.models import Conversation, Message
-from apps.memory import services
+from apps.memory import graph_services, services
 from apps.memory.models import MemoryNode, Triple
 from tests.browser.screens import LUMINANCE, PHONE, SCREENS, SHOTS
 
@@ -46,7 +46,7 @@ def _learnt(owner, text: str, city: str) -> tuple[MemoryNode, Triple]:
     node = services.memory_node_create(
         owner=owner, description=text, embed=False, source_message=reply
     )
-    triple = services.triple_upsert(
+    triple = graph_services.triple_upsert(
         owner=owner,
         subject="user",
         predicate="lives_in",

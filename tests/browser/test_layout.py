@@ -8,7 +8,7 @@ import pytest
 
 from apps.accounts.services import api_key_create
 from apps.core.models import RuntimeConfig
-from apps.memory import services
+from apps.memory import graph_services, services
 from tests.conftest import serve_asgi
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -165,7 +165,7 @@ def test_the_memory_and_facts_tables_fit_a_phone_as_cards(page, asgi_server, log
     services.memory_node_create(
         owner=user, description="Alice keeps bees on the roof of her building", embed=False
     )
-    services.triple_upsert(
+    graph_services.triple_upsert(
         owner=user, subject="user", predicate="lives_in", object="Turin", confidence=0.8
     )
     page.emulate_media(color_scheme=scheme)

@@ -8,7 +8,7 @@ import pytest
 
 from apps.chat.models import Conversation, Message
 from apps.core.models import Event
-from apps.memory import services
+from apps.memory import graph_services, services
 from apps.memory.models import Critique, MemoryNode
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -34,7 +34,7 @@ def test_a_user_searches_confirms_marks_wrong_and_forgets(page, asgi_server, log
     )
     MemoryNode.objects.filter(pk=turin.pk).update(source_message=reply)
     for city, predicate in (("Turin", "lives_in"), ("Milan", "works_in")):
-        services.triple_upsert(
+        graph_services.triple_upsert(
             owner=turin.owner,
             subject="user",
             predicate=predicate,

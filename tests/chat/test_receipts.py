@@ -293,12 +293,12 @@ def _status_line(page: str, reply: Message) -> dict[str, str]:
 def test_global_knowledge_is_shown_as_shared_facts_and_counted_alike_on_the_status_line(
     alice_client, user, conversation
 ):
-    from apps.memory import services as memory_services
+    from apps.memory import graph_services
 
-    water = memory_services.triple_upsert(
+    water = graph_services.triple_upsert(
         owner=None, subject="water", predicate="boils_at", object="100 °C"
     )
-    rome = memory_services.triple_upsert(
+    rome = graph_services.triple_upsert(
         owner=None, subject="Rome", predicate="is_capital_of", object="Italy"
     )
     reply = _answer(conversation)

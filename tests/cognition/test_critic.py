@@ -9,6 +9,7 @@ from apps.chat.models import Message
 from apps.cognition import critic, tasks
 from apps.cognition.reflection import reflect_on_message
 from apps.core.models import Event
+from apps.memory import critique_services
 from apps.memory import services as memory_services
 from apps.memory.models import Critique, MemoryNode
 from tests.cognition.conftest import reflection, verdict
@@ -89,7 +90,7 @@ def test_the_users_own_words_lose_confidence_to_their_later_words_not_to_the_cri
     )
     assert node.source == MemoryNode.Source.USER
     for _ in range(3):
-        memory_services.critique_record(
+        critique_services.critique_record(
             node_id=node.pk, message=None, verdict="fails", debate="Against: a guess."
         )
     node.refresh_from_db()
@@ -132,7 +133,7 @@ def test_concurrent_critiques_of_one_node_lose_no_update(user, turn):
     def judge(reply: Message, outcome: str) -> None:
         try:
             start.wait()
-            memory_services.critique_record(
+            critique_services.critique_record(
                 node_id=node.pk, message=reply, verdict=outcome, debate="debate"
             )
         except Exception as exc:  # pragma: no cover - reported below

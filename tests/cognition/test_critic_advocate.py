@@ -5,6 +5,7 @@ from django.conf import settings
 from django_celery_beat.models import PeriodicTask
 
 from apps.cognition import critic, tasks
+from apps.memory import critique_services, graph_services
 from apps.memory import services as memory_services
 from apps.memory.models import Critique, MemoryLink, MemoryNode
 from tests.cognition.conftest import verdict
@@ -32,7 +33,7 @@ def lives_in_rome(user):
 def test_the_critic_is_shown_a_promoted_memory_and_a_fact_that_could_contradict_the_node(
     celery_worker, user, turn, llm_stub, lives_in_rome
 ):
-    memory_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Rome")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Rome")
     reply = turn("I moved to Paris", "Nice!")
     node = memory_services.memory_node_create(
         owner=user, description="The user lives in Paris", source_message=reply
@@ -97,7 +98,7 @@ def test_the_sweep_reviews_at_most_its_bound_oldest_first_and_never_twice(
         for count in range(critic.SWEEP_MAX_NODES + 2)
     ]
     already = nodes[0]
-    memory_services.critique_record(
+    critique_services.critique_record(
         node_id=already.pk, message=turn("hi", "hello"), verdict="withstands", debate="ok"
     )
     llm_stub.script(*[verdict("withstands") for _ in range(2 * critic.SWEEP_MAX_NODES + 2)])

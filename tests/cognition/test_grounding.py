@@ -4,6 +4,7 @@ import pytest
 
 from apps.cognition import grounding
 from apps.cognition.reflection import reflect_on_message
+from apps.memory import graph_services
 from apps.memory import services as memory_services
 from apps.memory.models import MemoryNode
 from tests.cognition.conftest import reflection
@@ -71,7 +72,7 @@ def test_what_the_assistant_said_or_saw_is_never_the_users(user, turn, llm_stub,
     recalled = memory_services.memory_node_create(
         owner=user, description="Has a dog named Rex who loves the beach"
     )
-    memory_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Rome")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Rome")
     # Long enough that no quote below is cut to the longest message's length.
     question = "What is the capital city of Australia, the big country down under?"
     reply = turn(question, "Canberra, a city planned in 1913.")

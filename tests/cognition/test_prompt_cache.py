@@ -13,7 +13,7 @@ from apps.cognition.notes import NOTE_CLOSE, NOTE_OPEN
 from apps.cognition.pipeline import prepare_saved_reply
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
-from apps.memory import browser_services, forget_services
+from apps.memory import browser_services, forget_services, graph_services
 from apps.memory import services as memory_services
 from apps.memory.models import MemoryNode
 
@@ -36,7 +36,7 @@ def conversation(user, llm_stub):
     runtime_config_save(config=RuntimeConfig(turns_per_minute=0, short_term_window=20))
     memory_services.memory_node_create(owner=user, description="The user's dog is called Argo")
     memory_services.memory_node_create(owner=user, description="The user lives in Turin")
-    memory_services.triple_upsert(owner=user, subject="user", predicate="likes", object="espresso")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="likes", object="espresso")
     return Conversation.objects.create(owner=user)
 
 

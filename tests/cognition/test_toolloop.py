@@ -21,6 +21,7 @@ from apps.cognition.toolloop import gather_evidence
 from apps.cognition.tools import TOOLS, Tool, ToolContext
 from apps.core.llm.clients import ToolsRefused, outcome_of
 from apps.core.selectors import runtime_config
+from apps.memory import episode_services, graph_services
 from apps.memory import services as memory_services
 from apps.memory.models import MemoryNode
 
@@ -338,8 +339,8 @@ def test_another_users_rows_stay_out_of_reach_whatever_the_model_asks(user, othe
     alices = Conversation.objects.create(owner=user)
     Message.objects.create(conversation=alices, role="user", content="My cat is called Miso")
     cat = memory_services.memory_node_create(owner=user, description="My cat is called Miso")
-    vet = memory_services.episode_create(owner=user, summary="Miso went to the vet")
-    memory_services.triple_upsert(owner=user, subject="Miso", predicate="is_a", object="cat")
+    vet = episode_services.episode_create(owner=user, summary="Miso went to the vet")
+    graph_services.triple_upsert(owner=user, subject="Miso", predicate="is_a", object="cat")
     mallorys = Conversation.objects.create(owner=other_user)
     llm_stub.script(
         calls(

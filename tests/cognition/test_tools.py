@@ -18,6 +18,7 @@ from apps.cognition.tools import (
     calculate,
 )
 from apps.core.selectors import runtime_config
+from apps.memory import episode_services, graph_services
 from apps.memory import services as memory_services
 
 pytestmark = pytest.mark.django_db
@@ -141,7 +142,7 @@ def test_memory_query_finds_the_users_memory(user, llm_stub):
 
 def test_episode_search_finds_what_happened(user, llm_stub):
     conversation = Conversation.objects.create(owner=user)
-    episode = memory_services.episode_create(
+    episode = episode_services.episode_create(
         owner=user, summary="We planned the trip to Lisbon", lesson="Book trains early"
     )
 
@@ -153,10 +154,10 @@ def test_episode_search_finds_what_happened(user, llm_stub):
 
 def test_graph_query_matches_subject_relation_or_value(user):
     conversation = Conversation.objects.create(owner=user)
-    city = memory_services.triple_upsert(
+    city = graph_services.triple_upsert(
         owner=user, subject="user", predicate="lives_in", object="Rome"
     )
-    memory_services.triple_upsert(owner=user, subject="user", predicate="likes", object="honey")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="likes", object="honey")
     context = context_for(user, conversation)
 
     # The fact sharing the most words with the query comes first.
@@ -194,8 +195,8 @@ def test_no_tool_shows_one_user_what_another_user_has(user, other_user, llm_stub
     alices = Conversation.objects.create(owner=user)
     Message.objects.create(conversation=alices, role="user", content="My cat is called Miso")
     cat = memory_services.memory_node_create(owner=user, description="My cat is called Miso")
-    episode = memory_services.episode_create(owner=user, summary="Miso went to the vet")
-    memory_services.triple_upsert(owner=user, subject="Miso", predicate="is_a", object="cat")
+    episode = episode_services.episode_create(owner=user, summary="Miso went to the vet")
+    graph_services.triple_upsert(owner=user, subject="Miso", predicate="is_a", object="cat")
     mallorys = Conversation.objects.create(owner=other_user)
     Message.objects.create(conversation=mallorys, role="user", content="hello")
 

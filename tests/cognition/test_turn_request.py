@@ -81,16 +81,17 @@ def test_older_messages_beyond_the_models_window_are_dropped_the_newest_never(us
 def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_first(user, llm_stub):
     from apps.cognition.turn_memory import memory_for_turn
     from apps.cognition.turn_request import build_turn
+    from apps.memory import graph_services
     from apps.memory import services as memory_services
     from apps.memory.models import Triple
 
     runtime_config_save(
         config=RuntimeConfig(context_tokens=1024, answer_max_tokens=256, turns_per_minute=0)
     )
-    memory_services.predicate_upsert(name="has_name", category="identity")
-    memory_services.triple_upsert(owner=user, subject="user", predicate="has_name", object="Ada")
+    graph_services.predicate_upsert(name="has_name", category="identity")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="has_name", object="Ada")
     for n in range(6):
-        memory_services.triple_upsert(
+        graph_services.triple_upsert(
             owner=user,
             subject="user",
             predicate=f"collects_{n}",

@@ -19,6 +19,7 @@ from apps.cognition.turn_request import turn_history
 from apps.cognition.world import WORLD_QUEUED
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
+from apps.memory import graph_services
 from apps.memory import services as memory_services
 from apps.memory.selectors import world_state_for
 
@@ -50,7 +51,7 @@ def _chat_requests(llm_stub) -> list[dict]:
 
 def _remember_espresso(user) -> None:
     memory_services.memory_node_create(owner=user, description="The user loves espresso")
-    memory_services.triple_upsert(owner=user, subject="user", predicate="likes", object="espresso")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="likes", object="espresso")
 
 
 def test_with_memory_on_the_turn_embeds_the_message_and_shows_what_it_remembers(user, llm_stub):
@@ -233,10 +234,10 @@ def test_no_custom_instructions_leave_no_empty_headings(user, llm_stub):
 
 
 def test_the_knowledge_block_is_rendered_in_the_users_language(user, llm_stub):
-    memory_services.predicate_upsert(
+    graph_services.predicate_upsert(
         name="lives_in", category="places", labels={"en": "lives in", "it": "vive a"}
     )
-    memory_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Roma")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Roma")
     account_services.user_settings_update(user=user, knowledge_language="it")
 
     prompt = _prompt(prepare_saved_reply(reply_id=_reply(user, "Hello!").pk))

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from apps.cognition.stream_words import perception_sentence
 from apps.core.models import Event
-from apps.memory import consolidation_services, services, world_services
+from apps.memory import consolidation_services, critique_services, services, world_services
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +45,9 @@ def test_reflection_says_what_it_learned_in_a_sentence(outcome, sentence):
 
 def test_the_streams_lines_are_sentences_without_internal_terms(client, user):
     node = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
-    services.critique_record(node_id=node.pk, message=None, verdict="withstands", debate="Yes.")
+    critique_services.critique_record(
+        node_id=node.pk, message=None, verdict="withstands", debate="Yes."
+    )
     world_services.world_apply(
         user_id=user.pk,
         ops=[{"op": "append", "path": "behaviour", "value": "Answer in French"}],

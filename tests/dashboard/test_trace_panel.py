@@ -6,7 +6,7 @@ import pytest
 from django.template.loader import render_to_string
 
 from apps.chat.models import Conversation, Message
-from apps.memory import forget_services, services
+from apps.memory import forget_services, graph_services, services
 from apps.memory.models import Episode
 
 pytestmark = pytest.mark.django_db
@@ -14,7 +14,9 @@ pytestmark = pytest.mark.django_db
 
 def test_the_panel_lists_route_memories_episodes_triples_and_step_times(user, llm_stub):
     bees = services.memory_node_create(owner=user, description="Alice keeps bees")
-    honey = services.triple_upsert(owner=user, subject="user", predicate="likes", object="honey")
+    honey = graph_services.triple_upsert(
+        owner=user, subject="user", predicate="likes", object="honey"
+    )
     conversation = Conversation.objects.create(owner=user)
     hives = Episode.objects.create(
         owner=user, conversation=conversation, summary="Planned the hives"

@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from apps.core.services import event_record
-from apps.memory import browser_services, services
+from apps.memory import browser_services, critique_services, services
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +68,7 @@ def test_the_dashboard_page_costs_a_bounded_number_of_queries(
 
 def test_a_critique_in_the_stream_opens_onto_its_whole_debate(client, user):
     node = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
-    services.critique_record(
+    critique_services.critique_record(
         node_id=node.pk, message=None, verdict="fails", debate="She said wasps, not bees."
     )
     client.force_login(user)

@@ -17,8 +17,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from apps.accounts.services import api_key_create, api_key_revoke, user_settings_update
+from apps.memory.graph_services import predicate_upsert, triple_upsert
 from apps.memory.models import MemoryNode, WorldState
-from apps.memory.services import memory_node_create, predicate_upsert, triple_upsert
+from apps.memory.services import memory_node_create
 from apps.memory.world_services import world_apply
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from apps.core.models import Event
-from apps.memory import services
+from apps.memory import critique_services, graph_services, services
 from apps.memory.models import MemoryLink, MemoryNode, Triple
 
 # A write here that calls out (LLM, embedder) inside a transaction fails the test.
@@ -24,11 +24,13 @@ def many_memories(user, other_user):
                     embed=False,
                 )
             )
-            services.triple_upsert(owner=owner, subject="user", predicate="likes", object=f"t{n}")
+            graph_services.triple_upsert(
+                owner=owner, subject="user", predicate="likes", object=f"t{n}"
+            )
     for a, b in zip(nodes, nodes[1:], strict=False):
         services.memory_link_upsert(source=a, target=b, kind="similar", score=0.5)
     for node in nodes[:20]:
-        services.critique_record(
+        critique_services.critique_record(
             node_id=node.pk, message=None, verdict="withstands", debate=f"Debate on {node.pk}"
         )
     return nodes
@@ -133,7 +135,9 @@ def test_similar_to_this_lists_the_nearest_memories_of_the_same_owner(
 
 
 def test_a_triple_change_form_links_to_its_provenance(admin_client, user):
-    triple = services.triple_upsert(owner=user, subject="user", predicate="likes", object="tea")
+    triple = graph_services.triple_upsert(
+        owner=user, subject="user", predicate="likes", object="tea"
+    )
     response = admin_client.get(reverse("admin:memory_triple_change", args=[triple.pk]))
     assert response.status_code == 200
     assert Triple.objects.count() == 1

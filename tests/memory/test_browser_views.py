@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from apps.chat.models import Conversation, Message
 from apps.core.models import Event
-from apps.memory import services
+from apps.memory import episode_services, graph_services, services
 from apps.memory.models import Episode, MemoryNode, Triple
 
 # A write here that calls out (LLM, embedder) inside a transaction fails the test.
@@ -145,8 +145,8 @@ def test_export_then_import_round_trips_and_a_second_import_adds_nothing(
     alice, client, user, other_user
 ):
     _node(user, "Alice keeps bees", kind="preference", confidence_score=3)
-    services.episode_create(owner=user, summary="Planned the hives", embed=False)
-    services.triple_upsert(owner=user, subject="user", predicate="likes", object="honey")
+    episode_services.episode_create(owner=user, summary="Planned the hives", embed=False)
+    graph_services.triple_upsert(owner=user, subject="user", predicate="likes", object="honey")
     _node(other_user, "Mallory picks locks")
 
     response = alice.get(reverse("memory:export"))
@@ -252,7 +252,7 @@ def test_a_file_that_is_not_a_memory_export_is_refused_in_one_sentence_of_ours(
 
 def test_forget_everything_needs_the_phrase_and_spares_others(alice, user, other_user):
     _node(user, "Alice keeps bees")
-    services.triple_upsert(owner=user, subject="user", predicate="likes", object="honey")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="likes", object="honey")
     _node(other_user, "Mallory picks locks")
     _node(None, "Water boils at 100 C")
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from apps.memory import services
+from apps.memory import graph_services, services
 from apps.memory.models import confidence_share, score_at_least, score_at_most
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +33,7 @@ def test_every_page_shows_confidence_in_percent_and_facts_their_relation(client,
     node = services.memory_node_create(
         owner=admin_user, description="Alice keeps bees", embed=False, confidence_score=2
     )
-    triple = services.triple_upsert(
+    triple = graph_services.triple_upsert(
         owner=admin_user, subject="user", predicate="lives_in", object="Turin", confidence=0.8
     )
     client.force_login(admin_user)

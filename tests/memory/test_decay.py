@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.core.selectors import runtime_config
-from apps.memory import browser_services, forget_services, services
+from apps.memory import browser_services, critique_services, forget_services, services
 from apps.memory.models import Critique, MemoryNode
 
 pytestmark = pytest.mark.django_db
@@ -58,7 +58,7 @@ def test_decay_forgets_what_nothing_confirmed_and_keeps_the_rest(user):
     for node in (stale, stale_guess, confirmed_by_critic, confirmed_by_user, promoted, used):
         _age(node, hours + 1)
     _age(fresh, hours - 1)
-    services.critique_record(
+    critique_services.critique_record(
         node_id=confirmed_by_critic.pk, message=None, verdict="withstands", debate="Said twice."
     )
     browser_services.memory_node_confirm(node=confirmed_by_user)
@@ -76,7 +76,7 @@ def test_decay_forgets_what_nothing_confirmed_and_keeps_the_rest(user):
 
 def test_a_memory_voted_down_is_forgotten_when_stale_with_its_critique(user):
     doubted = _node(user, "Alice owns a yacht")
-    services.critique_record(
+    critique_services.critique_record(
         node_id=doubted.pk, message=None, verdict="fails", debate="Never said so."
     )
     _age(doubted, runtime_config().decay_hours + 1)

@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 
-from apps.memory import embedding_services, services
+from apps.memory import embedding_services, episode_services, services
 from apps.memory.embedding import EmbeddingConfigError, get_embedder
 from apps.memory.models import EmbeddingStatus, Episode, MemoryNode
 
@@ -38,7 +38,9 @@ def test_a_memory_whose_embedding_fails_is_kept_and_embedded_by_the_worker(
 @pytest.mark.django_db
 def test_filling_pending_embeddings_twice_is_harmless(user, llm_stub):
     node = services.memory_node_create(owner=user, description="Allergic to kiwi", embed=False)
-    episode = services.episode_create(owner=user, summary="Talked about allergies", embed=False)
+    episode = episode_services.episode_create(
+        owner=user, summary="Talked about allergies", embed=False
+    )
 
     assert embedding_services.embeddings_fill_pending() == 2
     assert embedding_services.embeddings_fill_pending() == 0
@@ -53,7 +55,7 @@ def test_reembed_refreshes_vectors_made_by_another_model_and_resumes(user, llm_s
         services.memory_node_create(owner=user, description=f"fact number {i}") for i in range(5)
     ]
     MemoryNode.objects.filter(pk__in=[n.pk for n in nodes[:3]]).update(embedding_model="old:1")
-    services.episode_create(owner=user, summary="An episode", embed=False)
+    episode_services.episode_create(owner=user, summary="An episode", embed=False)
     requests_before = len(llm_stub.requests)
 
     call_command("reembed", batch_size=2)

@@ -11,7 +11,14 @@ from apps.chat.models import Conversation, Message
 from apps.cognition.debate import debate_record
 from apps.core.models import Event
 from apps.core.services import event_record
-from apps.memory import browser_services, forget_services, services
+from apps.memory import (
+    browser_services,
+    critique_services,
+    episode_services,
+    forget_services,
+    graph_services,
+    services,
+)
 from apps.memory.models import Episode, MemoryNode, RetrievalPlan, Triple
 
 # A write here that calls out (LLM, embedder) inside a transaction fails the test.
@@ -64,7 +71,7 @@ def _a_mind_that_knows_the_canary(user) -> tuple[MemoryNode, MemoryNode]:
         embed=False,
     )
     bees = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
-    services.critique_record(
+    critique_services.critique_record(
         node_id=key.pk, message=reply, verdict="withstands", debate=f"She said it is {CANARY}."
     )
     browser_services.memory_node_confirm(node=key)
@@ -74,24 +81,26 @@ def _a_mind_that_knows_the_canary(user) -> tuple[MemoryNode, MemoryNode]:
     )
     # What the turn taught besides the memory: the fact restating it, a fact it does not
     # restate, and the episode of its stretch.
-    where = services.triple_upsert(
+    where = graph_services.triple_upsert(
         owner=user,
         subject="user",
         predicate="keeps_key",
         object=f"{CANARY} in Milan",
         source_message=reply,
     )
-    keeps = services.triple_upsert(
+    keeps = graph_services.triple_upsert(
         owner=user, subject="user", predicate="keeps", object="bees", source_message=reply
     )
-    hid = services.episode_create(
+    hid = episode_services.episode_create(
         owner=user,
         summary=f"Alice moved the spare key {CANARY}",
         conversation=conversation,
         messages=[question, reply],
         embed=False,
     )
-    hives = services.episode_create(owner=user, summary="Alice built two hives", embed=False)
+    hives = episode_services.episode_create(
+        owner=user, summary="Alice built two hives", embed=False
+    )
     event_record(
         kind=Event.Kind.EPISODE,
         owner=user,
@@ -190,8 +199,8 @@ def test_forgetting_a_memory_leaves_no_row_holding_its_text(user):
 
 def test_forgetting_everything_leaves_no_row_holding_any_memory(user, other_user):
     _a_mind_that_knows_the_canary(user)
-    services.episode_create(owner=user, summary=f"Alice hid the key {CANARY}", embed=False)
-    services.triple_upsert(owner=user, subject="spare key", predicate="is_at", object=CANARY)
+    episode_services.episode_create(owner=user, summary=f"Alice hid the key {CANARY}", embed=False)
+    graph_services.triple_upsert(owner=user, subject="spare key", predicate="is_at", object=CANARY)
     theirs = services.memory_node_create(owner=other_user, description="Bob fishes", embed=False)
 
     receipt = browser_services.memories_forget_all_recorded(owner=user)
@@ -239,8 +248,8 @@ def test_forgetting_keeps_everything_when_its_last_step_fails(user, monkeypatch)
 
 def test_forgetting_everything_keeps_everything_when_a_step_fails(user, monkeypatch):
     _a_mind_that_knows_the_canary(user)
-    services.episode_create(owner=user, summary=f"Alice hid the key {CANARY}", embed=False)
-    services.triple_upsert(owner=user, subject="spare key", predicate="is_at", object=CANARY)
+    episode_services.episode_create(owner=user, summary=f"Alice hid the key {CANARY}", embed=False)
+    graph_services.triple_upsert(owner=user, subject="spare key", predicate="is_at", object=CANARY)
     holding = _rows_holding(CANARY)
     events = user.events.count()
     failing = _failing_once_done(forget_services.events_delete_of_owner)
@@ -259,7 +268,9 @@ def test_decay_forgets_the_events_that_quote_what_it_forgot(user):
     doubted = services.memory_node_create(
         owner=user, description=f"The key is {CANARY}", embed=False
     )
-    services.critique_record(node_id=doubted.pk, message=None, verdict="fails", debate="No.")
+    critique_services.critique_record(
+        node_id=doubted.pk, message=None, verdict="fails", debate="No."
+    )
     MemoryNode.objects.filter(pk=doubted.pk).update(created_at="2000-01-01T00:00:00Z")
 
     forget_services.memories_decay(decay_hours=72, minimum_score=1)
@@ -353,9 +364,15 @@ def test_forgetting_a_memory_takes_the_facts_that_restate_it_not_the_rest_of_its
 
 def test_forgetting_a_fact_or_an_episode_by_hand_drops_the_notes_that_quote_them(alice, user):
     conversation = Conversation.objects.create(owner=user)
-    key = services.triple_upsert(owner=user, subject="spare key", predicate="is_at", object=CANARY)
-    other = services.triple_upsert(owner=user, subject="user", predicate="keeps", object="bees")
-    hid = services.episode_create(owner=user, summary=f"Alice hid the key {CANARY}", embed=False)
+    key = graph_services.triple_upsert(
+        owner=user, subject="spare key", predicate="is_at", object=CANARY
+    )
+    other = graph_services.triple_upsert(
+        owner=user, subject="user", predicate="keeps", object="bees"
+    )
+    hid = episode_services.episode_create(
+        owner=user, summary=f"Alice hid the key {CANARY}", embed=False
+    )
     event_record(
         kind=Event.Kind.EPISODE,
         owner=user,

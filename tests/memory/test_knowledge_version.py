@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.memory import selectors, services
+from apps.memory import graph_services, selectors
 from apps.memory.models import Predicate, Triple
 
 pytestmark = pytest.mark.django_db
@@ -56,7 +56,7 @@ def test_every_way_of_writing_the_graph_is_seen_by_the_next_turn(django_user_mod
         for name in ("ada", "bob")
     )
     owners = [ada, bob, None]
-    likes = services.predicate_upsert(name="likes")
+    likes = graph_services.predicate_upsert(name="likes")
     rng = random.Random(29)
     actions = [
         "upsert", "bulk", "sql", "confidence", "object", "close", "reopen", "move", "delete",
@@ -67,7 +67,7 @@ def test_every_way_of_writing_the_graph_is_seen_by_the_next_turn(django_user_mod
         current = Triple.objects.filter(valid_to=None)
         action = actions[step % len(actions)] if step < len(actions) else rng.choice(actions)
         if action == "upsert":
-            services.triple_upsert(
+            graph_services.triple_upsert(
                 owner=owner, subject="user", predicate="likes", object=f"x{step}"
             )
         elif action == "bulk":
@@ -106,7 +106,9 @@ def test_every_way_of_writing_the_graph_is_seen_by_the_next_turn(django_user_mod
             current.update(provenance=f"seen {step}")
         else:
             with pytest.raises(RuntimeError), transaction.atomic():
-                services.triple_upsert(owner=owner, subject="user", predicate="likes", object="v")
+                graph_services.triple_upsert(
+                    owner=owner, subject="user", predicate="likes", object="v"
+                )
                 for user in (ada, bob):
                     assert _turn_graph(user.pk) == _fresh(user.pk)
                 raise RuntimeError("rolled back")
@@ -118,17 +120,17 @@ def test_every_way_of_writing_the_graph_is_seen_by_the_next_turn(django_user_mod
 def test_a_graph_nobody_changed_is_not_read_again(django_user_model):
     ada = django_user_model.objects.create_user(username="ada", password="pw-unused-123")
     bob = django_user_model.objects.create_user(username="bob", password="pw-unused-123")
-    services.triple_upsert(owner=ada, subject="user", predicate="lives_in", object="Porto")
-    services.triple_upsert(owner=None, subject="Porto", predicate="is_in", object="Portugal")
+    graph_services.triple_upsert(owner=ada, subject="user", predicate="lives_in", object="Porto")
+    graph_services.triple_upsert(owner=None, subject="Porto", predicate="is_in", object="Portugal")
     first = selectors.plan_and_knowledge(user_id=ada.pk, conversation_id=None)[1]
     again = selectors.plan_and_knowledge(user_id=ada.pk, conversation_id=None)[1]
     assert [t.object for t in again] == ["Porto", "Portugal"]
     assert all(a is b for a, b in zip(first, again, strict=True))  # the same objects: not rebuilt
 
     # Another user's new fact leaves Ada's graph where it was; a global one moves it.
-    services.triple_upsert(owner=bob, subject="user", predicate="lives_in", object="Lyon")
+    graph_services.triple_upsert(owner=bob, subject="user", predicate="lives_in", object="Lyon")
     assert selectors.plan_and_knowledge(user_id=ada.pk, conversation_id=None)[1][0] is first[0]
-    services.triple_upsert(owner=None, subject="Lyon", predicate="is_in", object="France")
+    graph_services.triple_upsert(owner=None, subject="Lyon", predicate="is_in", object="France")
     moved = selectors.plan_and_knowledge(user_id=ada.pk, conversation_id=None)[1]
     assert [t.object for t in moved] == ["Porto", "Portugal", "France"]
     assert moved[0] is not first[0]
@@ -136,7 +138,7 @@ def test_a_graph_nobody_changed_is_not_read_again(django_user_model):
 
 def test_an_unchanged_graph_costs_the_database_no_read_of_the_triples(django_user_model):
     ada = django_user_model.objects.create_user(username="ada", password="pw-unused-123")
-    services.triple_upsert(owner=ada, subject="user", predicate="lives_in", object="Porto")
+    graph_services.triple_upsert(owner=ada, subject="user", predicate="lives_in", object="Porto")
     selectors.plan_and_knowledge(user_id=ada.pk, conversation_id=None)
     key = (connection.settings_dict["NAME"], ada.pk, 200)
     own, global_, _ = selectors._KNOWN_GRAPHS.get(key)

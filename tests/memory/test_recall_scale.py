@@ -13,7 +13,13 @@ from django.db.models import F, Value
 from django.db.models.functions import Concat
 from django.utils import timezone
 
-from apps.memory import episode_selectors, search_selectors, services
+from apps.memory import (
+    episode_selectors,
+    episode_services,
+    graph_services,
+    search_selectors,
+    services,
+)
 from apps.memory.embedding import vector_literal
 from apps.memory.models import SHORT_TEXT_MAX_BYTES, STEMMED_LANGUAGES, MemoryNode
 from apps.memory.query_text import query_variants, query_words
@@ -183,13 +189,17 @@ def test_a_long_memory_is_found_by_its_words_like_a_short_one(user, llm_stub):
 
 
 def test_the_graph_read_gives_the_renderers_triples_in_its_order(user, other_user, llm_stub):
-    services.predicate_upsert(name="has_pet", category="relationships")
-    services.predicate_upsert(name="likes", category="preferences")
+    graph_services.predicate_upsert(name="has_pet", category="relationships")
+    graph_services.predicate_upsert(name="likes", category="preferences")
     for i in range(30):
-        services.triple_upsert(owner=user, subject="user", predicate="likes", object=f"dish {i}")
-        services.triple_upsert(owner=other_user, subject="user", predicate="likes", object=f"x{i}")
-    services.triple_upsert(owner=user, subject="user", predicate="has_pet", object="Argo")
-    services.triple_upsert(owner=None, subject="water", predicate="likes", object="nobody")
+        graph_services.triple_upsert(
+            owner=user, subject="user", predicate="likes", object=f"dish {i}"
+        )
+        graph_services.triple_upsert(
+            owner=other_user, subject="user", predicate="likes", object=f"x{i}"
+        )
+    graph_services.triple_upsert(owner=user, subject="user", predicate="has_pet", object="Argo")
+    graph_services.triple_upsert(owner=None, subject="water", predicate="likes", object="nobody")
 
     _, triples = plan_and_knowledge(user_id=user.pk, conversation_id=None, limit=20)
 
@@ -262,8 +272,10 @@ def test_the_episodes_rank_by_their_words_as_against_every_form_of_the_message(u
         "Nothing about the house at all",
     ]
     for summary in summaries:
-        services.episode_create(owner=user, summary=summary, embed=False)
-    services.episode_create(owner=other_user, summary="Painting gardens all day", embed=False)
+        episode_services.episode_create(owner=user, summary=summary, embed=False)
+    episode_services.episode_create(
+        owner=other_user, summary="Painting gardens all day", embed=False
+    )
     for text in ("painting the garden", "jazz pianos", "e-mail to the dentist", "gardening"):
         with connection.cursor() as cursor:
             cursor.execute(

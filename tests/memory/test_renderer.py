@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from apps.memory import services
+from apps.memory import graph_services
 from apps.memory.renderer import render_knowledge
 from apps.memory.seeds import load_seed_truths
 from apps.memory.selectors import knowledge_triples_for, plan_and_knowledge
@@ -13,11 +13,15 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def marcellos_graph(user, other_user):
     load_seed_truths()
-    services.triple_upsert(owner=user, subject="user", predicate="is_called", object="Marcello")
-    services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Rome")
-    services.triple_upsert(owner=user, subject="user", predicate="loves", object="espresso")
-    services.triple_upsert(owner=user, subject="user", predicate="enjoys", object="jazz")
-    services.triple_upsert(owner=other_user, subject="user", predicate="name", object="Mallory")
+    graph_services.triple_upsert(
+        owner=user, subject="user", predicate="is_called", object="Marcello"
+    )
+    graph_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Rome")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="loves", object="espresso")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="enjoys", object="jazz")
+    graph_services.triple_upsert(
+        owner=other_user, subject="user", predicate="name", object="Mallory"
+    )
     return user
 
 
@@ -52,8 +56,8 @@ def test_the_users_graph_reads_as_labelled_lines_in_each_language(marcellos_grap
 
 def test_categories_follow_the_ontology_not_insertion_order(user):
     load_seed_truths()
-    services.triple_upsert(owner=user, subject="user", predicate="likes", object="tea")
-    services.triple_upsert(owner=user, subject="user", predicate="has_name", object="Ada")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="likes", object="tea")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="has_name", object="Ada")
 
     block = render_knowledge(
         triples=knowledge_triples_for(user_id=user.pk), language="en", user=user

@@ -6,7 +6,7 @@ import pytest
 
 from apps.chat.models import Conversation
 from apps.cognition.context import memory_context_for_turn
-from apps.memory import services
+from apps.memory import graph_services, services
 from apps.memory.router import (
     FAMILIAR_COSINE,
     Route,
@@ -152,7 +152,7 @@ def test_the_turn_routes_on_raw_cosine_not_on_its_normalised_score(user, llm_stu
 @pytest.mark.django_db
 def test_a_known_triple_makes_the_turn_familiar(user, llm_stub):
     conversation = Conversation.objects.create(owner=user)
-    services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Lisbon")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Lisbon")
 
     context = memory_context_for_turn(
         user=user, conversation=conversation, text="Any good restaurants in Lisbon?"

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from apps.memory import browser_services, services
+from apps.memory import browser_services, graph_services, services
 from apps.memory.models import EmbeddingStatus, MemoryLink, MemoryNode, Predicate, Triple
 
 # A write here that calls out (LLM, embedder) inside a transaction fails the test.
@@ -104,13 +104,17 @@ def test_the_same_fact_key_is_separate_per_owner(user, other_user, llm_stub):
 
 
 def test_predicate_aliases_canonicalise_to_one_predicate(user):
-    services.predicate_upsert(
+    graph_services.predicate_upsert(
         name="has_name", category="identity", aliases=["name", "is called"], single_valued=True
     )
 
-    services.triple_upsert(owner=user, subject="user", predicate="is_called", object="Marcello")
-    services.triple_upsert(owner=user, subject="user", predicate="Name", object="Marcello")
-    services.triple_upsert(owner=user, subject="user", predicate="has-name", object="Marcello")
+    graph_services.triple_upsert(
+        owner=user, subject="user", predicate="is_called", object="Marcello"
+    )
+    graph_services.triple_upsert(owner=user, subject="user", predicate="Name", object="Marcello")
+    graph_services.triple_upsert(
+        owner=user, subject="user", predicate="has-name", object="Marcello"
+    )
 
     assert Predicate.objects.count() == 1
     triple = Triple.objects.get()
@@ -119,13 +123,15 @@ def test_predicate_aliases_canonicalise_to_one_predicate(user):
 
 
 def test_a_new_value_of_a_single_valued_predicate_closes_the_old_one(user):
-    services.predicate_upsert(name="has_name", category="identity", single_valued=True)
-    services.predicate_upsert(name="likes", category="preferences")
+    graph_services.predicate_upsert(name="has_name", category="identity", single_valued=True)
+    graph_services.predicate_upsert(name="likes", category="preferences")
 
-    services.triple_upsert(owner=user, subject="user", predicate="has_name", object="Marco")
-    services.triple_upsert(owner=user, subject="user", predicate="has_name", object="Marcello")
-    services.triple_upsert(owner=user, subject="user", predicate="likes", object="jazz")
-    services.triple_upsert(owner=user, subject="user", predicate="likes", object="espresso")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="has_name", object="Marco")
+    graph_services.triple_upsert(
+        owner=user, subject="user", predicate="has_name", object="Marcello"
+    )
+    graph_services.triple_upsert(owner=user, subject="user", predicate="likes", object="jazz")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="likes", object="espresso")
 
     current = Triple.objects.filter(owner=user, valid_to=None)
     assert sorted(current.values_list("object", flat=True)) == ["Marcello", "espresso", "jazz"]
@@ -133,8 +139,12 @@ def test_a_new_value_of_a_single_valued_predicate_closes_the_old_one(user):
 
 
 def test_an_unknown_predicate_is_created_once(user):
-    services.triple_upsert(owner=user, subject="user", predicate="Plays Chess With", object="Ugo")
-    services.triple_upsert(owner=user, subject="user", predicate="plays_chess_with", object="Eva")
+    graph_services.triple_upsert(
+        owner=user, subject="user", predicate="Plays Chess With", object="Ugo"
+    )
+    graph_services.triple_upsert(
+        owner=user, subject="user", predicate="plays_chess_with", object="Eva"
+    )
 
     assert list(Predicate.objects.values_list("name", flat=True)) == ["plays_chess_with"]
 

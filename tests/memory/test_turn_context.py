@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from apps.accounts.services import user_settings_update
 from apps.chat.models import Conversation
 from apps.cognition.context import mark_memories_used, memory_context_for_turn
-from apps.memory import services
+from apps.memory import episode_services, graph_services, services
 from apps.memory.models import MemoryNode, RetrievalPlan, Triple
 from apps.memory.selectors import retrieval_plan_steps
 
@@ -25,9 +25,13 @@ def conversation(user):
 
 @pytest.fixture
 def remembered(user, other_user, llm_stub):
-    services.predicate_upsert(name="has_name", category="identity", aliases=["is_called"])
-    services.triple_upsert(owner=user, subject="user", predicate="is_called", object="Marcello")
-    services.triple_upsert(owner=other_user, subject="user", predicate="has_name", object="Eve")
+    graph_services.predicate_upsert(name="has_name", category="identity", aliases=["is_called"])
+    graph_services.triple_upsert(
+        owner=user, subject="user", predicate="is_called", object="Marcello"
+    )
+    graph_services.triple_upsert(
+        owner=other_user, subject="user", predicate="has_name", object="Eve"
+    )
     return {
         "mine": services.memory_node_create(
             owner=user, description="Marcello's dog Argo is afraid of thunder", importance=0.8
@@ -118,7 +122,7 @@ def test_nothing_to_remember_gives_an_empty_block(user, conversation, llm_stub):
 
 
 def test_questions_about_the_past_take_the_recollection_route(user, conversation, llm_stub):
-    services.episode_create(
+    episode_services.episode_create(
         owner=user,
         conversation=conversation,
         summary="Planned a trip to Lisbon in May",
@@ -191,10 +195,10 @@ def test_the_memory_block_is_written_in_the_users_knowledge_language(
     user, conversation, llm_stub, config
 ):
     config(renderer_language="en")
-    services.predicate_upsert(
+    graph_services.predicate_upsert(
         name="lives_in", category="places", labels={"en": "lives in", "it": "vive a"}
     )
-    services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Roma")
+    graph_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Roma")
     user_settings_update(user=user, knowledge_language="it")
 
     context = memory_context_for_turn(user=user, conversation=conversation, text="Roma")

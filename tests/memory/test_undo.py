@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from apps.chat.models import Conversation, Message
 from apps.core.models import Event
-from apps.memory import services, undo_services
+from apps.memory import graph_services, services, undo_services
 from apps.memory.models import CurrentMemoryCount, MemoryNode, Triple
 
 # A write here that calls out (LLM, embedder) inside a transaction fails the test.
@@ -31,7 +31,7 @@ def _learnt(owner, text: str, *, city: str) -> tuple[MemoryNode, Triple]:
     node = services.memory_node_create(
         owner=owner, description=text, embed=False, source_message=reply, confidence_score=3
     )
-    triple = services.triple_upsert(
+    triple = graph_services.triple_upsert(
         owner=owner, subject="user", predicate="lives_in", object=city, source_message=reply
     )
     return node, triple
@@ -160,10 +160,10 @@ def test_wrong_retracts_a_fact_restated_in_a_later_turn(user):
         content="Noted",
         trace={"reflection": {"left": [node.pk], "triples": [triple.pk]}},
     )
-    services.triple_upsert(
+    graph_services.triple_upsert(
         owner=user, subject="user", predicate="lives_in", object="Turin", source_message=again
     )
-    other = services.triple_upsert(
+    other = graph_services.triple_upsert(
         owner=user, subject="user", predicate="works_in", object="Milan", source_message=again
     )
 

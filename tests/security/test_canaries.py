@@ -29,7 +29,7 @@ from apps.accounts.services import api_key_create
 from apps.chat.models import Conversation, Message
 from apps.cognition.context import memory_context_for_turn
 from apps.dashboard.routing import websocket_urlpatterns as mind_routes
-from apps.memory import browser_services, world_services
+from apps.memory import browser_services, episode_services, graph_services, world_services
 from apps.memory import services as memory_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,10 +74,10 @@ def _holder(index: int):
     memory_services.memory_node_create(
         owner=user, description=f"The user's locker code is {canary}", kind="fact"
     )
-    memory_services.triple_upsert(
+    graph_services.triple_upsert(
         owner=user, subject=user.username, predicate="has locker code", object=canary
     )
-    memory_services.episode_create(
+    episode_services.episode_create(
         owner=user, summary=f"The user chose the locker code {canary}", conversation=conversation
     )
     world_services.world_apply(

@@ -16,7 +16,13 @@ import pytest
 from apps.chat.models import Conversation, Message
 from apps.cognition.reflection import reflect_on_replies
 from apps.mcp_server.server import _remember
-from apps.memory import browser_services, export_services, services, world_services
+from apps.memory import (
+    browser_services,
+    episode_services,
+    export_services,
+    graph_services,
+    world_services,
+)
 from apps.memory.models import WORLD_MAX_BEHAVIOUR, Episode, MemoryNode, Triple, WorldState
 from apps.memory.selectors import world_state_for
 from tests.chat.conftest import connect_socket
@@ -108,8 +114,8 @@ def door_memory_file(user, llm_stub):
 def door_triples(user, llm_stub):
     for text in TEXTS:
         try:
-            services.triple_upsert(owner=user, subject="user", predicate="says", object=text)
-        except services.TripleHeld as held:
+            graph_services.triple_upsert(owner=user, subject="user", predicate="says", object=text)
+        except graph_services.TripleHeld as held:
             assert held.node.state == "quarantined"
     _triples_stored(user)
 
@@ -124,7 +130,7 @@ def _triples_stored(user) -> None:
 def door_episodes(user, llm_stub):
     # As apps.cognition.episodes writes a summary: one sentence of the conversation's own.
     for index, text in enumerate(TEXTS):
-        services.episode_create(owner=user, summary=f"Episode {index}. {text}")
+        episode_services.episode_create(owner=user, summary=f"Episode {index}. {text}")
     _episodes_stored(user)
 
 

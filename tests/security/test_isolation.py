@@ -20,8 +20,8 @@ from django.urls import get_resolver
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create
 from apps.chat.models import Conversation, Message
+from apps.memory import episode_services, graph_services, world_services
 from apps.memory import services as memory_services
-from apps.memory import world_services
 from apps.memory.models import Episode, MemoryNode, Triple, WorldState
 from tests.route_coverage import _routes
 
@@ -69,10 +69,10 @@ def owned_by(user) -> Owned:
     node = memory_services.memory_node_create(
         owner=user, description=f"Alice's locker code is {SECRET}", embed=False
     )
-    episode = memory_services.episode_create(
+    episode = episode_services.episode_create(
         owner=user, summary=f"Alice planned {SECRET}", conversation=conversation
     )
-    triple = memory_services.triple_upsert(
+    triple = graph_services.triple_upsert(
         owner=user, subject="Alice", predicate="has locker code", object=SECRET
     )
     world_services.world_apply(
