@@ -30,6 +30,7 @@ import openai
 import yaml
 from asgiref.sync import sync_to_async
 
+from bench import _llama
 from bench.api_ttft import _api_key
 from bench.real_llm_turn import _ttft, quiet_logs, real_stack
 
@@ -104,8 +105,21 @@ def _score(conversation: dict, memories: list[dict]) -> dict:
     return {"remembered": remembered, "flags": flags, "unsupported": unsupported}
 
 
-async def _converse(port: int, conversation: dict, pace: float) -> tuple[dict, list[dict], float]:
+async def _idle(server: _llama.RealServer, limit: float = 180) -> None:
+    """Until llama-server has nothing in hand (the previous conversation's critic, episode and
+    title), so one conversation's background work does not stall the next one's answers."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if not await sync_to_async(server.metric)("requests_processing"):
+            return
+        await asyncio.sleep(2)
+
+
+async def _converse(
+    port: int, server: _llama.RealServer, conversation: dict, pace: float
+) -> tuple[dict, list[dict], float]:
     username = f"mem-{conversation['id']}"
+    await _idle(server)
     secret = await sync_to_async(_user)(username)
     client = openai.AsyncOpenAI(
         base_url=f"http://127.0.0.1:{port}/v1", api_key=secret, max_retries=0, timeout=600
@@ -118,7 +132,14 @@ async def _converse(port: int, conversation: dict, pace: float) -> tuple[dict, l
             await asyncio.sleep(wait)
         last_sent = time.monotonic()
         history.append({"role": "user", "content": said})
-        _, text, _ = await _ttft(client, "thalamus", history)
+        try:
+            _, text, _ = await _ttft(client, "thalamus", history)
+        except openai.APIError as error:
+            # On one slot an answer can wait out Thalamus's timeout behind a background call;
+            # the user sends the message again.
+            print(f"  {conversation['id']} turn {index + 1}: {error}; sent again", flush=True)
+            await _idle(server)
+            _, text, _ = await _ttft(client, "thalamus", history)
         history.append({"role": "assistant", "content": text})
     await client.close()
     quiet_from = time.monotonic()
@@ -154,11 +175,14 @@ def _report(conversation: dict, score: dict, memories: list[dict], waited: float
         )
 
 
-async def _run(port: int, conversations: list[dict], pace: float) -> None:
+async def _run(
+    port: int, server: _llama.RealServer, conversations: list[dict], pace: float
+) -> None:
     per_language: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     for conversation in conversations:
-        score, memories, waited = await _converse(port, conversation, pace)
+        score, memories, waited = await _converse(port, server, conversation, pace)
         _report(conversation, score, memories, waited)
+        sys.stdout.flush()
         totals = per_language[conversation["language"]]
         totals[0] += sum(score["remembered"].values())
         totals[1] += len(score["remembered"])
@@ -177,9 +201,10 @@ def main() -> None:
     args = parser.parse_args()
     conversations = yaml.safe_load(CONVERSATIONS.read_text())
     if args.only:
-        conversations = [c for c in conversations if c["id"] in args.only]
-    with real_stack("thalamus-real-memory-", slots=args.slots or None) as (port, _server):
-        asyncio.run(_run(port, conversations, args.pace))
+        by_id = {conversation["id"]: conversation for conversation in conversations}
+        conversations = [by_id[name] for name in args.only]
+    with real_stack("thalamus-real-memory-", slots=args.slots or None) as (port, server):
+        asyncio.run(_run(port, server, conversations, args.pace))
     sys.exit(0)
 
 
