@@ -63,20 +63,25 @@ def _generate(django_user_model, sizes: list[int], *, globals_: int, seed: int) 
     for user, size in zip(users, sizes, strict=True):
         rows += [(user.pk, i) for i in range(size)]
     rng.shuffle(rows)
+    generated = [
+        (owner, " ".join(rng.sample(WORDS, 3)), vector_literal(_unit_vector(rng)), n)
+        for owner, n in rows
+    ]
+    # One statement: the table's statement triggers (memory counts, knowledge versions) run
+    # once, as for any bulk write, not once a row (15,000 times, a minute on a loaded run).
     with connection.cursor() as cursor:
-        cursor.executemany(
+        cursor.execute(
             """
             INSERT INTO memory_memorynode
                 (owner_id, description, kind, topic, fact_key, state, confidence_score,
                  importance, origin_context, embedding, embedding_status, embedding_model,
                  created_at)
-            VALUES (%s, %s, 'fact', '', '', 'promoted', 1, 0.5, '', %s::vector, 'ready', 'gen',
-                    now() - %s * interval '1 hour')
+            SELECT owner, description, 'fact', '', '', 'promoted', 1, 0.5, '', embedding::vector,
+                   'ready', 'gen', now() - hours * interval '1 hour'
+              FROM unnest(%s::int[], %s::text[], %s::text[], %s::int[])
+                   AS generated(owner, description, embedding, hours)
             """,
-            [
-                (owner, " ".join(rng.sample(WORDS, 3)), vector_literal(_unit_vector(rng)), n)
-                for owner, n in rows
-            ],
+            [list(column) for column in zip(*generated, strict=True)],
         )
         cursor.execute("ANALYZE memory_memorynode")
     return [user.pk for user in users]
