@@ -96,3 +96,32 @@ PREFERENCES = [
     "El usuario prefiere respuestas cortas",
     "Al usuario le gusta el té",
 ]
+
+# The same kind of innocent things as a user types them in the chat, in the first person:
+# reflection reads the user's own words, and a clause whose subject is not the user ("The user
+# prefers…", "Answer in Italian") is nobody's fact there.
+SAID_PREFERENCES = [
+    "I prefer answers in Italian",
+    "I like green tea in the morning and always drink it before work",
+    "I want code examples in Python",
+    "My email is alice@example.com",
+    "My blog is https://alice.example.com",
+    "I work as a system administrator",
+    "I find long explanations tiring",
+    "My sister Anna lives in Berlin",
+    "I am allergic to peanuts",
+    "I dislike emojis in answers",
+    "I am vegetarian",
+    "My favourite band is Radiohead",
+    "I study machine learning at university",
+    "I run every Sunday morning",
+    # Italian, French, German, Spanish
+    "Preferisco risposte brevi",
+    "Amo il caffè espresso",
+    "Je préfère les réponses en français",
+    "J'aime le thé vert",
+    "Ich mag kurze Antworten",
+    "Ich wohne in München",
+    "Prefiero respuestas cortas",
+    "Me gusta el té",
+]

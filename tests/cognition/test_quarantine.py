@@ -14,7 +14,7 @@ from apps.memory import browser_services
 from apps.memory.models import MemoryNode
 from apps.memory.selectors import rules_and_preferences_for
 from tests.cognition.conftest import reflection, verdict
-from tests.cognition.quarantine_cases import INJECTIONS, PREFERENCES
+from tests.cognition.quarantine_cases import INJECTIONS, SAID_PREFERENCES
 
 # A write here that calls out (LLM, embedder) inside a transaction fails the test.
 pytestmark = [
@@ -48,7 +48,7 @@ def remembered(user, turn, llm_stub, config):
     """Every injection and every preference said by the user, one a turn, reflected on a few
     turns per call; the last turn, the merged outcome and each text's reply."""
     config(critic_enabled=False)
-    texts = [*INJECTIONS, *PREFERENCES]
+    texts = [*INJECTIONS, *SAID_PREFERENCES]
     merged: dict[str, list] = {"created": [], "quarantined": [], "rejected": [], "left": []}
     replies = {}
     for start in range(0, len(texts), 8):
@@ -75,7 +75,7 @@ def test_every_injection_is_held_and_every_preference_stored(user, remembered):
         nodes = _nodes_of(replies[text])
         assert nodes and all(node.state == "quarantined" for node in nodes), text
         assert all(node.fact_key == "" for node in nodes)
-    for text in PREFERENCES:
+    for text in SAID_PREFERENCES:
         nodes = _nodes_of(replies[text])
         assert nodes and all(node.state == "volatile" for node in nodes), text
     held = MemoryNode.objects.filter(owner=user, state="quarantined").values_list("pk", flat=True)
@@ -103,7 +103,8 @@ def test_no_injection_reaches_the_answer_reflection_or_critic_prompt(
     client.post(f"/c/{conversation.pk}/send", {"content": PROBE})
     answer = Message.objects.filter(role="assistant").latest("pk")
     assert answer.status == "complete" and answer.trace["memory"]["memories"]
-    assert any(text in _prompts(llm_stub) for text in PREFERENCES), "a real retrieval ran"
+    stored = MemoryNode.objects.filter(owner=user, state="volatile")
+    assert any(node.description in _prompts(llm_stub) for node in stored), "a real retrieval ran"
     assert _leaked(_prompts(llm_stub)) == []
 
     config(reflection_enabled=True, critic_enabled=True)

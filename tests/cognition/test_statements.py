@@ -135,13 +135,26 @@ def test_what_the_users_household_has_is_the_users():
     )
 
 
-def test_a_request_beside_a_statement_is_not_a_fact_unless_quoted():
+def test_a_request_beside_a_statement_is_not_a_fact_even_when_the_model_quotes_it():
     said = "Plan a weekend in Porto, I'm vegetarian."
 
-    (only,) = statements_of(said, today=TODAY, quote="I'm vegetarian")
+    for quote in ("I'm vegetarian", "a weekend in Porto"):
+        (only,) = statements_of(said, today=TODAY, quote=quote)
 
-    assert (only.description, only.category) == ("The user is vegetarian", "health")
-    assert len(statements_of(said, today=TODAY, quote="a weekend in Porto")) == 2
+        assert (only.description, only.category) == ("The user is vegetarian", "health")
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "The new intern is 19 and already runs the team meetings.",
+        "Scrivimi un annuncio per vendere la bici di mio figlio.",
+        "Ando por Valencia unos días con los primos, qué calor hace.",
+        "Meine Kollegin sagt, ich koche zu scharf für alle anderen.",
+    ],
+)
+def test_a_quoted_clause_is_kept_only_when_its_subject_is_the_user(said):
+    assert statements_of(said, today=TODAY, quote=said) == []
 
 
 @pytest.mark.parametrize(

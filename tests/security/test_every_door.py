@@ -27,7 +27,7 @@ from apps.memory.models import WORLD_MAX_BEHAVIOUR, Episode, MemoryNode, Triple,
 from apps.memory.selectors import world_state_for
 from tests.chat.conftest import connect_socket
 from tests.cognition.conftest import EXTRACT
-from tests.cognition.quarantine_cases import INJECTIONS, PREFERENCES
+from tests.cognition.quarantine_cases import INJECTIONS, PREFERENCES, SAID_PREFERENCES
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,8 +44,9 @@ def _reflected(user, llm_stub, *, imported: bool) -> None:
     """Each text said by the user, one a turn, reflected on eight turns per call; `imported`:
     as the turns of a conversation imported from another assistant (apps.imports)."""
     conversation = Conversation.objects.create(owner=user)
-    for start in range(0, len(TEXTS), 8):
-        batch = TEXTS[start : start + 8]
+    said = [*INJECTIONS, *SAID_PREFERENCES]
+    for start in range(0, len(said), 8):
+        batch = said[start : start + 8]
         replies = []
         for text in batch:
             asked = Message.objects.create(
@@ -68,7 +69,8 @@ def _reflected(user, llm_stub, *, imported: bool) -> None:
 def _memories_stored(user, *, reflected: bool = False) -> None:
     """Each text's memories (those formed from its turn, when `reflected`) are held if it is an
     injection, ordinary short-term memories if it is a preference."""
-    for texts, state in ((INJECTIONS, "quarantined"), (PREFERENCES, "volatile")):
+    innocent = SAID_PREFERENCES if reflected else PREFERENCES
+    for texts, state in ((INJECTIONS, "quarantined"), (innocent, "volatile")):
         for text in texts:
             if reflected:
                 found = MemoryNode.objects.filter(source_message__reply_to__content=text)

@@ -54,13 +54,9 @@ _TOPICS = {
     "diet": "health",
     "health": "health",
 }
-# A clause whose subject is a word standing for something said before ("That is all for now",
-# "She is seven") names nothing a memory could hold on its own; one that still names the user
-# ("It is my birthday tomorrow") does.
-_STANDS_FOR_BEFORE = re.compile(
-    r"^(?:that|this|it|there|here|these|those|he|she|they|which|who|what)(?:'s|'re|'ll)?\b"
-)
-_NAMES_THE_USER = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|us|our)\b")
+# A clause whose subject is not the user is theirs only when it names something of theirs ("It
+# is my birthday tomorrow"); "that is all for now", "she is seven" hold nothing on their own.
+_THE_USERS = re.compile(r"\b(?:my|our)\b")
 
 
 @dataclass(frozen=True)
@@ -209,11 +205,14 @@ def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statem
             continue
         if clause.decoy or len(grounding.words(clause.original)) < MIN_CLAUSE_WORDS:
             continue
-        folded = clause.text
-        if not clause.first_person and (
-            (quote and len(quoted & set(grounding.words(folded))) < 2)
-            or (_STANDS_FOR_BEFORE.match(folded) and not _NAMES_THE_USER.search(folded))
-        ):
+        # Only a clause whose subject is the user is theirs: a model quotes other people's
+        # news ("the new intern is 19"), stays ("estoy en Sevilla esta semana") and orders to
+        # the assistant as readily as the user's own facts (bench.fact_corpus: the model's
+        # quotes alone were 0.63-0.73 precise when any quoted clause was kept).
+        theirs = clause.first_person or (
+            language_facts.language_of(sentence) in (None, "en") and _THE_USERS.search(clause.text)
+        )
+        if not theirs or (quote and len(quoted & set(grounding.words(clause.text))) < 2):
             continue
         statement = _unplaced(clause, sentence=sentence, today=today)
         if statement is not None:
@@ -247,7 +246,11 @@ def _unplaced(clause, *, sentence: str, today: date) -> Statement | None:
     language = language_facts.language_of(sentence) or "en"
     grammar = language_facts.grammar_for(language)
     text = clause.text
-    if any(grammar.regex(cue).search(text) for cue in ("negation", "unreal", "past")):
+    # Someone else's words about the user ("my colleague says I cook too hot") are theirs,
+    # wherever in the sentence the saying is.
+    if grammar.regex("reported").search(sentence.lower()) or any(
+        grammar.regex(cue).search(text) for cue in ("negation", "unreal", "past", "passing")
+    ):
         return None
     if language == "en":
         described = third_person(clause.original)

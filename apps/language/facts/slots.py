@@ -293,6 +293,21 @@ _CONVERSATION = word_set(
     antwort rat vorschlag erklärung idea risposta consiglio spiegazione proposta respuesta
     consejo explicación propuesta"""
 )
+# Words that point at this exchange's own thing ("the idea", "your answer", "questa risposta"):
+# "I dislike long answers" is a standing preference, "I love the idea" is not.
+_THIS = word_set(
+    """the this that your these those it il lo la le questa questo tua tuo ce cet cette ta ton
+    tes der die das diese dieser deine dein el esta este tu tus"""
+)
+
+
+def _of_this_chat(words: list[str]) -> bool:
+    """Does a value name something of this conversation ("the idea", "that", "idea")?"""
+    if words and words[0] in _CONVERSATION:
+        return len(words) == 1 or words[1] not in ("in", "with", "about", "of")
+    return len(words) > 1 and words[0] in _THIS and words[1] in _CONVERSATION
+
+
 # "my coffee black" is the user's; "to think", "to say" are how a sentence goes on.
 _OWN = word_set("my mi mes mis meine mia mio")
 _SAYING = word_set(
@@ -312,7 +327,7 @@ def thing(value: str, grammar: Grammar) -> str:
         return ""
     if first in grammar.preps - {"to", "a", "à", "de", "di", "zu"}:
         return ""
-    if any(token.casefold().strip(",.!") in _CONVERSATION for token in tokens[:3]):
+    if _of_this_chat([token.casefold().strip(",.!") for token in tokens[:3]]):
         return ""
     if first in ("to", "a", "de", "di", "zu") and len(tokens) > 1:
         second = tokens[1].casefold()
