@@ -262,10 +262,10 @@ def complete_as(
     temperature: float | None = 0.2,
 ) -> Shape:
     """Ask `role` for a reply of `schema`'s shape, within the tokens its longest valid reply
-    takes; one repair, then InvalidReply."""
-    longest = schema_max_tokens(schema)
-    if longest is not None:
-        max_tokens = min(max_tokens or longest, longest)
+    takes (or the caller's `max_tokens`, counted for its own schema against a real tokenizer,
+    as reflection's is); one repair, then InvalidReply."""
+    if max_tokens is None:
+        max_tokens = schema_max_tokens(schema)
     reply = _ask(schema, role=role, prompt=prompt, max_tokens=max_tokens, temperature=temperature)
     try:
         return parse_reply(schema, reply)
