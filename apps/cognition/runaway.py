@@ -29,9 +29,15 @@ NEAR_GRAM = 4
 NEAR_REPEATED = 0.35
 # Fewer different words than this is a chant or a column ("ha ha ha", "- milk"), not a loop.
 NEAR_MIN_DISTINCT = 8
-_PROSE_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
+# Whole words only: "item0007" or "v2" name things; a run of them is a numbered list, not prose
+# saying itself again.
+_PROSE_WORD = re.compile(r"(?<!\w)[^\W\d_]+(?:['’][^\W\d_]+)?(?!\w)")
 _FENCED = re.compile(r"```.*?```", re.DOTALL)
-_NOT_PROSE = re.compile(r"(?m)^[ \t]*(?:\||[-*+•]\s|\d+[.)]\s).*$")
+# Table rows, list items, and lines of markup or code outside a fence ("<a href=…>", "x = 1;",
+# "[a link](…)", "[r]: …").
+_NOT_PROSE = re.compile(
+    r"(?m)^[ \t]*(?:\||[-*+•]\s|\d+[.)]\s|\[[^\]]*\]:).*$|^.*(?:[<>{};=].*[<>{};=]|\]\().*$"
+)
 _SENTENCE_END = re.compile(r"[.!?…](?=\s)|\n")
 
 

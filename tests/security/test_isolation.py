@@ -123,6 +123,9 @@ def _object_id(route: str, name: str, a: Owned) -> str:
             "user": a.user,
         }
         return str(by_model.get(model, a.node).pk)
+    if name == "index":
+        # A reply's proposal by its place in the reply's list: the conversation decides whose.
+        return "0"
     if name == "app_label":
         return "memory"
     if name == "url":
