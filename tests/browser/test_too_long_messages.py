@@ -4,6 +4,7 @@ that failed as too long goes back into it to be edited; the error pages, in the 
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from apps.chat import open_replies, services
 from apps.chat.models import Conversation, Message
@@ -77,10 +78,10 @@ def test_a_turn_that_failed_as_too_long_is_edited_in_the_composer(
     page.click("text=Edit the message")
     page.wait_for_selector(".msg", state="detached")
     # The turn leaves the page in one frame, the composer with its text comes in the next.
-    page.wait_for_function(
-        "document.querySelector('#composer textarea').value !== ''"
-        " && document.querySelector('#composer-room').innerText.includes('Your message is about')"
-    )
+    # Locator waits: wait_for_function polls with eval, which the page's CSP refuses, so it
+    # failed whenever the composer was not filled at its first look.
+    expect(page.locator("#composer textarea")).not_to_have_value("")
+    expect(page.locator("#composer-room")).to_contain_text("Your message is about")
     assert page.locator("#composer textarea").input_value() == text.strip()
     assert page.locator("#composer button[type=submit]").is_disabled()
     assert "Your message is about" in page.locator("#composer-room").inner_text()
