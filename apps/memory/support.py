@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import re
 
+from apps.language import facts as language_facts
 from apps.language.facts.describe import TEMPLATE_WORDS
+from apps.language.facts.describe import description as described
+from apps.language.text import sentences as split_sentences
 
 _WORD = re.compile(r"\w+")
+# A template's negation ("does not eat {v}") is never a frame word: a description that denies
+# must have its denial from the quote.
+_NEGATIONS = frozenset(
+    ["not", "no", "never", "non", "pas", "ne", "n", "jamais", "nicht", "kein", "keine", "nie"]
+    + ["mai", "nunca", "ni"]
+)
 # The words the third person adds to any quote: pronouns, the user, auxiliaries, articles;
 # and those of the five languages' description templates ("L'utente vive a Torino").
 _FRAME = frozenset(
@@ -21,7 +30,7 @@ _FRAME = frozenset(
         "is", "are", "was", "were", "has", "have", "had", "does", "do", "did",
         "would", "will", "can", "a", "an", "and", "of",
     }
-) | TEMPLATE_WORDS  # fmt: skip
+) | (TEMPLATE_WORDS - _NEGATIONS)  # fmt: skip
 
 
 def _forms(word: str) -> set[str]:
@@ -36,7 +45,10 @@ def _forms(word: str) -> set[str]:
 
 
 def quote_supports(*, description: str, quote: str) -> bool:
-    """Does every content word of `description` come from `quote`?"""
+    """Does every content word of `description` come from `quote`, or is it what the rules
+    make of the quote ("I gave up meat" -> "The user does not eat meat")?"""
+    if quote and description in _rules_reading(quote):
+        return True
     quoted: set[str] = set()
     for word in _WORD.findall(quote.casefold()):
         quoted |= _forms(word)
@@ -45,3 +57,13 @@ def quote_supports(*, description: str, quote: str) -> bool:
         quoted.add("not")
     added = [word for word in _WORD.findall(description.casefold()) if word not in _FRAME]
     return all(_forms(word) & quoted for word in added)
+
+
+def _rules_reading(quote: str) -> set[str]:
+    """The descriptions the statement rules write for the facts `quote` states."""
+    return {
+        described(fact)
+        for sentence in split_sentences(quote)
+        for clause in language_facts.read(sentence)
+        for fact in clause.facts
+    }
