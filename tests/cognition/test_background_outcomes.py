@@ -58,7 +58,7 @@ def _faults(match: str, role: str, broken: tuple[object, str]) -> dict:
 
 REFLECTION_FAULTS = _faults(EXTRACT, "reflection", (reflection, "grounded_statements"))
 CRITIC_FAULTS = _faults(CRITIC, "critic", (critic, "_facts_about"))
-EPISODE_FAULTS = _faults(EPISODE, "episode", (episodes.memory_services, "episode_create"))
+EPISODE_FAULTS = _faults(EPISODE, "episode", (episodes.episode_services, "episode_create"))
 
 
 def _arrange(fault, llm_stub, config, monkeypatch) -> str:

@@ -212,7 +212,11 @@ def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statem
         theirs = clause.first_person or (
             language_facts.language_of(sentence) in (None, "en") and _THE_USERS.search(clause.text)
         )
-        if not theirs or (quote and len(quoted & set(grounding.words(clause.text))) < 2):
+        # A first-person clause of a quoted sentence is the user's even when the quote
+        # covered another clause of it (a small model quotes a part); another one needs the
+        # quote's own words.
+        pointed = clause.first_person or len(quoted & set(grounding.words(clause.text))) >= 2
+        if not theirs or (quote and not pointed):
             continue
         statement = _unplaced(clause, sentence=sentence, today=today)
         if statement is not None:
