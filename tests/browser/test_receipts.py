@@ -33,12 +33,12 @@ def test_a_receipt_appears_updates_when_reflection_ends_and_forgets_a_memory(
     bees = services.memory_node_create(owner=user, description="Alice keeps bees in Turin")
     llm_stub.script(
         {"content": "Your bees in Turin are doing well, I am sure.", "match": "my bees"},
-        reflection("The hive has three colonies now"),
+        reflection("My hive has three colonies now"),
     )
     log_in("alice")
     page.click("text=+ New conversation")
     page.wait_for_selector(".chat[data-live='on']", state="attached")
-    page.fill("#composer textarea", "How are my bees? The hive has three colonies now.")
+    page.fill("#composer textarea", "How are my bees? My hive has three colonies now.")
     page.keyboard.press("Enter")
 
     receipt = page.locator(".msg-assistant.complete details.receipt")
