@@ -185,11 +185,11 @@ def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statem
     """The facts a sentence of the user's states: those a construction places, and, for the
     clauses none does, the clause itself in the third person, when it is the user's.
 
-    Given the `quote` that pointed at the sentence, a clause without the user as its subject
-    ("Plan a weekend in Porto, I'm vegetarian") counts only if the quote shares its words; one
-    whose subject stands for something said before ("that is all for now") never does, unless
-    it names the user. A clause that looks like a fact and is not (a negation, a wish, "call me
-    later") never counts.
+    A clause no construction places is the user's only with the user as its subject (in
+    English also one naming something of theirs: "it is my birthday tomorrow"); "Plan a weekend
+    in Porto", "that is all for now" never are, whatever the `quote`. Given the quote, such a
+    clause counts when it is first-person or shares the quote's words. A clause that looks like
+    a fact and is not (a negation, a wish, "call me later") never counts.
     """
     if is_question(sentence):
         return []
@@ -206,7 +206,7 @@ def statements_of(sentence: str, *, today: date, quote: str = "") -> list[Statem
         if clause.decoy or len(grounding.words(clause.original)) < MIN_CLAUSE_WORDS:
             continue
         # Only a clause whose subject is the user is theirs: a model quotes other people's
-        # news ("the new intern is 19"), stays ("estoy en Sevilla esta semana") and orders to
+        # news ("the new intern is 19"), stays ("I'm in Lyon this week") and orders to
         # the assistant as readily as the user's own facts (bench.fact_corpus: the model's
         # quotes alone were 0.63-0.73 precise when any quoted clause was kept).
         theirs = clause.first_person or (
