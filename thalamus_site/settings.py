@@ -258,18 +258,24 @@ AUTH_PASSWORD_VALIDATORS = [
     # Not a rule: it hears of every password change and closes that user's open sockets.
     {"NAME": "apps.accounts.sockets.PasswordChangeClosesSockets"},
 ]
-# Failed logins (the site's form and the admin's) counted in Redis per account and per IP
-# address by django-axes; at the limit both are refused until the lockout has passed.
+# Failed logins (the site's form and the admin's) counted in Redis: per (account, address) by
+# django-axes, per account and per address by apps/accounts/lockout.py, which says the policy.
 AUTHENTICATION_BACKENDS = [
-    "axes.backends.AxesStandaloneBackend",
+    "apps.accounts.lockout.LoginLockoutBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_HANDLER = "axes.handlers.cache.AxesCacheHandler"
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_FAILURE_LIMIT = env_int("THALAMUS_LOGIN_ATTEMPTS", 10, maximum=1000)
+# Failures for one account from every address together (guessing spread over addresses).
+THALAMUS_LOGIN_ACCOUNT_ATTEMPTS = env_int("THALAMUS_LOGIN_ACCOUNT_ATTEMPTS", 50, maximum=100000)
+# Different accounts one address may fail for before it is locked out (password spraying).
+THALAMUS_LOGIN_ADDRESS_ACCOUNTS = env_int("THALAMUS_LOGIN_ADDRESS_ACCOUNTS", 10, maximum=100000)
 AXES_COOLOFF_TIME = timedelta(
     seconds=env_int("THALAMUS_LOGIN_LOCKOUT_SECONDS", 900, minimum=1, maximum=86400)
 )
+# A try during a lockout is refused unread and does not restart it.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.login_locked_out"
 AXES_VERBOSE = False

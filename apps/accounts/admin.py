@@ -3,7 +3,11 @@ from __future__ import annotations
 from django.contrib import admin, messages
 
 from apps.accounts import services
+from apps.accounts.forms import AdminLoginForm
 from apps.accounts.models import ApiKey, UserSettings
+
+# The admin's login warns before a lockout, as the site's does.
+admin.site.login_form = AdminLoginForm
 
 
 @admin.register(ApiKey)

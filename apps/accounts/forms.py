@@ -1,13 +1,44 @@
 from __future__ import annotations
 
+import math
 from zoneinfo import available_timezones
 
 from django import forms
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
+from django.core.exceptions import ValidationError
 
+from apps.accounts.lockout import WARN_FROM, attempts_left, cooloff_seconds
 from apps.accounts.models import LEARNABLE_CATEGORIES, UserSettings
 from apps.accounts.selectors import is_time_zone
 from apps.core.models import RuntimeConfig
+
+
+class _WarnsBeforeLockout:
+    """A failed login says how many tries are left once only a few are."""
+
+    def get_invalid_login_error(self):
+        error = super().get_invalid_login_error()
+        username = self.cleaned_data.get("username")
+        if self.request is None or not username:
+            return error
+        left = attempts_left(self.request, username)
+        if not 0 < left <= WARN_FROM:
+            return error
+        minutes = math.ceil(cooloff_seconds() / 60)
+        warning = (
+            f"{left} attempt{'' if left == 1 else 's'} left: then logins to this account from "
+            f"here pause for {minutes} minute{'' if minutes == 1 else 's'}."
+        )
+        return ValidationError([error, ValidationError(warning, code="attempts_left")])
+
+
+class LoginForm(_WarnsBeforeLockout, AuthenticationForm):
+    pass
+
+
+class AdminLoginForm(_WarnsBeforeLockout, AdminAuthenticationForm):
+    pass
 
 
 class SignupForm(UserCreationForm):

@@ -4,12 +4,15 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.accounts import views
+from apps.accounts.forms import LoginForm
 
 urlpatterns = [
     path(
         "login/",
         auth_views.LoginView.as_view(
-            template_name="accounts/login.html", redirect_authenticated_user=True
+            template_name="accounts/login.html",
+            authentication_form=LoginForm,
+            redirect_authenticated_user=True,
         ),
         name="login",
     ),
