@@ -37,7 +37,8 @@ def render_message(message: Message) -> str:
 def render_new_messages(messages: list[Message]) -> str:
     inner = "".join(render_message(m) for m in messages)
     return (
-        '<div id="chat-empty" hx-swap-oob="delete"></div>'
+        # Hidden, not deleted: every later push finds it again (a missing target is an error).
+        '<p id="chat-empty" class="empty-state" hx-swap-oob="true" hidden></p>'
         f'<div id="messages" hx-swap-oob="beforeend">{inner}</div>'
     )
 
@@ -45,7 +46,10 @@ def render_new_messages(messages: list[Message]) -> str:
 def render_branch(conversation: Conversation) -> str:
     """The messages of the branch shown, in place of those the page shows."""
     inner = "".join(render_message(m) for m in messages_of(conversation=conversation))
-    return f'<div id="messages" class="messages-list" aria-live="polite">{inner}</div>'
+    return (
+        '<div id="messages" class="messages-list" aria-live="polite">'
+        f'<p id="chat-empty" class="empty-state" hidden></p>{inner}</div>'
+    )
 
 
 def render_source(message_id: int, text: str) -> str:

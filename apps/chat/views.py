@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from apps.accounts.selectors import memory_enabled_for
 from apps.chat import (
     branch_services,
     broadcasts,
@@ -88,6 +89,7 @@ def home(request):
             "conversation": None,
             "max_chars": config.max_message_chars,
             "room": message_room(user=request.user, config=config),
+            "memory_on": memory_enabled_for(user_id=request.user.pk),
         },
     )
 
@@ -119,6 +121,7 @@ def conversation_detail(request, pk: int):
             "chat_models": chat_models(config),
             "picked_model": picked_chat_model(conversation.chat_model, config) or "",
             "undo": request.session.pop(UNDO_KEY, None),
+            "memory_on": memory_enabled_for(user_id=request.user.pk),
         },
     )
 

@@ -1,0 +1,48 @@
+"""The chat page in plain words: what memory does here is said before the first message."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from apps.accounts.services import user_settings_update
+from apps.chat.broadcasts import render_new_messages
+from apps.chat.models import Conversation, Message
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice(client, user):
+    client.force_login(user)
+    return client
+
+
+def test_a_memory_off_chat_says_so_above_the_composer_before_the_first_message(alice, user):
+    conversation = Conversation.objects.create(owner=user)
+    url = reverse("chat:conversation", args=[conversation.pk])
+    assert 'id="memory-off-note"' not in alice.get(url).content.decode()
+
+    user_settings_update(user=user, memory_enabled=False)
+    body = alice.get(url).content.decode()
+    assert 'id="memory-off-note"' in body
+    assert "Memory is off: nothing you say here is remembered." in body
+    assert 'id="memory-off-note"' in alice.get(reverse("home")).content.decode()
+
+
+def test_a_temporary_chat_needs_no_memory_off_note(alice, user):
+    user_settings_update(user=user, memory_enabled=False)
+    conversation = Conversation.objects.create(owner=user, temporary=True)
+    body = alice.get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert 'id="memory-off-note"' not in body
+
+
+def test_the_empty_chat_line_is_always_on_the_page_for_each_push_to_hide(alice, user):
+    conversation = Conversation.objects.create(owner=user)
+    message = Message.objects.create(conversation=conversation, role="user", content="hi")
+    body = alice.get(reverse("chat:conversation", args=[conversation.pk])).content.decode()
+    assert '<p id="chat-empty" class="empty-state" hidden>' in body
+    pushed = render_new_messages([message])
+    # Swapped, never deleted: a delete finds no target from the second message on (an error).
+    assert 'id="chat-empty" class="empty-state" hx-swap-oob="true" hidden' in pushed
+    assert "delete" not in pushed.split('id="messages"')[0]
