@@ -80,6 +80,12 @@ class MemoryExport(BaseModel):
     triples: list[ExportedTriple] = Field(default_factory=list)
 
 
+def looks_like_export(data: object) -> bool:
+    """Whether parsed JSON is shaped as a memory export at all: an object with at least one of
+    its keys. Any other JSON object would validate as an empty export (every field defaults)."""
+    return isinstance(data, dict) and bool(set(MemoryExport.model_fields) & data.keys())
+
+
 @dataclass
 class MemoryImportReceipt:
     """What an imported file added, and what of it was already known, per kind of row."""
@@ -94,6 +100,10 @@ class MemoryImportReceipt:
         "episodes": ("episode", "episodes"),
         "triples": ("fact", "facts"),
     }
+
+    @property
+    def holds_anything(self) -> bool:
+        return bool(sum(self.added.values()) or sum(self.known.values()) or self.held)
 
     @property
     def sentence(self) -> str:

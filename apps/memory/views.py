@@ -247,6 +247,13 @@ def memory_import(request):
         return redirect("memory:list")
     try:
         data = json_load(upload.read(), name="the file")
+        if not export_services.looks_like_export(data):
+            messages.warning(
+                request,
+                "Nothing was imported: this file is not a memory export "
+                "(a memory export is the JSON file Export downloads).",
+            )
+            return redirect("memory:list")
         receipt = export_services.memories_import(owner=request.user, data=data)
     except UnreadableJSON as exc:
         messages.error(
@@ -260,7 +267,8 @@ def memory_import(request):
             f"Nothing was imported: in this memory export, {validation_problem(exc)}.",
         )
         return redirect("memory:list")
-    messages.success(request, receipt.sentence)
+    # A file that held nothing taught nothing: that is worth a second look, not a success.
+    (messages.success if receipt.holds_anything else messages.warning)(request, receipt.sentence)
     return redirect("memory:list")
 
 
