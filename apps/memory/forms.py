@@ -12,7 +12,16 @@ class MemoryFilterForm(forms.Form):
     q = forms.CharField(required=False, label="Search", max_length=500)
     similar = forms.CharField(required=False, label="Similar to", max_length=500)
     kind = forms.ChoiceField(required=False, choices=BLANK + MemoryNode.Kind.choices)
-    state = forms.ChoiceField(required=False, choices=BLANK + MemoryNode.State.choices)
+    # The words the list's badges use (the model's labels are the engineers' names).
+    state = forms.ChoiceField(
+        required=False,
+        choices=BLANK
+        + [
+            (MemoryNode.State.VOLATILE, "Short-term"),
+            (MemoryNode.State.PROMOTED, "Long-term"),
+            (MemoryNode.State.QUARANTINED, "Awaiting approval"),
+        ],
+    )
     # In percent, the scale every page shows confidence on (models.confidence_share).
     min_confidence = forms.IntegerField(
         required=False, label="Confidence ≥ %", min_value=0, max_value=100

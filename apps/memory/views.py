@@ -75,7 +75,17 @@ def memory_list(request):
     query = request.GET.copy()
     query.pop("page", None)
     as_of = form.cleaned_data["as_of"] if form.is_valid() else None
-    context = {"form": form, "page": page, "query": query.urlencode(), "as_of": as_of}
+    # An empty page under a filter is the filter's doing, not an empty memory.
+    filtered = form.is_valid() and any(
+        value not in (None, "") for name, value in form.cleaned_data.items() if name != "as_of"
+    )
+    context = {
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
+        "as_of": as_of,
+        "filtered": filtered,
+    }
     if request.htmx and request.htmx.target == "memory-list":
         return render(request, "memory/_list.html", context)
     receipt = request.session.pop(RECEIPT_KEY, None)

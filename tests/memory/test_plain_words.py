@@ -1,0 +1,34 @@
+"""The memory browser in the words its people use."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from apps.memory import services
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice(client, user):
+    client.force_login(user)
+    return client
+
+
+def test_a_filter_with_no_results_says_so_not_that_memory_is_empty(alice, user):
+    # Empty filter fields (a submitted form) filter nothing.
+    nothing = alice.get(reverse("memory:list"), {"q": "", "kind": ""}).content.decode()
+    assert "No memories here yet" in nothing and "match this filter" not in nothing
+
+    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    filtered = alice.get(reverse("memory:list"), {"kind": "rule"}).content.decode()
+    assert "No memories match this filter." in filtered
+    assert "No memories here yet" not in filtered
+
+
+def test_the_state_filter_names_states_as_the_list_does(alice):
+    body = alice.get(reverse("memory:list")).content.decode()
+    assert '<option value="volatile">Short-term</option>' in body
+    assert '<option value="promoted">Long-term</option>' in body
+    assert "Volatile" not in body and "Promoted" not in body
