@@ -79,3 +79,25 @@ class UserSettings(models.Model):
 
     def __str__(self) -> str:
         return f"settings of user {self.user_id}"
+
+
+class AdminViewing(models.Model):
+    """An admin looked at another user's memories (their Mind page, or memory rows in the
+    admin); the user reads it on their settings page."""
+
+    class Place(models.TextChoices):
+        MIND = "mind", "your Mind page"
+        ADMIN = "admin", "your memories in the admin"
+
+    viewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="admin_viewings"
+    )
+    place = models.CharField(max_length=5, choices=Place.choices)
+    viewed_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "-viewed_at"], name="adminviewing_owner_recent")]
+
+    def __str__(self) -> str:
+        return f"user {self.viewer_id} viewed {self.place} of user {self.owner_id}"

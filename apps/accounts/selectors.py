@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.conf import settings
 from django.db.models import QuerySet
 
-from apps.accounts.models import ApiKey, UserSettings
+from apps.accounts.models import AdminViewing, ApiKey, UserSettings
 from apps.accounts.services import API_KEY_SCHEME, hash_api_key
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
@@ -85,3 +85,12 @@ def custom_instructions(settings_: UserSettings) -> str:
 def memory_enabled_for(*, user_id: int) -> bool:
     """Whether the user's turns read memory and teach it (on unless they turned it off)."""
     return not UserSettings.objects.filter(user_id=user_id, memory_enabled=False).exists()
+
+
+def admin_viewings_for(*, user, limit: int = 5) -> list[AdminViewing]:
+    """The latest times an admin looked at `user`'s memories, newest first."""
+    return list(
+        AdminViewing.objects.filter(owner=user)
+        .select_related("viewer")
+        .order_by("-viewed_at", "-pk")[:limit]
+    )

@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from apps.accounts.models import ApiKey, UserSettings
+from apps.accounts.models import AdminViewing, ApiKey, UserSettings
 from apps.accounts.sockets import user_sockets_close
 
 API_KEY_SCHEME = "thk"
@@ -84,3 +84,26 @@ def user_time_zone_detect(*, user, time_zone: str) -> bool:
             time_zone=time_zone, time_zone_chosen=True, updated_at=timezone.now()
         )
     )
+
+
+# Views of one user's memories by one admin in one place within this window are one viewing.
+ADMIN_VIEWING_WINDOW = timedelta(minutes=10)
+
+
+def admin_viewing_record(*, viewer, owner_ids, place: str) -> int:
+    """Record that staff `viewer` looked at the memories of the users `owner_ids` (their own
+    and global knowledge are not recorded); returns how many viewings were new."""
+    others = {pk for pk in owner_ids if pk is not None and pk != viewer.pk}
+    if not others:
+        return 0
+    recent = set(
+        AdminViewing.objects.filter(
+            viewer=viewer,
+            place=place,
+            owner_id__in=others,
+            viewed_at__gte=timezone.now() - ADMIN_VIEWING_WINDOW,
+        ).values_list("owner_id", flat=True)
+    )
+    new = [AdminViewing(viewer=viewer, owner_id=pk, place=place) for pk in sorted(others - recent)]
+    AdminViewing.objects.bulk_create(new)
+    return len(new)

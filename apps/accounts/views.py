@@ -24,7 +24,12 @@ from apps.accounts.forms import (
     TimeZoneForm,
 )
 from apps.accounts.models import ApiKey
-from apps.accounts.selectors import api_key_for_user, api_keys_for_user, user_settings_for
+from apps.accounts.selectors import (
+    admin_viewings_for,
+    api_key_for_user,
+    api_keys_for_user,
+    user_settings_for,
+)
 from apps.core.selectors import runtime_config
 
 
@@ -72,6 +77,7 @@ def _settings_context(request, *, form: ApiKeyForm | None = None, **forms) -> di
         "api_base_url": request.build_absolute_uri("/v1"),
         "sections": sections,
         "password_form": password_form,
+        "admin_viewings": admin_viewings_for(user=request.user),
     }
 
 

@@ -25,10 +25,12 @@ def render_write_rate(*, scope: selectors.MindScope, oob: bool = False) -> str:
     )
 
 
-def render_events_oob(events) -> str:
+def render_events_oob(events, *, scope: selectors.MindScope) -> str:
     if not events:
         return ""
-    items = "".join(render_to_string("dashboard/_event.html", {"event": e}) for e in events)
+    items = "".join(
+        render_to_string("dashboard/_event.html", {"event": e, "mind": scope}) for e in events
+    )
     return f'<ol id="mind-stream" hx-swap-oob="afterbegin">{items}</ol>'
 
 
@@ -43,7 +45,7 @@ def render_refresh(
     events = selectors.mind_events(scope=scope, after_id=after_event_id)
     graph = selectors.mind_graph(scope=scope, limit=graph_limit)
     html = (
-        render_events_oob(events)
+        render_events_oob(events, scope=scope)
         + render_counters(counters=selectors.mind_counters(scope=scope), oob=True)
         + render_write_rate(scope=scope, oob=True)
         + render_graph_delta(selectors.graph_delta(graph_before, graph))

@@ -4,6 +4,8 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
+from apps.accounts.models import AdminViewing
+from apps.accounts.services import admin_viewing_record
 from apps.dashboard import selectors
 from apps.dashboard.selectors import MindScope
 
@@ -17,6 +19,10 @@ def _get_scope_for_user(request, who: str) -> MindScope:
 
 def _page(request, who: str):
     scope = _get_scope_for_user(request, who)
+    # Staff watching another user's mind: that user is told (their settings page).
+    admin_viewing_record(
+        viewer=request.user, owner_ids={scope.owner_id}, place=AdminViewing.Place.MIND
+    )
     events = selectors.mind_events(scope=scope)
     return render(
         request,
@@ -65,6 +71,9 @@ def node_detail(request, pk: int):
     node = selectors.node_for_viewer(user=request.user, pk=pk)
     if node is None:
         raise Http404("No such memory.")
+    admin_viewing_record(
+        viewer=request.user, owner_ids={node.owner_id}, place=AdminViewing.Place.MIND
+    )
     critiques = list(node.critiques.all()[:20]) if hasattr(node, "critiques") else []
     return render(
         request,

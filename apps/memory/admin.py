@@ -9,6 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from pgvector.django import CosineDistance
 
+from apps.accounts.viewings import RecordsAdminViewings
 from apps.memory import browser_services, services, world_services
 from apps.memory.forms import WorldStateAdminForm
 from apps.memory.models import (
@@ -147,7 +148,7 @@ class CritiqueInline(admin.StackedInline):
 
 
 @admin.register(MemoryNode)
-class MemoryNodeAdmin(admin.ModelAdmin):
+class MemoryNodeAdmin(RecordsAdminViewings, admin.ModelAdmin):
     list_display = [
         "short_description",
         "owner",
@@ -349,7 +350,7 @@ class MemoryNodeAdmin(admin.ModelAdmin):
 
 
 @admin.register(Episode)
-class EpisodeAdmin(admin.ModelAdmin):
+class EpisodeAdmin(RecordsAdminViewings, admin.ModelAdmin):
     list_display = ["short_summary", "owner", "conversation", "started_at", "ended_at"]
     list_filter = [OwnerFilter, "ended_at", "embedding_status"]
     list_select_related = ["owner", "conversation"]
@@ -382,7 +383,7 @@ class PredicateAdmin(admin.ModelAdmin):
 
 
 @admin.register(Triple)
-class TripleAdmin(admin.ModelAdmin):
+class TripleAdmin(RecordsAdminViewings, admin.ModelAdmin):
     list_display = [
         "subject",
         "predicate",
@@ -426,7 +427,7 @@ class MemoryLinkAdmin(admin.ModelAdmin):
 
 
 @admin.register(Critique)
-class CritiqueAdmin(admin.ModelAdmin):
+class CritiqueAdmin(RecordsAdminViewings, admin.ModelAdmin):
     list_display = ["created_at", "verdict", "delta", "node", "owner", "model"]
     list_filter = ["verdict", OwnerFilter, "created_at"]
     list_select_related = ["node", "owner"]
@@ -442,7 +443,7 @@ class CritiqueAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorldState)
-class WorldStateAdmin(admin.ModelAdmin):
+class WorldStateAdmin(RecordsAdminViewings, admin.ModelAdmin):
     """Edits go through `world_apply`, like the memory browser's: same rules, same event."""
 
     form = WorldStateAdminForm

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from django import template
 
@@ -15,6 +16,30 @@ def as_text(value) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+# What the mind stream says to its owner ("Learned 2 new things about you"), said of them to an
+# admin watching it ("… about bob"); the verb forms that change with the person come first.
+_SECOND_PERSON = re.compile(r"\b(you are|you were|you have|yours|your|you)\b", re.IGNORECASE)
+_THIRD_PERSON = {
+    "you are": "{name} is",
+    "you were": "{name} was",
+    "you have": "{name} has",
+    "yours": "{name}'s",
+    "your": "{name}'s",
+    "you": "{name}",
+}
+
+
+@register.filter
+def spoken_of(text: str, mind) -> str:
+    """`text` as the watcher of `mind` reads it: unchanged for its owner and for global
+    knowledge, with the owner's name for "you" to an admin watching another user."""
+    if mind is None or mind.who in ("me", "global"):
+        return text
+    return _SECOND_PERSON.sub(
+        lambda found: _THIRD_PERSON[found.group(1).lower()].format(name=mind.label), text
+    )
 
 
 @register.filter
