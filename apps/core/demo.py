@@ -15,6 +15,8 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 from apps.core.models import RuntimeConfig
 from apps.core.services import runtime_config_save
 
+# The demo stub's chat model, as the picker and the status line name it.
+DEMO_CHAT_MODEL = "demo"
 DEMO_EVERY_SECONDS = 10
 # name -> task. There is no critic sweep: the critic runs right after each reflection.
 DEMO_SCHEDULES = {"Demo: promote and link memories every 10 s": "memory.promote_and_link"}

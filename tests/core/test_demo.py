@@ -281,3 +281,20 @@ def test_the_demo_model_sets_the_project_the_user_works_on_and_keeps_an_instruct
         ("set", "project", "cedar garden shed"),
         ("append", "behaviour", "keep answers short"),
     ]
+
+
+def test_the_demo_stub_lists_only_the_demo_model_so_the_picker_names_it(settings):
+    from apps.core.demo import DEMO_CHAT_MODEL
+    from apps.core.llm.chat_models import chat_models
+    from apps.core.management.commands.up import demo_stub_command
+
+    argv = demo_stub_command()
+    models = [argv[n + 1] for n, arg in enumerate(argv) if arg == "--model"]
+    assert models == [DEMO_CHAT_MODEL, settings.THALAMUS_EMBED_MODEL]
+    # `up --demo` names the chat model the demo's; the stub it starts lists what argv says.
+    settings.THALAMUS_CHAT_MODEL = DEMO_CHAT_MODEL
+    stub = StubServer(dim=8, demo=True, models=models).start()
+    try:
+        assert chat_models(RuntimeConfig(llm_base_url=stub.url)) == [DEMO_CHAT_MODEL]
+    finally:
+        stub.stop()

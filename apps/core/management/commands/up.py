@@ -50,6 +50,17 @@ class Child:
     tail: deque = field(default_factory=lambda: deque(maxlen=20))
 
 
+def demo_stub_command() -> list[str]:
+    """The demo's LLM stub: it lists the demo model and the embedding model, nothing else, so
+    the model picker offers only the model that really answers."""
+    from apps.core.demo import DEMO_CHAT_MODEL
+
+    return [
+        *(sys.executable, "-m", "llm_stub", "--port", "0", "--demo"),
+        *("--model", DEMO_CHAT_MODEL, "--model", settings.THALAMUS_EMBED_MODEL),
+    ]
+
+
 def web_command(host: str, port: int, processes: int = 1, *, after_go: bool = False) -> list[str]:
     """The ASGI server's command line (thalamus_site/serve.py: uvicorn, the app imported once
     and its `processes` forked from it). A websocket frame over THALAMUS_WS_MAX_BYTES closes the
@@ -209,10 +220,14 @@ class Command(BaseCommand):
         if demo:
             # The stub takes a free port itself and says which: a port picked for it here could
             # be taken by another program before the stub binds it.
-            stub = Child("stub", [sys.executable, "-m", "llm_stub", "--port", "0", "--demo"])
+            from apps.core.demo import DEMO_CHAT_MODEL
+
+            stub = Child("stub", demo_stub_command())
             self._spawn(stub, env)
             env["THALAMUS_LLM_BASE_URL"] = self._stub_url(stub)
             env["THALAMUS_DEMO"] = "1"
+            # The picker and each answer's line name the model that answers: the demo's.
+            env["THALAMUS_CHAT_MODEL"] = DEMO_CHAT_MODEL
         return env
 
     def _stub_url(self, stub: Child, timeout: float = 30.0) -> str:
