@@ -37,10 +37,6 @@ REPLY_KEYS = frozenset(
         "retry_after",
     }
 )
-# Structured requests for these schemas (by their json_schema name) take only the scripted
-# replies that name them ("schema": "RouteChoice"), and otherwise get a valid default: so a test
-# that scripts the answer is not thrown off by the router's call before it.
-RESERVED_SCHEMAS = frozenset({"RouteChoice"})
 DEFAULT_SETTINGS: dict[str, Any] = {
     "ttft": 0.0,
     "tps": 0.0,

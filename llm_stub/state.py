@@ -13,7 +13,6 @@ from llm_stub.embeddings import default_dim
 from llm_stub.scripts import (
     DEFAULT_KEYS,
     DEFAULT_SETTINGS,
-    RESERVED_SCHEMAS,
     Plan,
     check_settings,
     normalize_reply,
@@ -164,14 +163,11 @@ class StubState:
             self._cond.notify_all()
 
     def _take_plan(self, endpoint: str, text: str, schema: str | None = None) -> Plan:
-        reserved = schema in RESERVED_SCHEMAS
         with self._cond:
             for index, reply in enumerate(self._queue):
                 if reply.get("endpoint", "chat") != endpoint:
                     continue
                 if reply.get("schema") is not None and reply["schema"] != schema:
-                    continue
-                if reserved and reply.get("schema") != schema:
                     continue
                 match = reply.get("match")
                 if match is not None and match not in text:
