@@ -6,6 +6,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.db import models, transaction
+from django.shortcuts import redirect
 from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.utils.html import format_html, format_html_join
@@ -199,9 +200,12 @@ class RuntimeConfigAdmin(admin.ModelAdmin):
         return super().changeform_view(request, object_id, form_url, extra_context)
 
     def changelist_view(self, request, extra_context=None):
-        self._warn_about_truncation(request)
-        self._warn_about_missing_models(request)
-        return super().changelist_view(request, extra_context)
+        """There is one configuration: its form opens instead of a list of one row (the add
+        form until the row exists)."""
+        config = RuntimeConfig.objects.order_by("pk").first()
+        if config is None:
+            return redirect("admin:core_runtimeconfig_add")
+        return redirect("admin:core_runtimeconfig_change", config.pk)
 
     def has_add_permission(self, request):
         return not RuntimeConfig.objects.exists()

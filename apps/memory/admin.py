@@ -147,6 +147,18 @@ class CritiqueInline(admin.StackedInline):
         return False
 
 
+# What an admin curating a memory needs to know of its kind and importance.
+NODE_FIELD_HELP = {
+    "kind": "Fact: something true of the user or the world (“lives in Ghent”). Persona: who "
+    "someone is, the user or Thalamus itself. Preference: what the user likes or wants. Rule: "
+    "how the assistant must answer; rules and preferences are what the answer review checks "
+    "against. Concept: general knowledge, no one's in particular.",
+    "importance": "From 0 to 1, how much the memory counts in a turn's search besides how well "
+    "it matches (the runtime configuration's importance weight): 0.5 is ordinary; "
+    "reflection gives names, family and the like up to 0.8.",
+}
+
+
 @admin.register(MemoryNode)
 class MemoryNodeAdmin(RecordsAdminViewings, admin.ModelAdmin):
     list_display = [
@@ -209,6 +221,12 @@ class MemoryNodeAdmin(RecordsAdminViewings, admin.ModelAdmin):
         "embedding_status",
         "embedding_model",
     ]
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if field is not None and db_field.name in NODE_FIELD_HELP:
+            field.help_text = NODE_FIELD_HELP[db_field.name]
+        return field
 
     def get_queryset(self, request):
         # ModelAdmin.get_queryset orders before we could annotate the distance to order by.

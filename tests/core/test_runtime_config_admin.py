@@ -6,8 +6,10 @@ from collections import Counter
 
 import pytest
 from django.contrib import admin
+from django.forms import model_to_dict
 from django.urls import reverse
 
+from apps.core.forms import LABELS, RuntimeConfigForm
 from apps.core.models import RuntimeConfig
 
 SECTIONS = ["Models and endpoints", "Limits", "Memory", "Background", "Schedules"]
@@ -63,3 +65,47 @@ def test_the_change_page_shows_each_section_folded_with_each_fields_help(admin_c
     for field in RuntimeConfig._meta.fields:
         if field.name in _editable_fields():
             assert str(field.help_text) in html, field.name
+
+
+@pytest.mark.django_db
+def test_the_configuration_opens_as_its_form_not_a_list_of_one_row(admin_client):
+    url = reverse("admin:core_runtimeconfig_changelist")
+    assert admin_client.get(url)["Location"] == reverse("admin:core_runtimeconfig_add")
+    config = RuntimeConfig.objects.create()
+
+    response = admin_client.get(url)
+
+    assert response["Location"] == reverse("admin:core_runtimeconfig_change", args=[config.pk])
+
+
+def test_every_runtime_field_has_a_label_in_words():
+    assert _editable_fields() - {"model_fallbacks"} <= set(LABELS)
+
+
+@pytest.mark.django_db
+def test_the_change_page_labels_fields_in_words_and_thresholds_in_percent(admin_client):
+    config = RuntimeConfig.objects.create(promotion_threshold=3, minimum_score=-1)
+
+    html = admin_client.get(
+        reverse("admin:core_runtimeconfig_change", args=[config.pk])
+    ).content.decode()
+
+    assert "Llm base url" not in html and "Chat endpoint URL" in html
+    assert "Confidence to keep long-term (%)" in html
+    assert 'name="promotion_threshold" value="60"' in html
+    assert 'name="minimum_score" value="0"' in html
+
+
+@pytest.mark.django_db
+def test_a_threshold_typed_in_percent_is_kept_as_the_score_that_shows_it():
+    config = RuntimeConfig.objects.create(promotion_threshold=3, minimum_score=-1)
+    data = {**model_to_dict(config), "promotion_threshold": 75, "minimum_score": 0}
+    data = {k: v for k, v in data.items() if v is not None and v is not False}
+
+    form = RuntimeConfigForm(data=data, instance=config)
+
+    assert form.is_valid(), form.errors
+    # 75% is the share of 6 votes; a percent left as shown keeps its score (-1 shows as 0%).
+    assert form.cleaned_data["promotion_threshold"] == 6
+    assert form.cleaned_data["minimum_score"] == -1
+    assert RuntimeConfigForm(data={**data, "promotion_threshold": 0}).errors["promotion_threshold"]

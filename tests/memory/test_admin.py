@@ -169,3 +169,14 @@ def test_running_the_critic_now_queues_the_turns_that_formed_the_memories(
         )
     assert any("1 turn(s)" in str(m) for m in response.context["messages"])
     assert callbacks  # the critic task is enqueued once the action commits
+
+
+def test_a_memorys_page_explains_its_kinds_and_its_importance(admin_client, user):
+    node = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+
+    html = admin_client.get(
+        reverse("admin:memory_memorynode_change", args=[node.pk])
+    ).content.decode()
+
+    assert "Persona: who someone is" in html and "Concept: general knowledge" in html
+    assert "0.5 is ordinary" in html

@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
 
+from apps.core.forms import percent_of
 from apps.core.models import PromptOverride, RuntimeConfig
 from apps.core.ports import free_port
 from apps.core.prompts import file_prompt_text
@@ -24,6 +25,9 @@ def _config_form(**changes) -> dict:
         for field in RuntimeConfig._meta.fields
         if field.editable and field.name != "id"
     }
+    # The admin shows the confidence thresholds in percent, as the pages show confidence.
+    for name in ("promotion_threshold", "minimum_score"):
+        data[name] = percent_of(data[name])
     data.update(changes)
     return {k: ("on" if v is True else v) for k, v in data.items() if v is not False}
 

@@ -4,6 +4,7 @@ them and the rest of the project imports them from `apps.memory.models`."""
 from __future__ import annotations
 
 from apps.core.categories import Category
+from apps.core.confidence import confidence_share, score_at_least, score_at_most
 from apps.memory.models.columns import (
     HALF_VECTOR_MAX_DIM,
     SHORT_TEXT_MAX_BYTES,
@@ -18,9 +19,6 @@ from apps.memory.models.nodes import (
     CurrentMemoryCount,
     MemoryLink,
     MemoryNode,
-    confidence_share,
-    score_at_least,
-    score_at_most,
 )
 from apps.memory.models.world import (
     WORLD_MAX_BEHAVIOUR,

@@ -13,30 +13,13 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from pgvector.django import HalfVectorField, HnswIndex, VectorField
 
+from apps.core.confidence import confidence_share
 from apps.memory.models.columns import (
     SHORT_TEXT,
     EmbeddingStatus,
     owner_lexemes,
     stemmed_tsvector,
 )
-
-
-def confidence_share(score: int) -> float:
-    """A memory's confidence score (its votes: confirmations and the critic's verdicts) on the
-    facts' 0 to 1 scale, as the recall weighs it (search_selectors' `confidence`): a new memory
-    (1) is a third, one confirmation makes it a half, and it nears 1 as votes add up."""
-    votes = max(score, 0)
-    return votes / (votes + 2)
-
-
-def score_at_least(percent: int) -> int:
-    """The lowest score whose share is at least `percent` (below 100): s / (s + 2) >= p / 100."""
-    return -(-2 * percent // (100 - percent))
-
-
-def score_at_most(percent: int) -> int:
-    """The highest score whose share is at most `percent` (below 100)."""
-    return 2 * percent // (100 - percent)
 
 
 class MemoryNode(models.Model):
