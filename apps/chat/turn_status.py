@@ -16,7 +16,7 @@ LABELS = {
     "router": "router",
     "retrieval": "retrieval",
     "tools": "tools",
-    "world": "world state",
+    "world": "topics and style",
     "llm": "LLM",
     "reflection": "reflection",
 }

@@ -43,13 +43,15 @@
     var tokens = Number(room.getAttribute('data-tokens'));
     var ratio = Number(room.getAttribute('data-chars-per-token')) || 3.2;
     var text = box.value.replace(/\r\n/g, '\n').trim();
-    var needed = Math.ceil(Array.from(text).length / ratio);
-    var over = needed > tokens;
-    var refusal = over ? 'Your message is about ' + tokensText(needed) +
-      ' tokens; the model has room for about ' + tokensText(tokens) + '.' : '';
+    var length = Array.from(text).length;
+    var over = Math.ceil(length / ratio) > tokens;
+    // Said in characters, which the writer counts in; the limit itself is the model's tokens.
+    var total = Math.floor(tokens * ratio);
+    var refusal = over ? 'Your message is about ' + tokensText(length - total) +
+      ' characters too long for this model.' : '';
     if (over) room.textContent = refusal + ' Shorten it to send it.';
-    else if (needed) room.textContent = 'About ' + tokensText(tokens - needed) + ' of ' + tokensText(tokens) + ' tokens left.';
-    else room.textContent = 'Room for about ' + tokensText(tokens) + ' tokens.';
+    else if (length) room.textContent = 'About ' + tokensText(Math.max(total - length, 0)) + ' of ' + tokensText(total) + ' characters left.';
+    else room.textContent = 'Room for about ' + tokensText(total) + ' characters.';
     room.classList.toggle('over', over);
     box.setCustomValidity(refusal);
     var send = box.form.querySelector('button[type="submit"]');

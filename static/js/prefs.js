@@ -38,3 +38,31 @@
     });
   });
 })();
+
+/* The "Details" toggle (templates/_details_toggle.html): timings, routes and raw fields
+ * (.details-only) are hidden until it is pressed; the choice is kept in this browser. */
+(function () {
+  'use strict';
+  var KEY = 'thalamus-details';
+
+  function stored() {
+    try { return window.localStorage.getItem(KEY) === 'on'; } catch (e) { return false; }
+  }
+
+  function show(on) {
+    if (on) document.documentElement.setAttribute('data-details', 'on');
+    else document.documentElement.removeAttribute('data-details');
+    document.querySelectorAll('[data-details-toggle]').forEach(function (button) {
+      button.setAttribute('aria-pressed', on ? 'true' : 'false');
+    });
+  }
+
+  show(stored());
+  document.addEventListener('DOMContentLoaded', function () { show(stored()); });
+  document.addEventListener('click', function (e) {
+    if (!e.target.closest || !e.target.closest('[data-details-toggle]')) return;
+    var on = document.documentElement.getAttribute('data-details') !== 'on';
+    try { window.localStorage.setItem(KEY, on ? 'on' : 'off'); } catch (err) { /* private mode */ }
+    show(on);
+  });
+})();

@@ -181,6 +181,7 @@ def test_what_i_used_opens_on_memories_and_why_with_details_folded(
     log_in("alice")
     page.goto(f"{asgi_server}/c/{conversation.pk}/")
     panel = page.locator(f"#msg-{answer.pk} details.trace")
+    page.click("[data-details-toggle]")
 
     panel.locator("> summary").click()
 

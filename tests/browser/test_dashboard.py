@@ -127,7 +127,11 @@ def test_staff_switch_to_another_users_mind_and_filter_the_stream(
     page.select_option("#stream-filter", "error")
     assert page.locator("#mind-stream > li:visible").count() == 1
     page.locator("#mind-stream > li:visible summary").click()
-    assert page.locator("#mind-stream > li:visible .stream-payload").is_visible()
+    payload = page.locator("#mind-stream > li:visible .stream-payload")
+    # The raw fields are behind the page's Details toggle.
+    assert not payload.is_visible()
+    page.click("[data-details-toggle]")
+    assert payload.is_visible()
 
     # Once the layout reports it has settled, the view is fitted: the single node is its middle.
     page.locator("#graph-status[data-settled='true']").wait_for()

@@ -3,6 +3,8 @@ that failed as too long goes back into it to be edited; the error pages, in the 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from playwright.sync_api import expect
 
@@ -34,16 +36,18 @@ def test_the_composer_counts_down_the_room_and_refuses_a_message_past_it(
     page.goto(f"{asgi_server}/c/{conversation.pk}/")
     page.wait_for_selector(".chat[data-live='on']", state="attached")
     counter = page.locator("#composer-room")
-    assert counter.inner_text() == f"Room for about {room.tokens:,} tokens."
+    total = math.floor(room.tokens * room.chars_per_token)
+    assert counter.inner_text() == f"Room for about {total:,} characters."
 
     page.fill("#composer textarea", "x" * 320)
-    assert counter.inner_text() == f"About {room.tokens - 100:,} of {room.tokens:,} tokens left."
+    assert counter.inner_text() == f"About {total - 320:,} of {total:,} characters left."
     assert page.locator("#composer button[type=submit]").is_enabled()
 
-    page.fill("#composer textarea", "x" * int(room.chars_per_token * (room.tokens + 50)))
-    needed = room.tokens + 50
-    assert counter.inner_text().startswith(
-        f"Your message is about {needed:,} tokens; the model has room for about {room.tokens:,}."
+    too_long = int(room.chars_per_token * (room.tokens + 50))
+    page.fill("#composer textarea", "x" * too_long)
+    assert counter.inner_text() == (
+        f"Your message is about {too_long - total:,} characters too long for this model."
+        " Shorten it to send it."
     )
     assert page.locator("#composer button[type=submit]").is_disabled()
     _shoot(page, f"too-long-{_name(viewport)}")

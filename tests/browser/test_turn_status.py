@@ -29,6 +29,10 @@ def test_the_status_line_and_the_steps_show_under_an_answer(
     answer = page.locator(".msg-assistant.complete")
     answer.wait_for()
     line = answer.locator(".msg-turn")
+    # Timings and routes are for engineers: behind the header's Details toggle, off at first.
+    line.wait_for(state="hidden")
+    assert not answer.locator("details.trace").is_visible()
+    page.click("[data-details-toggle]")
     line.wait_for()
     assert line.locator("[data-subsystem='router']").inner_text() == "router gather (rule)"
     assert "1 call" in line.locator("[data-subsystem='tools']").inner_text()
@@ -60,6 +64,7 @@ def test_a_temporary_chat_says_nothing_is_learned_instead_of_queueing_reflection
     log_in("alice")
     page.click(".new-conversation button[name=temporary]")
     page.wait_for_selector(".chat[data-live='on']", state="attached")
+    page.click("[data-details-toggle]")
     page.fill("#composer textarea", "My bees are called Ada and Bob.")
     page.keyboard.press("Enter")
 

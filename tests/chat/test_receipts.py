@@ -71,7 +71,7 @@ def test_the_receipt_counts_what_the_answer_used_and_what_it_taught(
     assert "used 2 memories · 1 shared fact · learned 1" in page
     assert "The user likes tea" in page and "The user has a cat named Miso" in page
     assert "user said" in page and "inferred" in page
-    receipt = page.split('class="receipt"')[1].split('class="trace"')[0]
+    receipt = page.split('class="receipt"')[1].split('class="trace ')[0]
     shared = receipt.split('class="receipt-memories receipt-shared"')[1]
     assert "Water boils" in shared and "<form" not in shared, "global knowledge is not corrected"
     assert receipt.count('class="receipt-memory"') == 4
@@ -262,7 +262,7 @@ def test_a_pushed_answers_panel_is_read_when_opened_and_only_by_its_owner(
     # Pushed to every open page: the panel is there, empty, and says where to read it.
     pushed = render_message(reply)
     assert "What I used" in pushed and f'hx-get="{url}"' in pushed
-    assert "Water boils" not in pushed.split('class="trace"')[1]
+    assert "Water boils" not in pushed.split('class="trace ')[1]
     # Its receipt names the global memory as a shared fact.
     assert "used 1 memory · 1 shared fact" in pushed
     # Opened: the panel names the owner's and global memories, never another user's.

@@ -78,7 +78,8 @@ def test_the_page_shows_the_room_for_a_message(client, user, conversation, small
     for url in ("/", f"/c/{conversation.pk}/"):
         body = client.get(url).content.decode()
         assert f'id="composer-room" class="composer-room" data-tokens="{room.tokens}"' in body
-        assert f"Room for about {room.tokens:,} tokens." in body
+        total = math.floor(room.tokens * room.chars_per_token)
+        assert f"Room for about {total:,} characters." in body
 
 
 def test_a_turn_failed_as_too_long_offers_edit_not_retry(
