@@ -10,6 +10,7 @@ from django.utils.html import format_html
 from pgvector.django import CosineDistance
 
 from apps.accounts.viewings import RecordsAdminViewings
+from apps.core.admin_labels import LabelledInlineFormSet, LabelledSplitDateTimes
 from apps.memory import browser_services, services, world_services
 from apps.memory.forms import WorldStateAdminForm
 from apps.memory.models import (
@@ -127,6 +128,7 @@ def _provenance(message) -> str:
 class LinkInline(admin.TabularInline):
     model = MemoryLink
     fk_name = "source"
+    formset = LabelledInlineFormSet
     extra = 0
     raw_id_fields = ["target"]
     fields = ["kind", "target", "score", "created_at"]
@@ -160,7 +162,7 @@ NODE_FIELD_HELP = {
 
 
 @admin.register(MemoryNode)
-class MemoryNodeAdmin(RecordsAdminViewings, admin.ModelAdmin):
+class MemoryNodeAdmin(LabelledSplitDateTimes, RecordsAdminViewings, admin.ModelAdmin):
     list_display = [
         "short_description",
         "owner",

@@ -1,7 +1,9 @@
 /* The live dashboard: the memory graph (vis-network) and the stream filter.
  * Nothing here fetches on a timer: the graph changes only when the server pushes a delta over
  * the page's websocket (#graph-delta, swapped in by the htmx websocket extension). The only
- * HTTP request is the node detail, when someone clicks a node. */
+ * HTTP request is the node detail, when someone chooses a node (in the graph or its list).
+ * Labels are drawn for the chosen and the hovered node only: a label per node overlapped.
+ * The list beside the canvas names every node, reachable by keyboard. */
 (function () {
   'use strict';
 
@@ -15,20 +17,91 @@
   var EDGE_COLORS = { similar: '#9aa2ae', supports: '#3fb27f', contradicts: '#e5534b' };
 
   var nodes, edges, network, fading = {}, pulsing = [];
+  var chosen = null, hovered = null;
+  var STATE_WORDS = { volatile: 'short-term', promoted: 'long-term', quarantined: 'awaiting approval' };
 
-  var LABELS_MAX = 500;  // measuring thousands of labels every frame would freeze the page
-
-  function nodeView(node, withLabel) {
+  function nodeView(node) {
     var confidence = Math.max(0, node.confidence);
     return {
       id: node.id,
-      label: withLabel ? node.label : undefined,
+      text: node.label,
       state: node.state,
       color: COLORS[node.state] || COLORS.volatile,
       opacity: node.opacity,
-      size: Math.min(30, 8 + 2 * confidence),
-      font: { size: 11, color: getComputedStyle(document.body).color }
+      size: Math.min(30, 8 + 2 * confidence)
     };
+  }
+
+  /* The chosen and the hovered node's words, under the node, on the page's own background. */
+  function drawLabels(ctx) {
+    var style = getComputedStyle(document.body);
+    [chosen, hovered].forEach(function (id, index) {
+      if (id === null || (index === 1 && id === chosen)) return;
+      var node = nodes.get(id);
+      var p = node && network.getPositions([id])[id];
+      if (!p || !node.text) return;
+      var scale = network.getScale();
+      var text = node.text.length > 60 ? node.text.slice(0, 59) + '…' : node.text;
+      ctx.save();
+      ctx.font = (13 / scale) + 'px ' + style.fontFamily;
+      var width = ctx.measureText(text).width;
+      var pad = 4 / scale;
+      var y = p.y + node.size + 6 / scale;
+      ctx.fillStyle = style.backgroundColor;
+      ctx.globalAlpha = 0.9;
+      ctx.fillRect(p.x - width / 2 - pad, y - pad, width + 2 * pad, 13 / scale + 2 * pad);
+      ctx.globalAlpha = 1;
+      ctx.fillStyle = style.color;
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'top';
+      ctx.fillText(text, p.x, y);
+      ctx.restore();
+    });
+  }
+
+  function choose(id, fromList) {
+    chosen = id;
+    var root = document.querySelector('[data-node-url]');
+    var url = root.getAttribute('data-node-url').replace(/\/0\/$/, '/' + id + '/');
+    htmx.ajax('GET', url, { target: '#node-detail', swap: 'innerHTML' });
+    network.selectNodes([id]);
+    if (fromList) network.focus(id, { animation: { duration: 300 } });
+    network.redraw();
+    document.querySelectorAll('#graph-list button[aria-current]').forEach(function (b) {
+      b.removeAttribute('aria-current');
+    });
+    var button = document.querySelector('#graph-list button[data-node="' + id + '"]');
+    if (button) button.setAttribute('aria-current', 'true');
+  }
+
+  /* Every node the graph shows, newest first, as buttons a keyboard reaches. */
+  function renderList() {
+    var list = document.getElementById('graph-list');
+    if (!list) return;
+    var shown = nodes.get({ filter: function (n) { return !fading[n.id]; } })
+      .sort(function (a, b) { return b.id - a.id; });
+    var fragment = document.createDocumentFragment();
+    shown.forEach(function (node) {
+      var item = document.createElement('li');
+      var button = document.createElement('button');
+      button.type = 'button';
+      button.className = 'graph-item';
+      button.dataset.node = String(node.id);
+      if (node.id === chosen) button.setAttribute('aria-current', 'true');
+      var dot = document.createElement('i');
+      dot.className = 'dot ' + node.state;
+      dot.setAttribute('aria-hidden', 'true');
+      var words = document.createElement('span');
+      words.className = 'graph-item-text';
+      words.textContent = node.text || ('#' + node.id);
+      var state = document.createElement('span');
+      state.className = 'sr-only';
+      state.textContent = ' (' + (STATE_WORDS[node.state] || node.state) + ')';
+      button.append(dot, words, state);
+      item.append(button);
+      fragment.append(item);
+    });
+    list.replaceChildren(fragment);
   }
 
   function edgeView(edge) {
@@ -74,6 +147,7 @@
       (truncated ? ' (the newest ' + limit + ')' : '');
     var expand = document.getElementById('graph-expand');
     if (expand) expand.hidden = !truncated;
+    renderList();
   }
 
   function applyDelta() {
@@ -91,8 +165,7 @@
     delta.nodes.forEach(function (node) {
       if (fading[node.id]) { window.clearInterval(fading[node.id]); delete fading[node.id]; }
     });
-    var withLabels = nodes.length + delta.nodes.length <= LABELS_MAX;
-    nodes.update(delta.nodes.map(function (node) { return nodeView(node, withLabels); }));
+    nodes.update(delta.nodes.map(nodeView));
     edges.update(delta.edges.map(edgeView));
     pulsing = nodes.getIds({ filter: function (n) { return n.state === 'volatile'; } })
       .sort(function (a, b) { return b - a; }).slice(0, PULSE_MAX);
@@ -138,7 +211,7 @@
       layout: { improvedLayout: false },
       nodes: { shape: 'dot', borderWidth: 1 },
       edges: { smooth: false, selectionWidth: 2 },
-      interaction: { hover: false, hideEdgesOnDrag: true, hideEdgesOnZoom: true },
+      interaction: { hover: true, hideEdgesOnDrag: true, hideEdgesOnZoom: true },
       physics: {
         solver: 'barnesHut',
         barnesHut: { gravitationalConstant: -2500, springLength: 70, damping: 0.3, theta: 0.9 },
@@ -150,11 +223,15 @@
       }
     });
     network.on('afterDrawing', drawPulses);
+    network.on('afterDrawing', drawLabels);
     network.on('click', function (params) {
-      if (!params.nodes.length) return;
-      var root = document.querySelector('[data-node-url]');
-      var url = root.getAttribute('data-node-url').replace(/\/0\/$/, '/' + params.nodes[0] + '/');
-      htmx.ajax('GET', url, { target: '#node-detail', swap: 'innerHTML' });
+      if (params.nodes.length) choose(params.nodes[0], false);
+    });
+    network.on('hoverNode', function (params) { hovered = params.node; network.redraw(); });
+    network.on('blurNode', function () { hovered = null; network.redraw(); });
+    document.getElementById('graph-list').addEventListener('click', function (e) {
+      var button = e.target.closest('button[data-node]');
+      if (button) choose(Number(button.dataset.node), true);
     });
     var settling = true;
     var status = document.getElementById('graph-status');
