@@ -80,10 +80,10 @@ class MemoryExport(BaseModel):
     triples: list[ExportedTriple] = Field(default_factory=list)
 
 
-def looks_like_export(data: object) -> bool:
-    """Whether parsed JSON is shaped as a memory export at all: an object with at least one of
-    its keys. Any other JSON object would validate as an empty export (every field defaults)."""
-    return isinstance(data, dict) and bool(set(MemoryExport.model_fields) & data.keys())
+def another_kind_of_object(data: object) -> bool:
+    """Whether parsed JSON is an object with none of an export's keys: it would validate as an
+    empty export (every field has a default). Anything but an object fails validation."""
+    return isinstance(data, dict) and not set(MemoryExport.model_fields) & data.keys()
 
 
 @dataclass

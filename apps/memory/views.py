@@ -257,7 +257,7 @@ def memory_import(request):
         return redirect("memory:list")
     try:
         data = json_load(upload.read(), name="the file")
-        if not export_services.looks_like_export(data):
+        if export_services.another_kind_of_object(data):
             messages.warning(
                 request,
                 "Nothing was imported: this file is not a memory export "
