@@ -393,8 +393,8 @@ def _receipt_after_change(
 ):
     """The answer's receipt again, open: swapped in by htmx, pushed to the other open pages.
 
-    `undo` is the notice after a Wrong, a Forget or their Undo (the memory browser's
-    memory/_undo.html, timed by memory.js), drawn out of band.
+    `undo` is the notice after a Confirm, a Wrong, a Forget or their Undo (the memory
+    browser's memory/_undo.html, timed by memory.js), drawn out of band.
     """
     # Forgetting a memory also takes it out of the traces of the answers that used it.
     reply.refresh_from_db(fields=["trace"])
@@ -430,16 +430,20 @@ def _undo_offer(reply: Message, node: MemoryNode, *, forgotten: bool) -> dict:
 @require_POST
 def memory_confirm(request, pk: int, node_id: int):
     reply = _get_reply_for_user(request, pk)
-    browser_services.memory_node_confirm(node=_get_node_for_user(request, node_id))
-    return _receipt_after_change(request, pk, reply)
+    node = _get_node_for_user(request, node_id)
+    said = browser_services.confirmed_words(node)
+    node = browser_services.memory_node_confirm(node=node)
+    return _receipt_after_change(request, pk, reply, {"said": said, "text": node.description})
 
 
 @require_POST
 def proposal_confirm(request, pk: int, index: int):
     """The receipt's Update: a new value of a fact the user stated once replaces the old one."""
     reply = _get_reply_for_user(request, pk)
-    remembering.proposal_confirm(reply=reply, index=index)
-    return _receipt_after_change(request, pk, reply)
+    node = remembering.proposal_confirm(reply=reply, index=index)
+    # None: settled already (a second click); the receipt shows how it stands.
+    notice = {"said": "Updated", "text": node.description} if node is not None else None
+    return _receipt_after_change(request, pk, reply, notice)
 
 
 @require_POST

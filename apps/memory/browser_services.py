@@ -141,6 +141,11 @@ def memory_nodes_forget(*, node_ids: list[int]) -> forget_services.ForgetReceipt
 
 
 @transaction.atomic
+def confirmed_words(node: MemoryNode) -> str:
+    """What the notice after a Confirm says, read before it: a held memory is approved."""
+    return "Approved" if node.state == MemoryNode.State.QUARANTINED else "Confirmed"
+
+
 def memory_node_confirm(*, node: MemoryNode) -> MemoryNode:
     """Someone vouches for a memory: one more point of confidence, as a critic's win gives.
 

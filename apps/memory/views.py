@@ -11,6 +11,7 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -197,8 +198,17 @@ def memory_forget_many(request):
 
 @require_POST
 def memory_confirm(request, pk: int):
-    node = browser_services.memory_node_confirm(node=_get_node_for_user(request, pk))
-    return _row_or_redirect(request, node)
+    node = _get_node_for_user(request, pk)
+    said = browser_services.confirmed_words(node)
+    node = browser_services.memory_node_confirm(node=node)
+    if not request.htmx:
+        return redirect("memory:list")
+    # The row again, and a notice that says it worked (a Confirm changes little on the row).
+    notice = {"said": said, "text": node.description}
+    return HttpResponse(
+        render_to_string("memory/_node.html", {"node": node}, request=request)
+        + render_to_string("memory/_undo.html", {"undo": notice, "oob": True}, request=request)
+    )
 
 
 @require_POST

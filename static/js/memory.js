@@ -33,8 +33,9 @@
   document.addEventListener('DOMContentLoaded', refresh);
 })();
 
-/* The notice after Wrong or Forget: its Undo lasts data-seconds, then it goes as if dismissed
-   (a pending Forget then posts its "forget now", whose receipt takes the receipt's place). */
+/* The notice after Wrong, Forget or Confirm: it lasts data-seconds (with its Undo, if any), then
+   it goes as if dismissed (a pending Forget then posts its "forget now", whose receipt takes
+   the receipt's place). */
 (function () {
   'use strict';
   var timer = null;
@@ -65,6 +66,36 @@
     setTimeout(function () { hide(document.getElementById('memory-undo')); }, 0);
   });
 
+  document.addEventListener('htmx:oobAfterSwap', start);
+  document.addEventListener('htmx:afterSettle', start);
+  document.addEventListener('DOMContentLoaded', start);
+})();
+
+/* What Forget did (memory/_receipt.html) goes by itself after a while, or at its ×: it never
+   stays over the chat or the list. */
+(function () {
+  'use strict';
+  var SECONDS = 12;
+  var timer = null;
+
+  function close() {
+    var receipt = document.getElementById('forget-receipt');
+    if (receipt) receipt.replaceChildren();
+  }
+
+  function start() {
+    var receipt = document.getElementById('forget-receipt');
+    if (!receipt || !receipt.querySelector('.receipt-close') || receipt.dataset.started) return;
+    receipt.dataset.started = '1';
+    clearTimeout(timer);
+    timer = setTimeout(close, SECONDS * 1000);
+  }
+
+  document.addEventListener('click', function (e) {
+    if (!e.target.closest || !e.target.closest('#forget-receipt .receipt-close')) return;
+    clearTimeout(timer);
+    close();
+  });
   document.addEventListener('htmx:oobAfterSwap', start);
   document.addEventListener('htmx:afterSettle', start);
   document.addEventListener('DOMContentLoaded', start);

@@ -8,6 +8,7 @@ from django.urls import reverse
 from apps.accounts.services import user_settings_update
 from apps.chat.broadcasts import render_new_messages
 from apps.chat.models import Conversation, Message
+from apps.memory.models import MemoryNode
 
 pytestmark = pytest.mark.django_db
 
@@ -46,3 +47,33 @@ def test_the_empty_chat_line_is_always_on_the_page_for_each_push_to_hide(alice, 
     # Swapped, never deleted: a delete finds no target from the second message on (an error).
     assert 'id="chat-empty" class="empty-state" hx-swap-oob="true" hidden' in pushed
     assert "delete" not in pushed.split('id="messages"')[0]
+
+
+def _answer_using(conversation, node) -> Message:
+    asked = Message.objects.create(conversation=conversation, role="user", content="Hi")
+    return Message.objects.create(
+        conversation=conversation,
+        role="assistant",
+        status="complete",
+        content="An answer.",
+        reply_to=asked,
+        trace={"memory": {"memories": [{"id": node.pk, "score": 0.5}]}},
+    )
+
+
+def test_a_receipts_confirm_says_that_it_worked_in_a_notice_that_goes_by_itself(alice, user):
+    conversation = Conversation.objects.create(owner=user)
+    tea = MemoryNode.objects.create(owner=user, description="The user likes tea")
+    reply = _answer_using(conversation, tea)
+
+    html = alice.post(
+        f"/c/{conversation.pk}/memories/{tea.pk}/confirm",
+        {"message_id": reply.pk},
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+
+    receipt, notice = html.split('id="memory-undo"')
+    assert f'id="receipt-{reply.pk}"' in receipt
+    assert 'hx-swap-oob="true"' in notice and 'data-seconds="6"' in notice
+    assert "<strong>Confirmed</strong>" in notice
+    assert 'class="btn btn-sm btn-ghost undo-dismiss" aria-label="Dismiss"' in notice

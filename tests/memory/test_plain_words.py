@@ -32,3 +32,24 @@ def test_the_state_filter_names_states_as_the_list_does(alice):
     assert '<option value="volatile">Short-term</option>' in body
     assert '<option value="promoted">Long-term</option>' in body
     assert "Volatile" not in body and "Promoted" not in body
+
+
+def test_confirm_in_the_list_says_that_it_worked(alice, user):
+    bees = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+
+    html = alice.post(
+        reverse("memory:confirm", args=[bees.pk]), HTTP_HX_REQUEST="true"
+    ).content.decode()
+
+    row, notice = html.split('id="memory-undo"')
+    assert f'id="memory-{bees.pk}"' in row
+    assert "<strong>Confirmed</strong>" in notice and 'data-seconds="6"' in notice
+
+
+def test_what_forget_did_has_a_close_button(alice, user):
+    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    alice.post(reverse("memory:forget_all"), {"confirm": "forget everything"})
+    body = alice.get(reverse("memory:list")).content.decode()
+    receipt = body.split('id="forget-receipt"')[1].split("</div>")[0]
+    assert "Forgot 1 memory" in receipt
+    assert 'class="btn btn-sm btn-ghost receipt-close" aria-label="Close this notice"' in receipt
