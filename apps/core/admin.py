@@ -29,6 +29,10 @@ from apps.core.services import runtime_config_save
 
 ENDPOINT_CHECK_SECONDS = 3.0
 
+admin.site.site_header = "Thalamus admin"
+admin.site.site_title = "Thalamus admin"
+admin.site.index_title = "Curate memory and tune Thalamus"
+
 
 def endpoint_problem(base_url: str) -> str | None:
     """Why the LLM endpoint cannot be used right now, or None when it answers."""

@@ -149,12 +149,14 @@ class CritiqueInline(admin.StackedInline):
         return False
 
 
-# What an admin curating a memory needs to know of its kind and importance.
+# What an admin curating a memory needs to know of its kind, confidence and importance.
 NODE_FIELD_HELP = {
     "kind": "Fact: something true of the user or the world (“lives in Ghent”). Persona: who "
     "someone is, the user or Thalamus itself. Preference: what the user likes or wants. Rule: "
     "how the assistant must answer; rules and preferences are what the answer review checks "
     "against. Concept: general knowledge, no one's in particular.",
+    "confidence_score": "Votes: confirmations and the critic's verdicts, less doubts. The pages "
+    "show it in percent: 1 (new) is 33%, 2 is 50%, 3 is 60%, 4 is 67%.",
     "importance": "From 0 to 1, how much the memory counts in a turn's search besides how well "
     "it matches (the runtime configuration's importance weight): 0.5 is ordinary; "
     "reflection gives names, family and the like up to 0.8.",

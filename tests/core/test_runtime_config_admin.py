@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.forms import model_to_dict
 from django.urls import reverse
 
+from apps.accounts.services import user_settings_update
 from apps.core.forms import LABELS, RuntimeConfigForm
 from apps.core.models import RuntimeConfig
 
@@ -109,3 +110,14 @@ def test_a_threshold_typed_in_percent_is_kept_as_the_score_that_shows_it():
     assert form.cleaned_data["promotion_threshold"] == 6
     assert form.cleaned_data["minimum_score"] == -1
     assert RuntimeConfigForm(data={**data, "promotion_threshold": 0}).errors["promotion_threshold"]
+
+
+@pytest.mark.django_db
+def test_the_admin_follows_the_theme_the_user_chose_on_the_site(admin_client, admin_user):
+    user_settings_update(user=admin_user, theme="dark")
+
+    html = admin_client.get(reverse("admin:index")).content.decode()
+
+    # admin_theme.js hands it to Django's theme.js, which it precedes.
+    assert 'admin_theme.js" data-theme="dark" data-save-url="/accounts/settings/theme/"' in html
+    assert html.index("admin_theme.js") < html.index("admin/js/theme.js")

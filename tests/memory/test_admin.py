@@ -179,4 +179,4 @@ def test_a_memorys_page_explains_its_kinds_and_its_importance(admin_client, user
     ).content.decode()
 
     assert "Persona: who someone is" in html and "Concept: general knowledge" in html
-    assert "0.5 is ordinary" in html
+    assert "0.5 is ordinary" in html and "1 (new) is 33%" in html
