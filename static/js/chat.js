@@ -274,6 +274,17 @@
       if (box && !box.disabled) { e.preventDefault(); box.focus(); }
       return;
     }
+    // Esc in an open Edit (or Delete) under a message folds it, its text put back as it was.
+    var editing = e.key === 'Escape' && !mod && !e.shiftKey && e.target.closest &&
+      e.target.closest('details.msg-edit[open], details.msg-delete[open]');
+    if (editing) {
+      e.preventDefault();
+      var form = editing.querySelector('form');
+      if (form) form.reset();
+      editing.open = false;
+      editing.querySelector('summary').focus();
+      return;
+    }
     if (e.key === 'Escape' && !helpOpen && !mod) {
       var stop = document.querySelector('form#stop-form');
       if (stop) { e.preventDefault(); stop.requestSubmit(); }
@@ -288,6 +299,61 @@
       e.preventDefault();
       help.togglePopover();
     }
+  });
+
+  /* Delete under a message (templates/chat/_message.html) waits a few seconds with an Undo
+   * before it is sent: the message and what follows it are hidden meanwhile. Closing the page
+   * in between sends nothing, so nothing is lost. */
+  var DELETE_SECONDS = 6;
+  var pendingDelete = null;
+
+  function deleteNotice() { return document.getElementById('message-undo'); }
+
+  function shownAgain(pending) {
+    pending.hidden.forEach(function (el) { el.hidden = false; });
+    var details = pending.form.closest('details');
+    if (details) details.open = false;
+  }
+
+  function settleDelete(send) {
+    var pending = pendingDelete;
+    if (!pending) return;
+    pendingDelete = null;
+    window.clearTimeout(pending.timer);
+    var notice = deleteNotice();
+    if (notice) notice.hidden = true;
+    if (!send) {
+      shownAgain(pending);
+      return;
+    }
+    pending.form.setAttribute('data-confirmed', '');
+    pending.form.requestSubmit();
+  }
+
+  // In the capture phase, before htmx's ws-send sees the form's submit.
+  document.addEventListener('submit', function (e) {
+    var form = e.target;
+    if (!form.matches('.delete-form') || form.hasAttribute('data-confirmed')) return;
+    var notice = deleteNotice();
+    if (!notice) return;
+    e.preventDefault();
+    e.stopImmediatePropagation();
+    settleDelete(true);  // one at a time: an earlier one goes now
+    var hidden = [];
+    for (var el = form.closest('.msg'); el; el = el.nextElementSibling) {
+      if (el.matches('.msg') && !el.hidden) { el.hidden = true; hidden.push(el); }
+    }
+    pendingDelete = {
+      form: form, hidden: hidden,
+      timer: window.setTimeout(function () { settleDelete(true); }, DELETE_SECONDS * 1000)
+    };
+    notice.hidden = false;
+    notice.querySelector('[data-delete-undo]').focus();
+  }, true);
+  document.addEventListener('click', function (e) {
+    if (!e.target.closest) return;
+    if (e.target.closest('[data-delete-undo]')) settleDelete(false);
+    else if (e.target.closest('[data-delete-now]')) settleDelete(true);
   });
 
   document.addEventListener('DOMContentLoaded', function () {
