@@ -91,6 +91,11 @@ def conversation_title_claim(*, conversation_id: int) -> bool:
     )
 
 
+def conversation_title_release(*, conversation_id: int) -> None:
+    """The claimed asking gave way to the chat: its next run claims it again."""
+    Conversation.objects.filter(pk=conversation_id, title="").update(title_asked_at=None)
+
+
 def conversation_set_title_if_empty(*, conversation_id: int, title: str) -> bool:
     title = title.strip().strip("\"'").strip()[:200]
     if not title:

@@ -435,6 +435,14 @@ def message_trace_claim(*, message_id: int, key: str, value: dict) -> bool:
         return cursor.rowcount == 1
 
 
+def message_trace_release(*, message_id: int, key: str) -> None:
+    """Remove `key` from the message's trace: a claimed run that will be asked again."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE chat_message SET trace = trace - %s WHERE id = %s", [key, message_id]
+        )
+
+
 def message_trace_put(*, message_id: int, key: str, value: dict) -> None:
     """Set `key` of the message's trace to `value`, keeping its other keys."""
     with connection.cursor() as cursor:

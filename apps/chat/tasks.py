@@ -5,13 +5,20 @@ from celery import shared_task
 from apps.chat import broadcasts, conversation_services
 from apps.chat.models import Conversation, Message
 from apps.cognition.titles import generate_title
-from apps.core.llm.outcomes import LLMError
+from apps.core.llm.outcomes import LLMError, Preempted
+from apps.core.llm.priority import again_when_preempted
 
 
 # A background LLM call may wait for the chat (background_wait_seconds) before its own time.
-@shared_task(acks_late=True, time_limit=450, soft_time_limit=400)
-def title_conversation(conversation_id: int) -> None:
-    """Name a conversation from its first exchange; a truncation when the LLM cannot."""
+@shared_task(bind=True, acks_late=True, time_limit=450, soft_time_limit=400)
+def title_conversation(self, conversation_id: int, preempted: int = 0) -> None:
+    """Name a conversation from its first exchange; a truncation when the LLM cannot. Asked
+    again later when its call gave the server to the chat."""
+    with again_when_preempted(self, preempted=preempted):
+        _title(conversation_id)
+
+
+def _title(conversation_id: int) -> None:
     conversation = Conversation.objects.filter(pk=conversation_id, title="").first()
     if conversation is None:
         return
@@ -23,6 +30,9 @@ def title_conversation(conversation_id: int) -> None:
         return
     try:
         title = generate_title(messages=first)
+    except Preempted:
+        conversation_services.conversation_title_release(conversation_id=conversation_id)
+        raise
     except LLMError:
         title = ""
     title = title or conversation_services.fallback_title(first[0].content)

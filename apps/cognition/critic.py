@@ -34,7 +34,7 @@ from apps.cognition.reflection import (
 from apps.cognition.schemas import critic_verdict_schema
 from apps.core.llm.fitting import bodies, fixed_lines, ranked_lines, template_prompt
 from apps.core.llm.limits import CRITIC, role_endpoint
-from apps.core.llm.outcomes import InvalidReply, Refused, TooLong, Unreachable
+from apps.core.llm.outcomes import InvalidReply, Preempted, Refused, TooLong, Unreachable
 from apps.core.llm.structured import complete_as
 from apps.core.models import Event, RuntimeConfig
 from apps.core.selectors import runtime_config
@@ -242,7 +242,7 @@ def _criticise_or_record(
     not take it again) and CritiqueFailed says why."""
     try:
         return node_criticise(node=node, message=message, config=config)
-    except Unreachable:
+    except (Unreachable, Preempted):
         raise
     except Exception as exc:
         error = str(exc) if isinstance(exc, CritiqueFailed) else _unexpected(exc)

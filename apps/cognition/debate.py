@@ -59,7 +59,8 @@ def review_draft(*, rules: list[str], question: str, draft: str) -> DraftReview:
             "draft": bodies([draft]),
         },
     )
-    return complete_as(DraftReview, role=CRITIC, prompt=prompt)
+    # The user waits for it: it holds the slot as the answer does.
+    return complete_as(DraftReview, role=CRITIC, prompt=prompt, foreground=True)
 
 
 def rewrite_messages(

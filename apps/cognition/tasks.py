@@ -8,7 +8,9 @@ messages; a refusal, a prompt too long or a fault of ours is marked failed at on
 again would fail the same way (and a sweep would ask for ever). No turn is dropped without a
 trace: each reply's trace holds its reflection's and its critic's outcome, and each stretch of
 conversation ends in an episode or an EpisodeFailure. Reflection waits for a conversation to go
-quiet and takes its waiting turns in one call (reflection_timing).
+quiet and takes its waiting turns in one call (reflection_timing). A task whose call gave the
+server's slot to the chat (`Preempted`) is queued again to run when the user is quiet
+(`priority.again_when_preempted`), without spending its retries.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from django.core.cache import cache
 
 from apps.chat.models import Message
 from apps.cognition import critic, episodes, reflection, reflection_timing, world
-from apps.core.llm.outcomes import InvalidReply, Refused, TooLong, Unreachable
+from apps.core.llm.outcomes import InvalidReply, Preempted, Refused, TooLong, Unreachable
+from apps.core.llm.priority import again_when_preempted
 from apps.core.selectors import runtime_config
 
 logger = logging.getLogger(__name__)
@@ -90,13 +93,21 @@ def reflect_when_quiet(conversation_id: int, reply_id: int) -> None:
 
 
 @shared_task(name="cognition.reflect_conversation", **LLM_TASK)
-def reflect_conversation(self, conversation_id: int, invalid_replies: int = 0) -> None:
+def reflect_conversation(
+    self, conversation_id: int, invalid_replies: int = 0, preempted: int = 0
+) -> None:
     """One reflection over the conversation's replies not yet reflected on; each is claimed,
     so a second run finds nothing left to do."""
     config = runtime_config()
     if not config.reflection_enabled:
         return
-    with _reflecting(conversation_id, task_id=self.request.id) as ours:
+    with again_when_preempted(self, preempted=preempted):
+        _reflect_waiting(self, conversation_id, invalid_replies=invalid_replies, config=config)
+
+
+def _reflect_waiting(task, conversation_id: int, *, invalid_replies: int, config) -> None:
+    """The conversation's waiting replies, a call's worth; the next call's queued if more wait."""
+    with _reflecting(conversation_id, task_id=task.request.id) as ours:
         if not ours:
             reflect_conversation.apply_async((conversation_id,), countdown=REFLECTING_AGAIN_SECONDS)
             return
@@ -105,7 +116,7 @@ def reflect_conversation(self, conversation_id: int, invalid_replies: int = 0) -
         if not reply_ids:
             return
         outcomes = _reflect(
-            self, reply_ids=reply_ids, invalid_replies=invalid_replies, retry_args=[conversation_id]
+            task, reply_ids=reply_ids, invalid_replies=invalid_replies, retry_args=[conversation_id]
         )
     if outcomes and len(reply_ids) == limit:
         reflect_conversation.delay(conversation_id)
@@ -131,10 +142,13 @@ def _reflecting(conversation_id: int, *, task_id: str) -> Iterator[bool]:
 
 
 @shared_task(name="cognition.reflect", **LLM_TASK)
-def reflect(self, message_id: int, invalid_replies: int = 0) -> None:
+def reflect(self, message_id: int, invalid_replies: int = 0, preempted: int = 0) -> None:
     """One reply alone: the task each reply queued before reflection waited for quiet, still
     in a queue after an upgrade."""
-    _reflect(self, reply_ids=[message_id], invalid_replies=invalid_replies, retry_args=[message_id])
+    with again_when_preempted(self, preempted=preempted):
+        _reflect(
+            self, reply_ids=[message_id], invalid_replies=invalid_replies, retry_args=[message_id]
+        )
 
 
 @shared_task(
@@ -176,6 +190,8 @@ def _reflect(task, *, reply_ids: list[int], invalid_replies: int, retry_args: li
             args=retry_args,
             kwargs={"invalid_replies": invalid_replies + 1},
         ) from exc
+    except Preempted:
+        raise
     except TRANSIENT_LLM_ERRORS as exc:
         if not out_of_retries:
             raise
@@ -237,17 +253,20 @@ def _after_reflection(outcomes: dict[int, dict]) -> None:
 
 
 @shared_task(name="cognition.change_world", **LLM_TASK)
-def change_world(self, message_id: int) -> None:
+def change_world(self, message_id: int, preempted: int = 0) -> None:
     """The world modifier on a saved reply's message, once (its failures are in the trace)."""
-    world.world_change_after_reply(reply_id=message_id)
+    with again_when_preempted(self, preempted=preempted):
+        world.world_change_after_reply(reply_id=message_id)
 
 
 @shared_task(name="cognition.criticise", **LLM_TASK)
-def criticise(self, message_id: int) -> None:
+def criticise(self, message_id: int, preempted: int = 0) -> None:
     """A node the critic cannot judge is recorded as it goes (critic.criticise_turn); an LLM
-    error is retried, and the last one, or a fault of ours, is recorded on the reply."""
+    error is retried, and the last one, or a fault of ours, is recorded on the reply. Preempted,
+    it goes on from the first node it had not judged."""
     try:
-        critic.criticise_turn(message_id=message_id)
+        with again_when_preempted(self, preempted=preempted):
+            critic.criticise_turn(message_id=message_id)
     except TRANSIENT_LLM_ERRORS as exc:
         if self.request.retries < self.max_retries:
             raise
@@ -265,51 +284,64 @@ def _critic_gives_up(message_id: int, error: str) -> None:
 
 
 @shared_task(name="cognition.criticise_unreviewed", **LLM_TASK)
-def criticise_unreviewed(self) -> int:
+def criticise_unreviewed(self, preempted: int = 0) -> int:
     """The beat's sweep: volatile nodes no turn brought before the critic, a few per pass."""
-    with _last_retry_recorded(self, step="critique", owner_of=lambda: None):
+    with (
+        again_when_preempted(self, preempted=preempted),
+        _last_retry_recorded(self, step="critique", owner_of=lambda: None),
+    ):
         return len(critic.criticise_unreviewed(limit=critic.SWEEP_MAX_NODES))
     return 0
 
 
 @shared_task(name="cognition.summarise_episode", **LLM_TASK)
-def summarise_episode(self, conversation_id: int, invalid_replies: int = 0) -> None:
+def summarise_episode(
+    self, conversation_id: int, invalid_replies: int = 0, preempted: int = 0
+) -> None:
     """Unusable replies are asked again INVALID_REPLY_ATTEMPTS times, LLM errors retried up to
     max_retries, both with backoff; then the stretch is marked failed, so neither the sweep
-    nor the next turn runs it again until the conversation moves on."""
+    nor the next turn runs it again until the conversation moves on. Preempted, it is queued
+    again (the parts of a long stretch already summarised stay episodes)."""
     attempts = self.request.retries + 1
-    try:
-        episode = episodes.episode_summarise(conversation_id=conversation_id)
-    except InvalidReply as exc:
-        if invalid_replies + 1 >= INVALID_REPLY_ATTEMPTS:
+    with again_when_preempted(self, preempted=preempted):
+        try:
+            episode = episodes.episode_summarise(conversation_id=conversation_id)
+        except InvalidReply as exc:
+            if invalid_replies + 1 >= INVALID_REPLY_ATTEMPTS:
+                episodes.episode_give_up(
+                    conversation_id=conversation_id, attempts=attempts, error=str(exc)
+                )
+                return
+            countdown = get_exponential_backoff_interval(
+                factor=INVALID_REPLY_BACKOFF, retries=invalid_replies, maximum=300, full_jitter=True
+            )
+            raise self.retry(
+                exc=exc,
+                countdown=countdown,
+                args=[conversation_id],
+                kwargs={"invalid_replies": invalid_replies + 1},
+            ) from exc
+        except TRANSIENT_LLM_ERRORS as exc:
+            if self.request.retries < self.max_retries:
+                raise
             episodes.episode_give_up(
                 conversation_id=conversation_id, attempts=attempts, error=str(exc)
             )
-            return
-        countdown = get_exponential_backoff_interval(
-            factor=INVALID_REPLY_BACKOFF, retries=invalid_replies, maximum=300, full_jitter=True
-        )
-        raise self.retry(
-            exc=exc,
-            countdown=countdown,
-            args=[conversation_id],
-            kwargs={"invalid_replies": invalid_replies + 1},
-        ) from exc
-    except TRANSIENT_LLM_ERRORS as exc:
-        if self.request.retries < self.max_retries:
+        except (Refused, TooLong) as exc:
+            # The server refuses this prompt; asking again would be refused the same way.
+            episodes.episode_give_up(
+                conversation_id=conversation_id, attempts=attempts, error=str(exc)
+            )
+        except Preempted:
             raise
-        episodes.episode_give_up(conversation_id=conversation_id, attempts=attempts, error=str(exc))
-    except (Refused, TooLong) as exc:
-        # The server refuses this prompt; asking again would be refused the same way.
-        episodes.episode_give_up(conversation_id=conversation_id, attempts=attempts, error=str(exc))
-    except Exception as exc:
-        episodes.episode_give_up(
-            conversation_id=conversation_id, attempts=attempts, error=_unexpected(exc)
-        )
-    else:
-        # A stretch too long for one summary was summarised in part: the next part is due.
-        if episode is not None and episodes.due_after_turn(conversation_id=conversation_id):
-            summarise_episode.delay(conversation_id)
+        except Exception as exc:
+            episodes.episode_give_up(
+                conversation_id=conversation_id, attempts=attempts, error=_unexpected(exc)
+            )
+        else:
+            # A stretch too long for one summary was summarised in part: the next part is due.
+            if episode is not None and episodes.due_after_turn(conversation_id=conversation_id):
+                summarise_episode.delay(conversation_id)
 
 
 @shared_task(

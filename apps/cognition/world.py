@@ -28,7 +28,7 @@ from apps.chat.selectors import history_before
 from apps.cognition.route import PERSONAL_DIRECT, WORLD, RouteDecision
 from apps.core.llm.fitting import Piece, bodies, fixed_lines, template_prompt
 from apps.core.llm.limits import ROUTER
-from apps.core.llm.outcomes import LLMError
+from apps.core.llm.outcomes import LLMError, Preempted
 from apps.core.llm.structured import complete_as
 from apps.core.models import RuntimeConfig
 from apps.memory.models import WorldState
@@ -126,6 +126,8 @@ def modify_world(*, user_id: int, question: str, history: list[dict]) -> WorldCh
     state = world_state_for(user_id=user_id)
     try:
         proposed = propose_world_ops(state=state, question=question, history=history)
+    except Preempted:
+        raise
     except LLMError as exc:
         logger.info("the world modifier's model failed; the world state stays: %s", exc)
         detail = " ".join(str(exc).split())[:240] or type(exc).__name__
@@ -165,11 +167,16 @@ def world_change_after_reply(*, reply_id: int) -> WorldChange | None:
         return None
     question = reply.reply_to
     history = history_before(message=question, limit=WORLD_HISTORY)
-    change = modify_world(
-        user_id=reply.conversation.owner_id,
-        question=question.content,
-        history=[{"role": m.role, "content": m.content} for m in history],
-    )
+    try:
+        change = modify_world(
+            user_id=reply.conversation.owner_id,
+            question=question.content,
+            history=[{"role": m.role, "content": m.content} for m in history],
+        )
+    except Preempted:
+        # Its task runs it again when the user is quiet, and claims it then.
+        chat_services.message_trace_release(message_id=reply_id, key=TRACE_KEY_WORLD)
+        raise
     chat_services.message_trace_put(
         message_id=reply_id,
         key=TRACE_KEY_WORLD,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 
-import openai
 import pytest
 
 from apps.core.llm.gateway import complete
@@ -151,66 +150,6 @@ def test_a_background_call_waits_while_an_answer_streams_from_its_endpoint(llm_s
 
     assert time.monotonic() - started >= 0.5
     assert completion.waited_seconds >= 0.5
-
-
-def test_the_wait_is_bounded(llm_stub, config):
-    config(background_wait_seconds=1)
-    base_url = role_endpoint(CHAT).base_url
-    chat_active_mark(base_url=base_url, call_id="2")
-    try:
-        completion = complete(role=REFLECTION, prompt=[{"role": "user", "content": "hello"}])
-    finally:
-        chat_active_clear(base_url=base_url, call_id="2")
-
-    assert 0.9 <= completion.waited_seconds < 3
-    assert completion.content
-
-
-def test_a_generating_background_call_gives_way_to_an_answer_that_starts(llm_stub, config):
-    config(background_wait_seconds=30)
-    llm_stub.set_defaults(slots=1, tps=40, eos=False)
-    base_url = role_endpoint(CHAT).base_url
-    threading.Timer(0.5, lambda: chat_active_mark(base_url=base_url, call_id="3")).start()
-    threading.Timer(1.5, lambda: chat_active_clear(base_url=base_url, call_id="3")).start()
-
-    completion = complete(
-        role=REFLECTION, prompt=[{"role": "user", "content": "hello"}], max_tokens=80
-    )
-
-    assert completion.gave_way == 1
-    assert completion.finish_reason == "length"
-    assert completion.waited_seconds >= 0.5
-    # It asked again once the answer was done, and read the reply whole.
-    assert len(llm_stub.requests) == 2
-
-
-def test_a_background_call_gives_way_even_while_the_server_reads_its_prompt(llm_stub, config):
-    """One slot, two seconds to read a prompt: the answer must not wait for the reflection."""
-    config(background_wait_seconds=30)
-    llm_stub.set_defaults(slots=1, ttft=2.0)
-    base_url = role_endpoint(CHAT).base_url
-    answered = []
-
-    def answer() -> None:
-        time.sleep(0.5)  # the reflection is half-way through reading its prompt
-        chat_active_mark(base_url=base_url, call_id="4")
-        client = openai.OpenAI(base_url=base_url, api_key="x")
-        client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=5
-        )
-        chat_active_clear(base_url=base_url, call_id="4")
-        answered.append(True)
-
-    chat = threading.Thread(target=answer)
-    chat.start()
-    completion = complete(role=REFLECTION, prompt=[{"role": "user", "content": "hello"}])
-    chat.join()
-
-    assert answered and completion.gave_way == 1 and completion.content
-    first, answer_request, again = llm_stub.requests
-    # The slot was freed within moments of the answer's arrival, not after the prompt's 2 s.
-    assert answer_request["slot_wait"] < 0.3
-    assert again["body"]["messages"] == first["body"]["messages"]
 
 
 def test_a_background_call_past_its_time_limit_times_out(llm_stub, config):

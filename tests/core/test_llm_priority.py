@@ -1,4 +1,4 @@
-"""The chat first: background calls use the slots a server has spare, give way at most twice."""
+"""The chat first: background calls use the slots a server has spare; answers preempt them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from apps.core.llm.gateway import complete
 from apps.core.llm.limits import CHAT, REFLECTION, role_endpoint
+from apps.core.llm.outcomes import Preempted
 from apps.core.llm.priority import (
-    MAX_GIVE_WAYS,
     background_clear,
     background_mark,
     chat_active_clear,
@@ -82,70 +82,91 @@ def test_a_background_call_runs_beside_an_answer_in_a_spare_slot(llm_stub, confi
         chat_active_clear(base_url=base_url, call_id="streaming")
         chat_active_clear(base_url=base_url, call_id="next")
 
-    assert completion.gave_way == 0 and completion.waited_seconds < 0.3
+    assert completion.waited_seconds < 0.3
     assert completion.finish_reason == "length"
     assert len(_completions(llm_stub)) == 1
 
 
-def test_a_background_call_gives_way_when_answers_would_leave_no_slot_free(llm_stub, config):
+def test_a_background_call_is_preempted_when_answers_would_leave_no_slot_free(llm_stub, config):
     config(background_wait_seconds=30)
     llm_stub.set_defaults(server="llamacpp", slots=2, tps=40, eos=False)
     base_url = role_endpoint(CHAT).base_url
-    threading.Timer(0.5, lambda: chat_active_mark(base_url=base_url, call_id="a")).start()
-    threading.Timer(1.5, lambda: chat_active_clear(base_url=base_url, call_id="a")).start()
+    marked = []
 
-    completion = complete(role=REFLECTION, prompt=HELLO, max_tokens=60)
+    def answer_starts() -> None:
+        marked.append(time.monotonic())
+        chat_active_mark(base_url=base_url, call_id="a")
 
-    assert completion.gave_way == 1 and completion.waited_seconds >= 0.5
-    assert len(_completions(llm_stub)) == 2
-
-
-def test_a_background_call_gives_way_twice_at_most_then_runs_to_its_end(llm_stub, config):
-    """One slot and a user who never stops: answers start every 0.6 s."""
-    config(background_wait_seconds=60)
-    llm_stub.set_defaults(slots=1, tps=40, eos=False)
-    base_url = role_endpoint(CHAT).base_url
-    stop = threading.Event()
-
-    def chatting() -> None:
-        turn = 0
-        while not stop.is_set():
-            turn += 1
-            chat_active_mark(base_url=base_url, call_id=f"turn-{turn}")
-            stop.wait(0.3)
-            chat_active_clear(base_url=base_url, call_id=f"turn-{turn}")
-            stop.wait(0.3)
-
-    time.sleep(0.1)
-    user = threading.Thread(target=chatting)
-    user.start()
+    threading.Timer(0.5, answer_starts).start()
     try:
-        completion = complete(role=REFLECTION, prompt=HELLO, max_tokens=80)
+        with pytest.raises(Preempted) as preempted:
+            complete(role=REFLECTION, prompt=HELLO, max_tokens=60)
+        closed = time.monotonic()
     finally:
-        stop.set()
-        user.join()
+        chat_active_clear(base_url=base_url, call_id="a")
 
-    assert completion.gave_way == MAX_GIVE_WAYS == 2
-    assert completion.finish_reason == "length" and completion.completion_tokens == 80
-    assert len(_completions(llm_stub)) == MAX_GIVE_WAYS + 1
+    # Closed within a check or two of the answer's mark, with what it had written counted.
+    assert closed - marked[0] < 0.3
+    assert 5 <= preempted.value.generated < 60
+    (asked,) = _completions(llm_stub)
+    assert asked["completion_tokens"] == 60 and asked.get("finish_reason") != "stop"
+    assert f'kind="{Preempted.kind}"' in _metrics_text()
 
 
-def test_a_background_call_gives_way_to_a_call_the_user_waits_for(llm_stub, config):
+def test_a_preempted_call_frees_the_slot_for_the_answer_at_once(llm_stub, config):
+    """One slot, two seconds to read a prompt: the answer must not wait for the reflection."""
     config(background_wait_seconds=30)
-    llm_stub.set_defaults(slots=1, tps=40, eos=False)
-    routed = []
+    llm_stub.set_defaults(slots=1, ttft=2.0)
+    answered = []
 
-    def route() -> None:
-        time.sleep(0.5)
-        # A round of the tool loop, before the answer.
-        routed.append(complete(role=CHAT, prompt=HELLO, max_tokens=5))
+    def answer() -> None:
+        time.sleep(0.5)  # the reflection is half-way through reading its prompt
+        answered.append(complete(role=CHAT, prompt=HELLO, max_tokens=5))
 
-    router = threading.Thread(target=route)
-    router.start()
-    completion = complete(role=REFLECTION, prompt=HELLO, max_tokens=60)
-    router.join()
+    chat = threading.Thread(target=answer)
+    chat.start()
+    with pytest.raises(Preempted):
+        complete(role=REFLECTION, prompt=HELLO)
+    chat.join()
 
-    assert routed and completion.gave_way == 1
-    first, for_the_router, again = _completions(llm_stub)
-    assert for_the_router["body"]["max_tokens"] == 5
-    assert for_the_router["slot_wait"] < 0.3
+    assert answered and answered[0].content
+    reflection, for_the_user = _completions(llm_stub)
+    assert for_the_user["body"]["max_tokens"] == 5
+    # The slot was freed within moments of the answer's arrival, not after the prompt's 2 s.
+    assert for_the_user["slot_wait"] < 0.3
+
+
+def test_a_background_call_that_waits_out_its_time_for_room_is_preempted(llm_stub, config):
+    config(background_wait_seconds=1)
+    base_url = role_endpoint(CHAT).base_url
+    chat_active_mark(base_url=base_url, call_id="long answer")
+    try:
+        started = time.monotonic()
+        with pytest.raises(Preempted):
+            complete(role=REFLECTION, prompt=HELLO)
+    finally:
+        chat_active_clear(base_url=base_url, call_id="long answer")
+
+    assert 0.9 <= time.monotonic() - started < 3
+    assert not _completions(llm_stub)
+
+
+def test_a_preempted_call_does_not_fall_back_to_the_next_endpoint(llm_stub, config):
+    # A fallback that cannot be reached: walking to it would end in Unreachable.
+    config(
+        background_wait_seconds=0,
+        model_fallbacks={REFLECTION: ["http://127.0.0.1:9/v1 other-model"]},
+    )
+    base_url = role_endpoint(CHAT).base_url
+    chat_active_mark(base_url=base_url, call_id="answer")
+    try:
+        with pytest.raises(Preempted):
+            complete(role=REFLECTION, prompt=HELLO)
+    finally:
+        chat_active_clear(base_url=base_url, call_id="answer")
+
+
+def _metrics_text() -> str:
+    from apps.core.metrics import metrics_text
+
+    return metrics_text().decode()

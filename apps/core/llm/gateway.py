@@ -10,8 +10,9 @@ For each call the gateway
 - always sends max_tokens; the window is the one the server runs the model with (Ollama's
   /v1 takes no num_ctx: `servers`);
 - puts the chat first: a background call runs in a slot the server has spare, else waits
-  while an answer streams from it and gives way (at most twice) to one that starts
-  (`priority`); a call the user waits for holds its slot as an answer does;
+  while an answer streams from it, and is preempted by one that starts: its stream closed,
+  `Preempted` raised for its task to run again later (`priority`); a call the user waits for
+  holds its slot as an answer does;
 - separates a reasoning model's thinking from its reply (`reasoning`);
 - counts every request in the LLM metrics, with bounded labels;
 - reports failures as the outcomes of `apps.core.llm.outcomes`, never the SDK's exceptions.
@@ -42,7 +43,7 @@ from apps.core.llm.limits import (
     token_counter,
     usage_check,
 )
-from apps.core.llm.outcomes import InvalidReply, LLMError, TimedOut, TooLong
+from apps.core.llm.outcomes import InvalidReply, LLMError, Preempted, TimedOut, TooLong
 from apps.core.llm.reasoning import (
     reasoning_seen,
     split_reasoning,
@@ -78,10 +79,6 @@ class Ladder:
     step_down: Callable[[Endpoint], bool]
 
 
-class _GaveWay(Exception):
-    pass
-
-
 @dataclass(frozen=True)
 class _Room:
     """A background call's place at its server: the server's slots and the call's mark."""
@@ -110,9 +107,10 @@ def complete(
     the reply is then read whole and its tool calls returned.
 
     A background call runs in a slot the server has spare; else it waits while an answer
-    streams from the same server and gives way to one that starts, at most twice. A foreground
-    one (the chat's: the tool loop on the turn's path) does neither, counts as an answer, and
-    has the router's time limit.
+    streams from the same server (`background_wait_seconds`), and an answer that starts while
+    it generates preempts it (raises `Preempted`, as does a wait that runs out). A foreground
+    one (anything the user waits for: the tool loop, the debate's review) does neither, counts
+    as an answer, and has the router's time limit.
     """
     config = config or runtime_config()
     if foreground is None:
@@ -226,31 +224,26 @@ class _Call:
             return self._whole(endpoint, body)
         slots = server_facts(endpoint).slots
         call_id = uuid.uuid4().hex
-        waited = 0.0
-        gave_way = 0
-        while True:
-            waited += priority.wait_for_room(
-                endpoint.base_url, slots=slots, call_id=call_id, until=self.wait_until
-            )
-            # Within its wait (background_wait_seconds) a call gives way to answers, at most
-            # MAX_GIVE_WAYS times; then it runs to its end, so a busy chat delays background
-            # work but never starves it.
-            may_give_way = gave_way < priority.MAX_GIVE_WAYS and time.monotonic() < self.wait_until
-            # Marked for as long as it may take (a killed worker's mark lapses by itself).
-            priority.background_mark(
-                base_url=endpoint.base_url, call_id=call_id, seconds=self.timeout + 5
-            )
-            try:
-                reply = self._streamed(
-                    endpoint, body, give_way=_Room(slots, call_id) if may_give_way else None
+        waited = priority.wait_for_room(
+            endpoint.base_url, slots=slots, call_id=call_id, until=self.wait_until
+        )
+        # Marked for as long as it may take (a killed worker's mark lapses by itself).
+        priority.background_mark(
+            base_url=endpoint.base_url, call_id=call_id, seconds=self.timeout + 5
+        )
+        try:
+            if not priority.room_for_background(endpoint.base_url, slots=slots, call_id=call_id):
+                raise Preempted(
+                    f"answers held {endpoint.model} for all of the {waited:.0f} s a background "
+                    "call waits",
+                    base_url=endpoint.base_url,
+                    model=endpoint.model,
                 )
-            except _GaveWay:
-                gave_way += 1
-                continue
-            finally:
-                priority.background_clear(base_url=endpoint.base_url, call_id=call_id)
-            reply.waited_seconds, reply.gave_way = round(waited, 3), gave_way
-            return reply
+            reply = self._streamed(endpoint, body, give_way=_Room(slots, call_id))
+        finally:
+            priority.background_clear(base_url=endpoint.base_url, call_id=call_id)
+        reply.waited_seconds = round(waited, 3)
+        return reply
 
     def _for_the_user(self, endpoint: Endpoint, body: dict) -> Reply:
         """A call on the turn's path (the tool loop) holds a slot as an answer does: background
@@ -281,16 +274,7 @@ class _Call:
             if not isinstance(message, dict):
                 raise InvalidReply(f"{endpoint.model}'s reply has no message")
         except LLMError as exc:
-            record(
-                self.role,
-                endpoint,
-                self.config,
-                prompt_tokens=None,
-                completion_tokens=None,
-                ttft_s=None,
-                latency_s=time.monotonic() - started,
-                error=exc.label,
-            )
+            self._failed(endpoint, exc, started=started, ttft=None)
             raise
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         part = read_chunk({"choices": [{"delta": message, "finish_reason": finish}]})
@@ -308,11 +292,12 @@ class _Call:
 
     def _streamed(self, endpoint: Endpoint, body: dict, *, give_way: _Room | None) -> Reply:
         """Stream one reply to its end; with `give_way`, yield to an answer that needs the
-        slot (`priority.room_for_background`).
+        slot (`priority.room_for_background`) and raise `Preempted`.
 
         A watcher thread closes the response the moment the room is gone: the server may still
-        be reading the prompt (no chunk arrives for seconds on a CPU), and closing frees its
-        slot. Counted in the metrics unless it gave way (it is asked again).
+        be reading the prompt (no chunk arrives for seconds on a CPU), and closing makes it stop
+        and free its slot. Counted in the metrics either way (a preempted call as an error of
+        kind "preempted").
         """
         started = time.monotonic()
         ttft = None
@@ -364,25 +349,17 @@ class _Call:
                         )
         except Exception as exc:
             if gave_way.is_set():
-                raise _GaveWay from None
+                # The stream closed under it: a read error, or the SDK's own.
+                raise self._gave_way(endpoint, texts, started=started, ttft=ttft) from None
             error = outcome_of(exc, base_url=endpoint.base_url, model=endpoint.model)
-            record(
-                self.role,
-                endpoint,
-                self.config,
-                prompt_tokens=None,
-                completion_tokens=None,
-                ttft_s=ttft,
-                latency_s=time.monotonic() - started,
-                error=error.label,
-            )
+            self._failed(endpoint, error, started=started, ttft=ttft)
             if error is exc:
                 raise
             raise error from exc
         finally:
             closed.set()
         if gave_way.is_set() and finish_reason is None:
-            raise _GaveWay
+            raise self._gave_way(endpoint, texts, started=started, ttft=ttft)
         # A reply ended early (`done`) may still hold the start of what looked like a tag.
         held = splitting.flush(Part())
         texts.append(held.text)
@@ -398,6 +375,34 @@ class _Call:
         )
         record_reply(self.role, endpoint, self.config, reply, ttft=ttft, started=started)
         return reply
+
+    def _gave_way(
+        self, endpoint: Endpoint, texts: list[str], *, started: float, ttft: float | None
+    ) -> Preempted:
+        """The call that closed its stream for the chat, counted; its outcome to raise."""
+        error = Preempted(
+            f"{self.role} gave {endpoint.model}'s slot to the chat after "
+            f"{time.monotonic() - started:.1f} s",
+            generated=len(texts),
+            base_url=endpoint.base_url,
+            model=endpoint.model,
+        )
+        self._failed(endpoint, error, started=started, ttft=ttft)
+        return error
+
+    def _failed(
+        self, endpoint: Endpoint, error: LLMError, *, started: float, ttft: float | None
+    ) -> None:
+        record(
+            self.role,
+            endpoint,
+            self.config,
+            prompt_tokens=None,
+            completion_tokens=None,
+            ttft_s=ttft,
+            latency_s=time.monotonic() - started,
+            error=error.label,
+        )
 
 
 # ----------------------------------------------------------------------------- the rest

@@ -1,4 +1,4 @@
-"""What can go wrong with an LLM call, as the gateway reports it: four outcomes, never the SDK's
+"""What can go wrong with an LLM call, as the gateway reports it: five outcomes, never the SDK's
 own exceptions.
 
 - TooLong: the prompt does not fit the model's window (found by our budget before sending, or
@@ -9,6 +9,8 @@ own exceptions.
   trying again later.
 - InvalidReply: an answer that cannot be used (a structured reply that never validated, a
   chunk that is not a chat completion).
+- Preempted: a background call closed its stream so that a call the user waits for could have
+  the server's slot; its task asks again once the user is quiet (`priority`).
 
 Each carries one sentence for people and, where the server spoke, its status code.
 """
@@ -65,6 +67,18 @@ class Unreachable(LLMError):
 
 class TimedOut(Unreachable):
     kind = "timeout"
+
+
+class Preempted(LLMError):
+    """A background call gave its slot to the chat; `generated` counts the tokens it had.
+    Not the server's failure: the chain does not fall back, and no retry budget is spent."""
+
+    kind = "preempted"
+    transient = True
+
+    def __init__(self, sentence: str, *, generated: int = 0, **kw):
+        super().__init__(sentence, **kw)
+        self.generated = generated
 
 
 class InvalidReply(LLMError):

@@ -2,13 +2,15 @@
 
 A local server answers few requests at a time (llama.cpp's slots, Ollama's parallel requests),
 so a reflection running when the user sends a message could hold the answer back for as long as
-it generates. While an answer streams from an endpoint, it is marked active in Redis, and so is
-each background call generating there. A background call runs while the server has room for
-it: no answer streams, or the answers and the background calls (itself counted) leave a slot
-free for the next answer. Without room it waits (bounded), and one already generating gives
-way: it closes its stream, which frees the server's slot at once, and asks again when there is
-room. A call gives way at most `MAX_GIVE_WAYS` times; then it waits for room and runs to its
-end, so a user who keeps chatting delays a reflection but never has it start over forever.
+it generates. While an answer (or another call the user waits for) streams from an endpoint, it
+is marked active in Redis, and so is each background call generating there. A background call
+runs while the server has room for it: no answer streams, or the answers and the background
+calls (itself counted) leave a slot free for the next answer. Without room it waits (bounded).
+One already generating is preempted the moment the room is gone: it closes its stream, which
+makes the server stop and free the slot, and raises `Preempted`. Its task is queued again, with
+the count of its preemptions, to run once the user has been quiet (`again_when_preempted`);
+what it wrote before (a reflection's replies, a critic's verdicts, an episode's parts) stays
+done. Only a user's message preempts, so a task is queued again at most once per message.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ import contextlib
 import hashlib
 import logging
 import time
+from collections.abc import Iterator
 
 from django.core.cache import cache
 
 from apps.core.cache import redis_client
+from apps.core.llm.outcomes import Preempted
+from apps.core.selectors import runtime_config
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +34,6 @@ POLL_SECONDS = 0.2
 # How often a generating background call looks for an answer to give way to: the answer's first
 # token waits this long at most, on top of the server freeing its slot.
 GIVE_WAY_CHECK_SECONDS = 0.05
-# Each give-way throws away the work done on the prompt so far (seconds of a CPU's time).
-MAX_GIVE_WAYS = 2
 
 
 def _key(kind: str, base_url: str) -> str:
@@ -106,3 +109,27 @@ def wait_for_room(base_url: str, *, slots: int, call_id: str, until: float) -> f
     ):
         time.sleep(POLL_SECONDS)
     return time.monotonic() - started
+
+
+@contextlib.contextmanager
+def again_when_preempted(task, *, preempted: int) -> Iterator[None]:
+    """Run a bound Celery task's body; when its LLM call is preempted, queue the task again with
+    the same arguments and `preempted` + 1, to start once the conversation has been quiet for
+    `reflection_quiet_seconds` (then it still waits while an answer streams). The task takes a
+    `preempted` keyword argument and is safe to run twice, as every LLM task is."""
+    try:
+        yield
+    except Preempted as exc:
+        countdown = runtime_config().reflection_quiet_seconds
+        logger.info(
+            "%s gave the LLM's slot to the chat (%d tokens in, preempted %d times); again in %d s",
+            task.name,
+            exc.generated,
+            preempted + 1,
+            countdown,
+        )
+        task.apply_async(
+            args=task.request.args,
+            kwargs={**(task.request.kwargs or {}), "preempted": preempted + 1},
+            countdown=countdown,
+        )

@@ -80,7 +80,6 @@ class Reply:
     completion_tokens: int | None = None
     tool_calls: list[dict] = field(default_factory=list)
     waited_seconds: float = 0.0
-    gave_way: int = 0
     # The endpoint that answered, and those of the role's chain that failed before it.
     model: str = ""
     base_url: str = ""

@@ -107,12 +107,14 @@ def _ask(
     prompt: Prompt,
     max_tokens: int | None,
     temperature: float | None,
+    foreground: bool | None,
 ) -> str:
     reply = gateway.complete(
         role=role,
         prompt=prompt,
         max_tokens=max_tokens,
         temperature=temperature,
+        foreground=foreground,
         # A model without end of sequence rambles on after its JSON until max_tokens.
         done=json_object_closed,
         ladder=_ladder(schema),
@@ -260,13 +262,21 @@ def complete_as(
     prompt: Prompt,
     max_tokens: int | None = None,
     temperature: float | None = 0.2,
+    foreground: bool | None = None,
 ) -> Shape:
     """Ask `role` for a reply of `schema`'s shape, within the tokens its longest valid reply
     takes (or the caller's `max_tokens`, counted for its own schema against a real tokenizer,
     as reflection's is); one repair, then InvalidReply."""
     if max_tokens is None:
         max_tokens = schema_max_tokens(schema)
-    reply = _ask(schema, role=role, prompt=prompt, max_tokens=max_tokens, temperature=temperature)
+    reply = _ask(
+        schema,
+        role=role,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        foreground=foreground,
+    )
     try:
         return parse_reply(schema, reply)
     except ValidationError as exc:
@@ -278,6 +288,7 @@ def complete_as(
             prompt=_with_repair(prompt, reply, errors),
             max_tokens=max_tokens,
             temperature=temperature,
+            foreground=foreground,
         )
     except TooLong as exc:
         raise InvalidReply(f"{errors} (no room left to ask for a repair)") from exc
