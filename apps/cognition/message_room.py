@@ -17,12 +17,12 @@ from apps.accounts.selectors import (
     time_zone_of,
     user_settings_for,
 )
-from apps.cognition.notes import note_text
 from apps.cognition.turn_memory import memory_on
-from apps.cognition.turn_request import EVIDENCE_HEADING, system_prompt
+from apps.cognition.turn_request import note_fixed, system_prompt
 from apps.core.llm.limits import CHAT, TOKENS_PER_MESSAGE, prompt_and_limits
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
+from apps.memory.provenance import conversation_marker
 from apps.memory.renderer import render_world
 from apps.memory.selectors import world_state_for
 
@@ -55,22 +55,25 @@ def message_room(*, user, conversation=None, config: RuntimeConfig | None = None
     config = config or runtime_config()
     template, limits, counter = prompt_and_limits("answer", CHAT, config)
     prefs = user_settings_for(user=user)
-    world = ""
+    world = world_data = marker = ""
+    language = knowledge_language_of(prefs, config)
     if memory_on(user=user, conversation=conversation, prefs=prefs):
-        world = render_world(
-            world_state_for(user_id=user.pk), language=knowledge_language_of(prefs, config)
-        )
+        state = world_state_for(user_id=user.pk)
+        marker = conversation_marker(getattr(conversation, "pk", None))
+        world = render_world(state, language=language, proposed=False)
+        world_data = render_world(state, language=language, proposed=True, marker=marker)
     system = system_prompt(
         template=template,
         time_zone=time_zone_of(prefs),
         user_name=user.get_full_name() or user.get_username(),
         world=world,
         instructions=custom_instructions(prefs),
+        marker=marker,
     )
     fixed = (
         counter.text(system)
         + TOKENS_PER_MESSAGE
-        + counter.text(note_text(EVIDENCE_HEADING))
+        + counter.text(note_fixed(language=language, world_data=world_data))
         + TOKENS_PER_MESSAGE
     )
     return MessageRoom(max(limits.prompt_budget - fixed, 0), counter.chars_per_token)

@@ -26,6 +26,8 @@ class Note:
     memories: tuple[int, ...] = ()
     triples: tuple[int, ...] = ()
     episodes: tuple[int, ...] = ()
+    # The datamark its data was marked with (apps.memory.provenance).
+    marker: str = ""
 
     def as_trace(self) -> dict:
         return {
@@ -33,6 +35,7 @@ class Note:
             "memories": list(self.memories),
             "triples": list(self.triples),
             "episodes": list(self.episodes),
+            "marker": self.marker,
         }
 
     @classmethod
@@ -45,7 +48,8 @@ class Note:
             if not isinstance(found, list) or not all(isinstance(i, int) for i in found):
                 return None
             ids[name] = tuple(found)
-        return cls(value["text"], **ids)
+        marker = value.get("marker")
+        return cls(value["text"], **ids, marker=marker if isinstance(marker, str) else "")
 
     def attached(self, content: str) -> str:
         """The message as sent: the note, then the user's words."""
@@ -68,18 +72,22 @@ class Replay:
 
 def conversation_replay(*, conversation_id: int | None, limit: int, notes: bool) -> Replay:
     """The replay of the conversation's last `limit` answers; without `notes` (memory off),
-    only where the history starts."""
+    only where the history starts. A note marked with another datamark than the
+    conversation's (written before datamarking, or under another secret key) is not
+    replayed: its data would reach the prompt unmarked."""
     from apps.chat.selectors import reply_traces
+    from apps.memory.provenance import conversation_marker
     from apps.memory.selectors import current_ids
 
     if conversation_id is None:
         return Replay()
     rows = reply_traces(conversation_id=conversation_id, limit=limit)
     history_from = next((value for _, _, value in rows if isinstance(value, int)), 0)
+    marker = conversation_marker(conversation_id)
     found = {
         question_id: note
         for question_id, value, _ in rows
-        if notes and (note := Note.from_trace(value)) is not None
+        if notes and (note := Note.from_trace(value)) is not None and note.marker == marker
     }
     if not found:
         return Replay(history_from=history_from)

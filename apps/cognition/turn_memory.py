@@ -38,8 +38,12 @@ class MemoryForTurn:
     # The lines of the rules and preferences the internal debate holds the draft to; None when
     # the debate is off.
     rules: list[str] | None = None
-    # The user's world state (topics, project, goals, how to answer), rendered; "" when empty.
+    # The user's world state (topics, project, goals, how to answer) as a person wrote it by
+    # hand, rendered; "" when empty. What the model proposed is data: `world_data`, datamarked.
     world: str = ""
+    world_data: str = ""
+    # The conversation's datamark (apps.memory.provenance); "" when memory is off: no data.
+    marker: str = ""
     # The user's settings: their custom instructions (never dropped), their time zone, and
     # whether memory was read at all (off, or a temporary chat: nothing read, nothing learnt).
     instructions: str = ""
@@ -76,6 +80,7 @@ def memory_for_turn(
     `recall` (memory off for an API call) the memory, the rules and the world state stay empty.
     """
     from apps.cognition.context import memory_context_for_turn
+    from apps.memory.provenance import conversation_marker
     from apps.memory.renderer import render_world
     from apps.memory.selectors import rules_and_preferences_for, world_state_for
 
@@ -127,7 +132,8 @@ def memory_for_turn(
             "description", flat=True
         )
         rules = rule_lines(list(descriptions))
-    world = render_world(world_state_for(user_id=user.pk), language=language)
+    marker = conversation_marker(getattr(conversation, "pk", None))
+    state = world_state_for(user_id=user.pk)
     return MemoryForTurn(
         notes=replay.notes,
         history_from=replay.history_from,
@@ -139,6 +145,8 @@ def memory_for_turn(
         counter=counter,
         config=config,
         rules=rules,
-        world=world,
+        world=render_world(state, language=language, proposed=False),
+        world_data=render_world(state, language=language, proposed=True, marker=marker),
+        marker=marker,
         **own,
     )

@@ -29,7 +29,15 @@ from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig
 from apps.core.prompts import fill_prompt
 from apps.core.selectors import runtime_config
-from apps.memory.renderer import episode_line, knowledge_line, memory_line, render_memory_block
+from apps.language.text import visible
+from apps.memory.provenance import datamark, marker_sentence
+from apps.memory.renderer import (
+    episode_line,
+    knowledge_line,
+    memory_block_headings,
+    memory_line,
+    render_memory_block,
+)
 
 
 @dataclass
@@ -103,10 +111,11 @@ def _knowledge_keep(triples: list, text: str) -> list[float]:
     return keep
 
 
-def evidence_line(item) -> str:
-    """One piece of evidence the tools found, for the system prompt."""
+def evidence_line(item, marker: str = "") -> str:
+    """One piece of evidence the tools found, for the memory note: tool output is data,
+    datamarked with `marker` (apps.memory.provenance)."""
     when = f" ({item.at:%Y-%m-%d})" if getattr(item, "at", None) else ""
-    return f"- [{item.tool}] {item.text}{when}"
+    return f"- [{item.tool}] {datamark(visible(item.text), marker)}{when}"
 
 
 EVIDENCE_HEADING = "Looked up for this message:"
@@ -150,18 +159,25 @@ def build_turn(
     question, earlier = (history[-1], history[:-1]) if history else (None, [])
     system = _system_prompt(memory, client_system)
     knowledge_keep = _knowledge_keep(context.knowledge, question.content if question else "")
+    marker = memory.marker
     pieces = [message_piece(system)]
-    # The note's tags and headings, counted whatever is in it.
-    pieces.append(Piece(note_text(EVIDENCE_HEADING), NEVER))
+    # The note's tags and headings, and the world state the model proposed, counted whatever
+    # else is in it.
+    pieces.append(Piece(note_fixed(language=context.language, world_data=memory.world_data), NEVER))
     pieces += [
         Piece(
-            knowledge_line(triple=triple, language=context.language, user=context.user),
+            knowledge_line(
+                triple=triple, language=context.language, user=context.user, marker=marker
+            ),
             keep,
         )
         for triple, keep in zip(context.knowledge, knowledge_keep, strict=True)
     ]
     pieces += [
-        Piece(memory_line(hit.description), KEEP_MEMORY + hit.score) for hit in context.memories
+        Piece(
+            memory_line(hit.description, source=hit.source, marker=marker), KEEP_MEMORY + hit.score
+        )
+        for hit in context.memories
     ]
     pieces += [
         Piece(
@@ -170,13 +186,15 @@ def build_turn(
                 ended_at=hit.ended_at,
                 lesson=hit.lesson,
                 language=context.language,
+                marker=marker,
             ),
             KEEP_MEMORY + hit.score,
         )
         for hit in context.episodes
     ]
     pieces += [
-        Piece(evidence_line(item), KEEP_EVIDENCE - index) for index, item in enumerate(evidence)
+        Piece(evidence_line(item, marker), KEEP_EVIDENCE - index)
+        for index, item in enumerate(evidence)
     ]
     # The history starts no earlier than the last turn's did (`MemoryForTurn.history_from`).
     earlier = [m for m in earlier if m.pk is None or m.pk >= memory.history_from]
@@ -230,6 +248,7 @@ def build_turn(
         memories=_unsaid(kept_memories, replayed, "memories"),
         episodes=_unsaid(kept_episodes, replayed, "episodes"),
         evidence=kept_evidence,
+        replayed=replayed,
     )
     messages = [{"role": "system", "content": system}] + [
         {"role": message.role, "content": text} for message, text in kept
@@ -338,6 +357,7 @@ def _system_prompt(memory: MemoryForTurn, client_system: str) -> str:
         world=memory.world,
         instructions=memory.instructions,
         client_system=client_system,
+        marker=memory.marker,
     )
 
 
@@ -349,14 +369,18 @@ def system_prompt(
     world: str,
     instructions: str,
     client_system: str = "",
+    marker: str = "",
 ) -> str:
     """What stays the same from turn to turn: the instructions, the world state in the
-    template's memory slot, the user's custom instructions after it (never dropped), an API
-    client's own system prompt first."""
+    template's memory slot (only what a person wrote by hand), what the conversation's
+    datamark means (`marker`; none without memory), the user's custom instructions after it
+    (never dropped), an API client's own system prompt first."""
     system = fill_prompt(
         "answer", template, date=_today(time_zone), user_name=user_name, memory=world
     )
     system = BLANK_LINES.sub("\n\n", system).strip()
+    if marker:
+        system = f"{system}\n\n{marker_sentence(marker)}"
     if instructions:
         system = f"{system}\n\n{instructions}"
     if client_system:
@@ -379,7 +403,9 @@ def _unsaid(items: list, replayed: list[Note], kind: str) -> list:
     return [item for item in items if item.id not in said]
 
 
-def _note(memory: MemoryForTurn, *, knowledge, memories, episodes, evidence) -> Note | None:
+def _note(
+    memory: MemoryForTurn, *, knowledge, memories, episodes, evidence, replayed: list[Note]
+) -> Note | None:
     """The note for the new message: what memory found and the tools looked up; None if
     nothing."""
     context = memory.context
@@ -389,7 +415,10 @@ def _note(memory: MemoryForTurn, *, knowledge, memories, episodes, evidence) -> 
         episodes=episodes,
         language=context.language,
         user=context.user,
+        marker=memory.marker,
     )
+    if memory.world_data and not any(memory.world_data in note.text for note in replayed):
+        block = "\n\n".join(part for part in [block, memory.world_data] if part)
     if evidence:
         block = "\n".join([block, "", EVIDENCE_HEADING, *evidence]).strip()
     if not block:
@@ -399,7 +428,15 @@ def _note(memory: MemoryForTurn, *, knowledge, memories, episodes, evidence) -> 
         memories=tuple(hit.id for hit in memories),
         triples=tuple(triple.id for triple in knowledge),
         episodes=tuple(hit.id for hit in episodes),
+        marker=memory.marker,
     )
+
+
+def note_fixed(*, language: str, world_data: str) -> str:
+    """What the memory note holds whatever memory finds, as a budget counts it: its tags and
+    headings, and the world state the model proposed (data, so the note's)."""
+    headings = memory_block_headings(language=language)
+    return note_text("\n".join(part for part in [EVIDENCE_HEADING, headings, world_data] if part))
 
 
 # What a fit to another model's room changes in the turn's trace.

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from apps.memory.models import Category, Triple, WorldState
+from apps.memory.provenance import datamark, is_data
 
 LANGUAGES = ("en", "it", "de", "fr", "es")
 
@@ -104,16 +105,17 @@ def _is_about_user(subject: str, user) -> bool:
     )
 
 
-def knowledge_line(*, triple: Triple, language: str, user=None) -> str:
+def knowledge_line(*, triple: Triple, language: str, user=None, marker: str = "") -> str:
     """One triple as its line in `render_knowledge` (to weigh it against a budget)."""
     language = language if language in LANGUAGES else "en"
     label = triple.predicate.label(language)
     prefix = "" if _is_about_user(triple.subject, user) else f"{triple.subject} — "
-    return f"- {prefix}{label}: {triple.object}"
+    return f"- {datamark(f'{prefix}{label}: {triple.object}', marker)}"
 
 
-def render_knowledge(*, triples: Iterable[Triple], language: str, user=None) -> str:
-    """Group triples by category (in Category's order), then one line per subject+predicate."""
+def render_knowledge(*, triples: Iterable[Triple], language: str, user=None, marker="") -> str:
+    """Group triples by category (in Category's order), then one line per subject+predicate;
+    with a `marker`, each line datamarked (apps.memory.provenance: triples are data)."""
     language = language if language in LANGUAGES else "en"
     order = {value: index for index, value in enumerate(Category.values)}
     grouped: dict[str, dict[tuple[str, str], list[str]]] = {}
@@ -132,7 +134,8 @@ def render_knowledge(*, triples: Iterable[Triple], language: str, user=None) -> 
         lines.append(f"{heading}")
         for (label, subject), values in grouped[category].items():
             prefix = f"{subject} — " if subject else ""
-            lines.append(f"- {prefix}{label}: {', '.join(values)}")
+            said = f"{prefix}{label}: {', '.join(values)}"
+            lines.append(f"- {datamark(said, marker)}")
     return "\n".join(lines)
 
 
@@ -145,31 +148,54 @@ MEMORY_HEADINGS = {
 }
 
 
-def memory_line(description: str) -> str:
+def memory_line(description: str, *, source: str = "", marker: str = "") -> str:
+    """A recalled memory's line; with a `marker`, datamarked if its `source` makes it data."""
+    if marker and is_data(source):
+        return f"- {datamark(description, marker)}"
     return f"- {' '.join(description.split())}"
 
 
-def episode_line(*, summary: str, ended_at, lesson: str, language: str) -> str:
+def episode_line(*, summary: str, ended_at, lesson: str, language: str, marker: str = "") -> str:
+    """An episode's line; with a `marker`, its summary and lesson (the model's) datamarked."""
     lesson_word = MEMORY_HEADINGS.get(language, MEMORY_HEADINGS["en"])[2]
+    lesson = datamark(lesson, marker) if marker else " ".join(lesson.split())
     return "- {} ({}){}".format(
-        " ".join(summary.split()),
+        datamark(summary, marker) if marker else " ".join(summary.split()),
         ended_at.date().isoformat(),
         f" — {lesson_word}: {lesson}" if lesson else "",
     )
 
 
-def render_memory_block(*, knowledge, memories, episodes, language: str, user=None) -> str:
-    """The memory part of the system prompt: the knowledge graph, memories, then episodes."""
+def memory_block_headings(*, language: str) -> str:
+    """The headings `render_memory_block` writes around the lines, but the categories' (a few
+    tokens each, which the others, never all written at once, cover): what a budget counts
+    besides the lines."""
+    language = language if language in LANGUAGES else "en"
+    memory_heading, episode_heading, _ = MEMORY_HEADINGS[language]
+    return "\n".join([TITLES[language], memory_heading, episode_heading])
+
+
+def render_memory_block(
+    *, knowledge, memories, episodes, language: str, user=None, marker: str = ""
+) -> str:
+    """The memory part of the prompt: the knowledge graph, memories, then episodes; with a
+    `marker`, what is data datamarked (apps.memory.provenance)."""
     memory_heading, episode_heading, _ = MEMORY_HEADINGS.get(language, MEMORY_HEADINGS["en"])
-    rendered = render_knowledge(triples=knowledge, language=language, user=user)
+    rendered = render_knowledge(triples=knowledge, language=language, user=user, marker=marker)
     sections = [rendered] if rendered else []
     if memories:
-        lines = "\n".join(memory_line(hit.description) for hit in memories)
+        lines = "\n".join(
+            memory_line(hit.description, source=hit.source, marker=marker) for hit in memories
+        )
         sections.append(f"{memory_heading}:\n{lines}")
     if episodes:
         lines = "\n".join(
             episode_line(
-                summary=hit.summary, ended_at=hit.ended_at, lesson=hit.lesson, language=language
+                summary=hit.summary,
+                ended_at=hit.ended_at,
+                lesson=hit.lesson,
+                language=language,
+                marker=marker,
             )
             for hit in episodes
         )
@@ -186,16 +212,28 @@ WORLD_LABELS = {
 }
 
 
-def render_world(state: WorldState, *, language: str = "en") -> str:
-    """The world state as a few labelled lines for the system prompt; "" when it is empty."""
+def render_world(
+    state: WorldState, *, language: str = "en", proposed: bool | None = None, marker: str = ""
+) -> str:
+    """The world state as a few labelled lines; "" when it is empty. With `proposed` False,
+    only what a person wrote by hand (the system prompt's); True, only what the model proposed
+    (data: the memory note's, datamarked with `marker`); None, all of it."""
     topics, project, goals, behaviour = WORLD_LABELS.get(language, WORLD_LABELS["en"])
-    lines = []
-    if state.topics:
-        lines.append(f"{topics}: {', '.join(state.topics)}")
-    if state.project:
-        lines.append(f"{project}: {state.project}")
-    if state.goals:
-        lines.append(f"{goals}: {'; '.join(state.goals)}")
-    if state.behaviour:
-        lines.append(f"{behaviour}: {'; '.join(state.behaviour)}")
-    return "\n".join(lines)
+    by_model = {text.casefold() for text in state.proposed}
+
+    def kept(items: list[str]) -> list[str]:
+        if proposed is None:
+            return items
+        return [item for item in items if (item.casefold() in by_model) == proposed]
+
+    parts = [
+        (topics, kept(state.topics), ", "),
+        (project, kept([state.project] if state.project else []), ""),
+        (goals, kept(state.goals), "; "),
+        (behaviour, kept(state.behaviour), "; "),
+    ]
+    return "\n".join(
+        f"{label}: {datamark(joiner.join(items), marker)}"
+        for label, items, joiner in parts
+        if items
+    )

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from apps.language.text import visible
 from apps.memory.models import WORLD_MAX_CHARS, Category, MemoryNode, WorldState
 
 MAX_PLAN_STEPS = 5
@@ -95,7 +96,7 @@ WORLD_OPS = ("set", "append", "remove")
 
 
 def _world_text(text: str, path: str) -> str:
-    text = " ".join(text.split())
+    text = " ".join(visible(text).split())
     if not text:
         raise ValueError(f"an empty text cannot go into {path}")
     if len(text) > WORLD_MAX_CHARS:

@@ -109,6 +109,8 @@ class MemoryHit:
     components: dict[str, float]
     # The best own score among the memories made next to it, which its score also carries.
     context: float = 0.0
+    # Where it comes from (MemoryNode.Source): the prompt datamarks what is data (provenance).
+    source: str = ""
 
     def as_trace(self) -> dict:
         return {
@@ -257,6 +259,7 @@ def memory_search(
             },
             context=float(row[11]),
             score=float(row[12]),
+            source=row[13],
         )
         for row in rows
     ]

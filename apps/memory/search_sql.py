@@ -217,6 +217,7 @@ matched AS MATERIALIZED (
 ),
 components AS MATERIALIZED (
     SELECT n.id, n.kind, n.topic, n.description, n.owner_id IS NULL AS is_global, n.created_at,
+           n.source,
            GREATEST(COALESCE(1 - (n.{column} <=> %(vector)s::{column_type}), 0), 0) AS vector,
            COALESCE(matched.text, 0) AS text,
            power(0.5, date_part('epoch', now() - GREATEST(n.created_at, n.last_accessed_at))
@@ -279,7 +280,7 @@ in_context AS (
 )
 SELECT id, kind, topic, description, is_global, created_at,
        vector, text_share, recency, importance, confidence, context,
-       (own_score + %(w_context)s * context) / (1 + %(w_context)s) AS score
+       (own_score + %(w_context)s * context) / (1 + %(w_context)s) AS score, source
   FROM in_context
  ORDER BY score DESC, id DESC
  LIMIT %(limit)s

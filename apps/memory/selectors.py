@@ -23,6 +23,7 @@ from apps.memory.models import (
     Triple,
     WorldState,
 )
+from apps.memory.provenance import BEHAVIOUR_SOURCES
 from apps.memory.schemas import PlanStep, RetrievalPlanSchema
 
 logger = logging.getLogger(__name__)
@@ -242,11 +243,14 @@ def _triples(rows: list[list]) -> list[Triple]:
 
 def rules_and_preferences_for(*, user_id: int, limit: int = 50) -> QuerySet[MemoryNode]:
     """The user's current rules and preferences, and the global ones: rules first, then the
-    most important; what the internal debate holds an answer's draft to."""
+    most important; what the internal debate holds an answer's draft to. Only those of a
+    behaviour-capable source (apps.memory.provenance): a file, another agent or the model
+    never sets a rule."""
     return (
         MemoryNode.objects.filter(
             Q(owner_id=user_id) | Q(owner=None),
             kind__in=[MemoryNode.Kind.RULE, MemoryNode.Kind.PREFERENCE],
+            source__in=BEHAVIOUR_SOURCES,
             valid_to=None,
         )
         .exclude(state=MemoryNode.State.QUARANTINED)

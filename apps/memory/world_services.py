@@ -161,12 +161,35 @@ def world_apply(*, user_id: int, ops: Sequence[WorldOp | dict], source: str) -> 
                 applied.append(_op_json(op))
         changed = state.as_dict() != before
         if changed:
+            state.proposed = _proposed_after(state, [op for _, op in parsed], source=source)
             state.version += 1
             state.save()
             _record_world_change(state=state, source=source, applied=applied, rejected=rejected)
     return WorldChange(
         state=state, version=state.version, applied=applied, rejected=rejected, changed=changed
     )
+
+
+def world_items(state: WorldState) -> list[str]:
+    """Every text the world state holds: its topics, project, goals and behaviour."""
+    project = [state.project] if state.project else []
+    return [*state.topics, *project, *state.goals, *state.behaviour]
+
+
+def _proposed_after(state: WorldState, ops: list[WorldOp], *, source: str) -> list[str]:
+    """The state's texts the model proposed, once `ops` applied: those it wrote are added,
+    those a person wrote by hand are theirs, and texts no longer held are dropped."""
+    written = {
+        text.casefold(): text for op in ops for text in [op.value, *(op.values or [])] if text
+    }
+    proposed = {text.casefold(): text for text in state.proposed}
+    for key, text in written.items():
+        if source in BY_HAND:
+            proposed.pop(key, None)
+        else:
+            proposed[key] = text
+    held = {text.casefold() for text in world_items(state)}
+    return [text for key, text in proposed.items() if key in held]
 
 
 # What each part of the world state is, as the mind stream says it to the user.

@@ -35,7 +35,7 @@ def _configure(user, *, debate: bool, rule: str | None = "Always answer in Itali
     runtime_config_save(config=RuntimeConfig(debate_enabled=debate, turns_per_minute=0))
     if rule:
         memory_services.memory_node_create(
-            owner=user, description=rule, kind="rule", source="user", embed=False
+            owner=user, description=rule, kind="rule", source="user", quote=rule, embed=False
         )
 
 

@@ -17,6 +17,7 @@ from apps.cognition.world import WORLD_QUEUED
 from apps.memory.models import WorldState
 from apps.memory.world_services import world_apply
 from tests.chat.conftest import connect_socket
+from tests.spotlight import unmarked
 
 pytestmark = pytest.mark.django_db
 
@@ -116,11 +117,11 @@ def test_a_retry_of_a_world_turn_never_changes_the_world_state_again(user, llm_s
     assert _chat_requests(llm_stub) == []
 
 
-def test_the_world_state_is_in_every_answers_system_prompt(user, llm_stub):
+def test_the_world_state_written_by_hand_is_in_every_answers_system_prompt(user, llm_stub):
     world_apply(
         user_id=user.pk,
         ops=[{"op": "set", "path": "project", "value": "a cedar garden shed"}],
-        source="test",
+        source="browser",
     )
     reply = _reply(user, "Hello!")
 
@@ -213,7 +214,9 @@ def test_the_next_turn_answers_with_the_changed_world_state(user, llm_stub):
 
     turn = prepare_saved_reply(reply_id=_reply(user, "What is a shed?", conversation).pk)
 
-    assert "answer in bullet points" in turn.messages[0]["content"]
+    # What the model proposed is data: the message's memory note holds it, datamarked.
+    assert "answer in bullet points" not in turn.messages[0]["content"]
+    assert "answer in bullet points" in unmarked(turn.messages[-1]["content"])
 
 
 @pytest.mark.django_db(transaction=True)

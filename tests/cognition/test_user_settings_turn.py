@@ -22,6 +22,7 @@ from apps.core.services import runtime_config_save
 from apps.memory import graph_services
 from apps.memory import services as memory_services
 from apps.memory.selectors import world_state_for
+from tests.spotlight import unmarked
 
 pytestmark = pytest.mark.django_db
 
@@ -242,7 +243,7 @@ def test_the_knowledge_block_is_rendered_in_the_users_language(user, llm_stub):
 
     prompt = _prompt(prepare_saved_reply(reply_id=_reply(user, "Hello!").pk))
 
-    assert "vive a" in prompt and "Roma" in prompt
+    assert "vive a" in unmarked(prompt) and "Roma" in prompt
     assert "lives in" not in prompt
 
 
@@ -278,4 +279,6 @@ def test_the_current_time_tool_tells_the_time_in_the_users_time_zone(user, llm_s
     assert "in Asia/Tokyo (UTC+09:00)" in evidence["text"]
     tokyo_now = datetime.now(ZoneInfo("Asia/Tokyo"))
     assert f"{tokyo_now:%H:}" in evidence["text"] or f"{tokyo_now:%d %B}" in evidence["text"]
-    assert "in Asia/Tokyo (UTC+09:00)" in _prompt(turn), "the evidence reached the prompt"
+    prompt = _prompt(turn)
+    assert "in Asia/Tokyo (UTC+09:00)" in unmarked(prompt), "the evidence reached the prompt"
+    assert "in Asia/Tokyo" not in prompt, "tool output is data: datamarked"

@@ -28,6 +28,7 @@ from apps.memory.selectors import world_state_for
 from tests.chat.conftest import connect_socket
 from tests.cognition.conftest import EXTRACT
 from tests.cognition.quarantine_cases import INJECTIONS, PREFERENCES, SAID_PREFERENCES
+from tests.spotlight import unmarked
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -201,8 +202,10 @@ def test_no_injection_through_any_door_reaches_a_later_prompt(door, client, user
 
     sent = _prompts(llm_stub)
     assert PROBE in sent
-    assert [text for text in INJECTIONS if text in sent] == []
-    assert any(text in sent for text in PREFERENCES), "what passed the gate reaches the prompt"
+    # Marked or not (a door of data datamarks it: apps.memory.provenance).
+    read = unmarked(sent)
+    assert [text for text in INJECTIONS if text in read] == []
+    assert any(text in read for text in PREFERENCES), "what passed the gate reaches the prompt"
 
 
 def test_a_held_world_state_operation_is_approved_as_an_ordinary_memory(user):
@@ -264,17 +267,23 @@ async def test_a_world_turn_keeps_the_users_style_and_holds_the_order_its_model_
             await asyncio.sleep(0.1)
     await _turn_over_socket(user, conversation, "Hello")
 
-    # The answers' system prompts (the world modifier's structured call quotes the message).
+    # The answers' prompts (the world modifier's structured call quotes the message).
     answers = [
-        request["body"]["messages"][0]["content"]
+        request["body"]["messages"]
         for request in llm_stub.requests
         if request["path"].endswith("/chat/completions")
         and "response_format" not in request["body"]
         and "You are Thalamus" in request["body"]["messages"][0]["content"]
     ]
     assert len(answers) == 2
-    assert "Answer in French" in answers[-1]
-    assert not any("LOL" in prompt for prompt in answers)
+    # What the model proposed is data: in the last message's memory note, datamarked, never
+    # in the system prompt's world state.
+    system, *_, last = answers[-1]
+    assert "Answer in French" not in system["content"]
+    assert "Answer in French" not in last["content"]
+    assert "Answer in French" in unmarked(last["content"])
+    assert not any("LOL" in prompt[0]["content"] for prompt in answers)
+    assert "LOL" not in last["content"].partition("</memory>")[0]
     state = await WorldState.objects.aget(owner=user)
     assert state.behaviour == ["Answer in French"]
     held = await MemoryNode.objects.aget(owner=user, state="quarantined")

@@ -43,6 +43,8 @@ class MemoryNode(models.Model):
         INFERRED = "inferred", "Inferred by the assistant"
         ADMIN = "admin", "Added by an admin"
         IMPORTED = "imported", "Imported"
+        # `remember` over MCP: another agent's words about the user, not the user's.
+        AGENT = "agent", "Sent by another agent"
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,

@@ -34,6 +34,9 @@ class WorldState(models.Model):
     behaviour = models.JSONField(
         default=list, blank=True, help_text="How the user wants the assistant to answer."
     )
+    # The items (of any part) the model proposed rather than a person wrote by hand: data,
+    # which the answer's prompt shows datamarked in its memory note, never as the world state.
+    proposed = models.JSONField(default=list, blank=True)
     version = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
