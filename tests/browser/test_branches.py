@@ -160,6 +160,8 @@ def test_a_user_edits_a_message_switches_back_and_regenerates_an_answer(
     ask = _box(page, ".msg-user .delete-form")
     assert ask["left"] >= 0 and ask["right"] <= viewport["width"]
     page.click(".msg-user .delete-form button[type=submit]")
+    # It waits for its Undo (tests/browser/test_plain_words.py); its × sends it now.
+    page.click("#message-undo [data-delete-now]")
     page.locator(".msg-user .msg-body", has_text="I like coffee").wait_for()
     assert page.locator(".msg").count() == 2
     assert page.locator(".branch-switch").count() == 0
