@@ -49,6 +49,14 @@ def test_a_memory_typed_into_the_admin_appears_on_the_users_open_dashboard(
         assert admin.locator("#result_list tbody tr").count() == 1
         admin.goto(f"{asgi_server}/admin/core/runtimeconfig/")
         assert admin.locator("#content").count() == 1
+        # The admin follows the site's theme (system: the admin's auto), and its own switch
+        # saves the next one as the user's theme.
+        assert admin.evaluate("document.documentElement.dataset.theme") == "auto"
+        with admin.expect_response(lambda r: r.url.endswith("/accounts/settings/theme/")):
+            admin.locator("#header .theme-toggle").click()
+        chosen = admin.evaluate("document.documentElement.dataset.theme")
+        root = django_user_model.objects.get(username="root")
+        assert chosen in ("light", "dark") and root.thalamus_settings.theme == chosen
     finally:
         users_context.close()
         admins_context.close()
