@@ -5,9 +5,21 @@ from django.contrib import admin, messages
 from apps.accounts import services
 from apps.accounts.forms import AdminLoginForm
 from apps.accounts.models import ApiKey, UserSettings
+from apps.accounts.viewings import RecordsAdminViewings
+from apps.core import admin as core_admin
+from apps.core.models import Event
 
 # The admin's login warns before a lockout, as the site's does.
 admin.site.login_form = AdminLoginForm
+
+# The event log tells of users' memories too; core's admin, below accounts, cannot record the
+# look, so it is registered again here with the recording (core's admin is loaded first).
+admin.site.unregister(Event)
+
+
+@admin.register(Event)
+class EventAdmin(RecordsAdminViewings, core_admin.EventAdmin):
+    pass
 
 
 @admin.register(ApiKey)

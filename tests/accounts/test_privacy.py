@@ -4,13 +4,17 @@ admin looks the user is told on their settings page."""
 from __future__ import annotations
 
 import re
+from html import unescape
 
 import pytest
 from django.urls import reverse
 
 from apps.accounts.models import AdminViewing
 from apps.chat.models import Conversation, Message
+from apps.core.models import Event
 from apps.core.services import event_record
+from apps.dashboard import selectors as mind_selectors
+from apps.dashboard.rendering import render_refresh
 from apps.memory import services
 from apps.memory.models import MemoryNode
 from apps.memory.seeds import load_seed_truths
@@ -97,6 +101,33 @@ def test_the_mind_page_an_admin_watches_speaks_of_the_user_by_name(client, staff
     assert "alice said this is wrong" in watched
     assert "about you" not in watched
     assert "Learned 2 new things about you." in own
+
+
+def test_what_is_pushed_to_an_admin_watching_speaks_of_the_user_by_name(staff, user):
+    Event.objects.create(kind="perception", summary="Read your last message.", owner=user)
+    watched = mind_selectors.mind_scope_for(user=staff, who=str(user.pk))
+    own = mind_selectors.mind_scope_for(user=user, who="me")
+
+    def pushed(scope):
+        html, _, _ = render_refresh(
+            scope=scope,
+            graph_before=mind_selectors.EMPTY_GRAPH,
+            graph_limit=mind_selectors.GRAPH_LIMIT,
+            after_event_id=0,
+        )
+        return unescape(html)
+
+    assert "Read alice's last message." in pushed(watched)
+    assert "Read your last message." in pushed(own)
+
+
+def test_an_admin_reading_a_users_events_in_the_admin_is_recorded(client, staff, user):
+    Event.objects.create(kind="edit", summary="You edited a memory: bees", owner=user)
+    client.force_login(staff)
+
+    assert client.get(reverse("admin:core_event_changelist")).status_code == 200
+
+    assert AdminViewing.objects.filter(owner=user, place="admin").count() == 1
 
 
 def test_the_receipt_says_who_sees_the_memories(client, user):
