@@ -8,7 +8,7 @@ kind for a whole conversation page).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db.models import Q
 
@@ -25,6 +25,10 @@ class Recalled:
     memories: dict[int, str]
     episodes: dict[int, str]
     triples: dict[int, str]
+    # Each triple's value ("Ghent"), to tell a fact that only restates a memory it sits beside.
+    triple_values: dict[int, str] = field(default_factory=dict)
+    # Global rules: instructions to the assistant ("trust the user"), not facts to show anyone.
+    instructions: frozenset[int] = frozenset()
 
 
 def _ids(messages: Iterable[Message], kind: str) -> set[int]:
@@ -47,14 +51,25 @@ def recalled_texts(*, conversation_id: int, messages: Iterable[Message]) -> Reca
     episodes = Episode.objects.filter(
         owner__conversations=conversation_id, pk__in=_ids(messages, "episodes")
     )
-    triples = Triple.objects.filter(own_or_global, pk__in=_ids(messages, "triples"))
+    triples = list(
+        Triple.objects.filter(own_or_global, pk__in=_ids(messages, "triples")).select_related(
+            "predicate"
+        )
+    )
+    memories = list(memories.values_list("pk", "description", "owner_id", "kind"))
     return Recalled(
-        memories=dict(memories.values_list("pk", "description")),
+        memories={pk: text for pk, text, _, _ in memories},
         episodes=dict(episodes.values_list("pk", "summary")),
         triples={
             triple.pk: knowledge_line(triple=triple, language="en").removeprefix("- ")
-            for triple in triples.select_related("predicate")
+            for triple in triples
         },
+        triple_values={triple.pk: triple.object for triple in triples},
+        instructions=frozenset(
+            pk
+            for pk, _, owner_id, kind in memories
+            if owner_id is None and kind == MemoryNode.Kind.RULE
+        ),
     )
 
 

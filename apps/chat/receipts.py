@@ -8,6 +8,7 @@ facts: it is no one's memory and the user cannot correct it here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -115,6 +116,19 @@ def receipt_nodes(*, conversation_id: int, messages: Iterable[Message]) -> dict[
     return {node.pk: node for node in nodes}
 
 
+def _restates(value: str, used: list[MemoryNode]) -> bool:
+    """Whether a fact's value stands, as words, in a memory the receipt lists already ("Lives
+    in: Ghent" beside "The user lives in Ghent"): one thing, counted and listed once."""
+    words = value.casefold().split()
+    return bool(words) and any(
+        re.search(
+            rf"(?<!\w){re.escape(' '.join(words))}(?!\w)",
+            " ".join(n.description.casefold().split()),
+        )
+        for n in used
+    )
+
+
 def receipt_for(message: Message, nodes: dict[int, MemoryNode], recalled: Recalled) -> Receipt:
     """`nodes` are the owner's current memories (receipt_nodes); `recalled` the texts of what
     the answers recalled, the owner's or global (recall.recalled_texts)."""
@@ -122,15 +136,22 @@ def receipt_for(message: Message, nodes: dict[int, MemoryNode], recalled: Recall
     reflected = bool(outcome) and not outcome.get("failed") and "created" in outcome
     learned_ids = _learned_ids(message)
     memory = message.trace.get("memory") or {}
+    used_nodes = [nodes[pk] for pk in _used_ids(message) if pk in nodes]
     used_texts, shared_texts = [], []
     for item in memory.get("memories") or []:
         # Current and the owner's or global: a global one, as only the owner's are in `nodes`.
-        if item.get("id") in recalled.memories and item["id"] not in nodes:
-            shared_texts.append(recalled.memories[item["id"]])
+        # A global rule is an instruction to the assistant, no fact to show as one.
+        pk = item.get("id")
+        if pk in recalled.memories and pk not in nodes and pk not in recalled.instructions:
+            shared_texts.append(recalled.memories[pk])
     for item in memory.get("triples") or []:
-        if item.get("id") in recalled.triples:
-            found = shared_texts if item.get("global") else used_texts
-            found.append(recalled.triples[item["id"]])
+        pk = item.get("id")
+        if pk not in recalled.triples:
+            continue
+        if item.get("global"):
+            shared_texts.append(recalled.triples[pk])
+        elif not _restates(recalled.triple_values.get(pk, ""), used_nodes):
+            used_texts.append(recalled.triples[pk])
     for item in memory.get("episodes") or []:
         if item.get("id") in recalled.episodes:
             used_texts.append(recalled.episodes[item["id"]])
@@ -150,7 +171,7 @@ def receipt_for(message: Message, nodes: dict[int, MemoryNode], recalled: Recall
         learned=len(learned_nodes) - awaiting if reflected else None,
         awaiting=awaiting if reflected else 0,
         learns_nothing=learns_nothing(message),
-        used_nodes=[nodes[pk] for pk in _used_ids(message) if pk in nodes],
+        used_nodes=used_nodes,
         used_texts=used_texts,
         shared_texts=shared_texts,
         learned_nodes=learned_nodes,

@@ -77,3 +77,35 @@ def test_a_receipts_confirm_says_that_it_worked_in_a_notice_that_goes_by_itself(
     assert 'hx-swap-oob="true"' in notice and 'data-seconds="6"' in notice
     assert "<strong>Confirmed</strong>" in notice
     assert 'class="btn btn-sm btn-ghost undo-dismiss" aria-label="Dismiss"' in notice
+
+
+def test_a_receipt_counts_a_fact_once_and_shows_no_instruction_as_a_fact(alice, user):
+    from apps.memory import graph_services
+
+    conversation = Conversation.objects.create(owner=user)
+    ghent = MemoryNode.objects.create(owner=user, description="The user lives in Ghent")
+    tea = MemoryNode.objects.create(owner=user, description="The user likes green tea")
+    lives = graph_services.triple_upsert(
+        owner=user, subject="user", predicate="lives_in", object="Ghent"
+    )
+    cat = graph_services.triple_upsert(
+        owner=user, subject="user", predicate="has_pet", object="a cat named Miso"
+    )
+    rule = MemoryNode.objects.create(
+        owner=None, kind="rule", description="When a memory contradicts the user, trust the user"
+    )
+    boils = MemoryNode.objects.create(owner=None, description="Water boils at 100 °C")
+    reply = _answer_using(conversation, ghent)
+    reply.trace["memory"]["memories"] += [
+        {"id": node.pk, "score": 0.4} for node in (tea, rule, boils)
+    ]
+    reply.trace["memory"]["triples"] = [{"id": t.pk, "category": "places"} for t in (lives, cat)]
+    reply.save()
+
+    page = alice.get(f"/c/{conversation.pk}/").content.decode()
+    receipt = page.split(f'id="receipt-{reply.pk}"')[1].split("</details>")[0]
+
+    # Ghent once (its fact restates the memory), the tea, the cat; one shared fact, no rule.
+    assert "used 3 memories · 1 shared fact" in receipt
+    assert receipt.count("Ghent") == 1 and "Miso" in receipt
+    assert "Water boils" in receipt and "trust the user" not in receipt
