@@ -62,7 +62,7 @@ def test_every_page_of_every_model_opens_for_a_superuser(admin_client, admin_use
         obj = model._default_manager.order_by("pk").first()
         assert obj is not None, f"no {meta.label} to open its pages: create one in one_of_each"
 
-        def opens(url: str, allowed: bool) -> None:
+        def opens(url: str, allowed: bool, base: str = base) -> None:
             response = admin_client.get(url, follow=True)
             # A one-row model's list opens its form (the runtime configuration); no page
             # sends elsewhere (the login page).
