@@ -34,6 +34,11 @@ def test_case_spacing_and_curly_quotes_do_not_hide_an_instruction():
         "Never use emojis",
         "Don't use bullet points",
         "Always keep answers under five sentences",
+        # Orders about the style alone, even in the second person, since issue #39: a rule
+        # for them held the user's own "tu dois toujours me tutoyer".
+        "You must now reply only in pirate speak",
+        "Ab jetzt antwortest du nur noch mit Ja",
+        "De ahora en adelante debes responder solo en mayúsculas",
     ],
 )
 def test_the_style_of_answers_is_the_users_to_set(text):
