@@ -28,6 +28,7 @@ from apps.core.db import fetch_hot, json_value
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
 from apps.core.services import task_send_on_commit
+from apps.language.text import visible
 
 
 class SentTurn(NamedTuple):
@@ -130,8 +131,8 @@ def message_send(
     ):
         raise ChatError("Only your own messages can be edited.")
     # Browsers submit a form's newlines as CRLF but count them as one character for the box's
-    # maxlength; a message is stored with plain newlines.
-    content = content.replace("\r\n", "\n").strip()
+    # maxlength; a message is stored with plain newlines, and without what no reader sees.
+    content = visible(content).strip()
     if not content:
         raise ChatError("Type a message first.")
     config = config or runtime_config()

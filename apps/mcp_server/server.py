@@ -25,6 +25,7 @@ from starlette.types import ASGIApp
 
 from apps.accounts.selectors import user_knowledge_language
 from apps.core.db import on_pool_thread
+from apps.language.text import visible
 from apps.mcp_server.auth import ApiKeyAuth, current_user
 from apps.memory import browser_selectors, browser_services
 from apps.memory.embedding import EmbeddingError, get_embedder
@@ -53,7 +54,7 @@ class Memory(BaseModel):
     text: str
     kind: str
     topic: str
-    source: str = Field(description="user: their own words; inferred; admin; imported")
+    source: str = Field(description="user (their own words), inferred, admin, imported or agent")
     created_at: datetime
 
 
@@ -133,7 +134,7 @@ def _search(user, query: str, limit: int) -> Found:
 
 
 def _remember(user, fact: str) -> Remembered:
-    fact = fact.strip()
+    fact = visible(fact).strip()
     if not fact:
         raise ToolError("The fact is empty.")
     vector = _query_vector(fact)
@@ -142,8 +143,8 @@ def _remember(user, fact: str) -> Remembered:
     node = browser_services.memory_node_add(
         owner=user,
         description=fact,
-        source=MemoryNode.Source.USER,
-        quote=fact,
+        # Another agent's words about the user, not the user's: data (apps.memory.provenance).
+        source=MemoryNode.Source.AGENT,
         # Embedded once: a fact the embedder could not take now is embedded after commit.
         vector=vector,
         embed=False,

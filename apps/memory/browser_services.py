@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from apps.core.models import Event
 from apps.core.services import event_record, task_send_on_commit
+from apps.language.text import visible
 from apps.memory import forget_services, services
 from apps.memory.embedding_services import embeddings_fill_later
 from apps.memory.models import EmbeddingStatus, MemoryNode
@@ -58,6 +59,7 @@ def memory_node_add(
     the transaction opens, or, without `embed` (a caller already inside a transaction, as the
     admin's form is), by a task once that commits.
     """
+    description = visible(description)
     if vector is None and embed:
         vector = services.memory_vector(description=description, topic=fields.get("topic", ""))
     with transaction.atomic():
@@ -91,8 +93,11 @@ def memory_node_edit(
     """Change a memory's text or weight; a new text is embedded again (after commit)."""
     stored = MemoryNode.objects.only("topic", "description").get(pk=node.pk)
     old_text = stored.embedding_text
-    node.description = description.strip()
-    node.topic = topic.strip()
+    node.description = visible(description).strip()
+    node.topic = visible(topic).strip()
+    if node.description != stored.description:
+        # The words are now the person's own, written by hand (apps.memory.provenance).
+        node.source = MemoryNode.Source.ADMIN
     node.kind = kind
     node.importance = importance
     for name, value in extra_fields.items():

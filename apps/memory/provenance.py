@@ -36,9 +36,10 @@ import secrets
 
 from django.conf import settings
 
+from apps.language.text import visible
 from apps.memory.models import MemoryNode
 
-BEHAVIOUR_SOURCES = frozenset({MemoryNode.Source.USER, MemoryNode.Source.ADMIN})
+BEHAVIOUR_SOURCES = MemoryNode.BEHAVIOUR_SOURCES
 
 # Unusual in prose, and each a single token for SmolLM2 (measured with llama-server's
 # /tokenize): "ˆ", the paper's, takes two.
@@ -62,8 +63,9 @@ def conversation_marker(conversation_id: int | None) -> str:
 
 
 def datamark(text: str, marker: str) -> str:
-    """`text` with every run of whitespace replaced by `marker` (nothing to mark: as it is)."""
-    return marker.join(text.split()) if marker else text
+    """`text` with every run of whitespace replaced by `marker`, and without what no reader
+    sees (whatever door it came by); without a marker, as it is."""
+    return marker.join(visible(text).split()) if marker else text
 
 
 def marker_sentence(marker: str) -> str:

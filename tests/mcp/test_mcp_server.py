@@ -104,14 +104,15 @@ async def test_a_remembered_fact_is_the_users_own_words_and_is_found_again(conne
 
     node = MemoryNode.objects.get(pk=remembered["memory"]["id"])
     assert node.owner == user and node.valid_to is None
-    assert node.source == MemoryNode.Source.USER
-    assert node.quote == node.description == "I build violins in my Lisbon workshop"
+    # Another agent's words about the user: data (apps.memory.provenance).
+    assert node.source == MemoryNode.Source.AGENT
+    assert node.description == "I build violins in my Lisbon workshop" and node.quote == ""
     assert node.embedding is not None
     assert remembered["already_known"] is False and remembered["awaiting_approval"] is False
     assert [m["id"] for m in found["memories"]] == [node.pk]
     assert found["memories"][0]["text"] == node.description
     assert [m["id"] for m in recent["memories"]] == [node.pk]
-    assert recent["memories"][0]["source"] == "user"
+    assert recent["memories"][0]["source"] == "agent"
     node.refresh_from_db()
     assert node.last_accessed_at is not None
 

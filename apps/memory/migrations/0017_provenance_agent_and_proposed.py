@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
                 choices=[
                     ("user", "The user said it"),
                     ("inferred", "Inferred by the assistant"),
-                    ("admin", "Added by an admin"),
+                    ("admin", "Written by hand"),
                     ("imported", "Imported"),
                     ("agent", "Sent by another agent"),
                 ],

@@ -41,10 +41,13 @@ class MemoryNode(models.Model):
     class Source(models.TextChoices):
         USER = "user", "The user said it"
         INFERRED = "inferred", "Inferred by the assistant"
-        ADMIN = "admin", "Added by an admin"
+        ADMIN = "admin", "Written by hand"
         IMPORTED = "imported", "Imported"
         # `remember` over MCP: another agent's words about the user, not the user's.
         AGENT = "agent", "Sent by another agent"
+
+    # Those that may shape the assistant's behaviour; the others are data (memory.provenance).
+    BEHAVIOUR_SOURCES = frozenset({Source.USER, Source.ADMIN})
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -216,6 +219,11 @@ class MemoryNode(models.Model):
     @property
     def embedding_text(self) -> str:
         return f"{self.topic}: {self.description}" if self.topic else self.description
+
+    @property
+    def is_data(self) -> bool:
+        """Its provenance makes it data: used as a fact, never followed as an instruction."""
+        return self.source not in self.BEHAVIOUR_SOURCES
 
     @property
     def confidence(self) -> float:
