@@ -8,6 +8,7 @@ user cooks well": the subject "I" made "the user", its verb made to agree, and "
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from apps.language.lemmas import lemma
 
@@ -96,6 +97,11 @@ def _agreeing(rest: str) -> str:
     for contraction, verb in _CONTRACTED.items():
         if rest.casefold().startswith(contraction):
             return f" {verb}{rest[len(contraction) :]}"
+    return _with_first_verb(rest, _present_third)
+
+
+def _with_first_verb(rest: str, change: Callable[[str], str]) -> str:
+    """`rest` with its first word past any adverbs (the subject's verb) changed by `change`."""
     at = 0
     for found in re.finditer(r"\s+([A-Za-z']+)", rest):
         if found.start() != at:
@@ -104,7 +110,7 @@ def _agreeing(rest: str) -> str:
         at = found.end()
         if word in _ADVERBS or (word.endswith("ly") and len(word) > 4 and word not in _LY_VERBS):
             continue
-        return rest[: found.start(1)] + _present_third(found.group(1)) + rest[found.end(1) :]
+        return rest[: found.start(1)] + change(found.group(1)) + rest[found.end(1) :]
     return rest
 
 
@@ -137,3 +143,63 @@ def _third_person_verb(verb: str) -> str:
 
 def _sentence_case(text: str) -> str:
     return text[:1].upper() + text[1:]
+
+
+# What a verb after "the user" becomes after "you": the irregular ones; the rest lose their
+# third-person "s" ("lives" -> "live"), and past forms and modals stay as they are.
+_SECOND_PERSON_VERBS = {
+    "is": "are",
+    "was": "were",
+    "has": "have",
+    "does": "do",
+    "isn't": "aren't",
+    "wasn't": "weren't",
+    "hasn't": "haven't",
+    "doesn't": "don't",
+}
+_THE_USER = re.compile(r"\bthe user(?:'s)?\b", re.IGNORECASE)
+# Where "the user" in the middle of a sentence is a subject, whose verb then agrees with "you"
+# ("Sofia says the user cooks well"); elsewhere it is an object ("Sofia visits the user").
+_SUBJECT_AFTER = re.compile(
+    r"\b(?:says?|said|thinks?|thought|knows?|knew|believes?|that|and|but|because|when|if|so|"
+    r"while)\s+$",
+    re.IGNORECASE,
+)
+
+
+def second_person(text: str) -> str:
+    """A memory of "the user" as said to them: "The user lives in Ghent" -> "You live in
+    Ghent", "The user's name is Ana" -> "Your name is Ana", "The user is vegan" -> "You are
+    vegan". The inverse of `third_person`: after a start with the user as its subject, "their"
+    is the user's too ("The user lives with their wife"). Text with no "the user", or whose
+    subject's verb cannot be told ("The user, who…"), is returned as it is."""
+    if not _THE_USER.search(text):
+        return text
+    if re.match(r"the user\b(?!')", text, flags=re.IGNORECASE):
+        if not re.match(r"the user\s+[A-Za-z]", text, flags=re.IGNORECASE):
+            return text
+        text = re.sub(r"\btheir\b", "your", text)
+    done = ""
+    while found := _THE_USER.search(text):
+        before, rest = text[: found.start()], text[found.end() :]
+        first = not done and not before
+        if found.group(0).casefold().endswith("'s"):
+            said = "Your" if first else "your"
+        else:
+            said = "You" if first else "you"
+            if first or _SUBJECT_AFTER.search(before):
+                rest = _with_first_verb(rest, _second_person_verb)
+        done += before + said
+        text = rest
+    return done + text
+
+
+def _second_person_verb(verb: str) -> str:
+    word = verb.casefold()
+    if word in _SECOND_PERSON_VERBS:
+        return _SECOND_PERSON_VERBS[word]
+    if word.endswith("s") and not word.endswith("ss") and "'" not in word:
+        base = lemma(word, language="en").casefold()
+        if base != word and word.startswith(base[:-1] if base.endswith("y") else base):
+            return base
+    return verb

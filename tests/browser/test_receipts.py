@@ -153,8 +153,8 @@ def test_a_new_value_said_once_is_asked_in_the_receipt_and_updated_by_one_click(
     receipt.locator("summary").click()
     proposal = receipt.locator(".receipt-proposal")
     assert proposal.locator(".receipt-text").inner_text() == (
-        "You said “I live in Ghent”; I know: The user lives in Gent. "
-        "Update to “The user lives in Ghent”?"
+        "You said “I live in Ghent”; I know: You live in Gent. "
+        "Update to “You live in Ghent”?"
     )
     gent.refresh_from_db()
     assert gent.description == "The user lives in Gent", "nothing changes before the click"
@@ -165,7 +165,7 @@ def test_a_new_value_said_once_is_asked_in_the_receipt_and_updated_by_one_click(
     # Recalled for the answer as Gent, it is listed as used too: learned is the one found.
     learned = receipt.locator(".receipt-memory", has=page.locator(".receipt-found"))
     learned.wait_for()
-    assert learned.locator(".receipt-text").inner_text() == "The user lives in Ghent"
+    assert learned.locator(".receipt-text").inner_text() == "You live in Ghent"
     assert learned.locator(".receipt-found").inner_text() == "found by rules"
     assert receipt.get_attribute("open") is not None, "the receipt stays open"
     assert "to confirm" not in receipt.locator("summary").inner_text()

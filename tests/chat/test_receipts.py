@@ -69,7 +69,7 @@ def test_the_receipt_counts_what_the_answer_used_and_what_it_taught(
 
     # It counts what it lists: the owner's two, the global one apart, never another user's.
     assert "used 2 memories · 1 shared fact · learned 1" in page
-    assert "The user likes tea" in page and "The user has a cat named Miso" in page
+    assert "You like tea" in page and "You have a cat named Miso" in page
     assert "user said" in page and "inferred" in page
     receipt = page.split('class="receipt"')[1].split('class="trace ')[0]
     shared = receipt.split('class="receipt-memories receipt-shared"')[1]
@@ -109,7 +109,7 @@ def test_forget_confirm_and_wrong_work_without_javascript(alice_client, user, co
     assert {"confirm", "wrong", "forget_pending"} <= set(actions), "the browser's own services"
     page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
     receipt = page.split(f'id="receipt-{reply.pk}"')[1].split("</details>")[0]
-    assert "The user lives in Rome" not in receipt and "The user lives in Milan" not in receipt
+    assert "You live in Rome" not in receipt and "You live in Milan" not in receipt
     # The last correction's notice follows the redirect, its Undo and "forget now" as forms.
     notice = page.split('id="memory-undo"')[1].split("</div>")[0]
     undo = f"/c/{conversation.pk}/memories/{rome.pk}/forget/undo?message_id={reply.pk}"
@@ -120,7 +120,7 @@ def test_forget_confirm_and_wrong_work_without_javascript(alice_client, user, co
 
     assert undone["Location"] == f"/c/{conversation.pk}/#msg-{reply.pk}"
     page = alice_client.get(f"/c/{conversation.pk}/").content.decode()
-    assert "The user lives in Rome" in page.split(f'id="receipt-{reply.pk}"')[1]
+    assert "You live in Rome" in page.split(f'id="receipt-{reply.pk}"')[1]
     assert "<strong>Kept</strong>" in page
 
 
@@ -136,10 +136,10 @@ def test_with_htmx_the_action_answers_with_the_open_receipt(alice_client, user, 
     assert response.status_code == 200
     assert html.lstrip().startswith(f'<details id="receipt-{reply.pk}" class="receipt" open>')
     receipt, notice = html.split('id="memory-undo"')
-    assert "The user likes tea" not in receipt
+    assert "You like tea" not in receipt
     assert "used 0 memories" in receipt, "a forgotten memory leaves no trace behind"
     assert 'hx-swap-oob="true"' in notice and 'data-seconds="10"' in notice
-    assert "<strong>Forgotten</strong>" in notice and "The user likes tea" in notice
+    assert "<strong>Forgotten</strong>" in notice and "You like tea" in notice
 
 
 @pytest.mark.parametrize(("action", "said"), [("wrong", "Back in use"), ("forget", "Kept")])
@@ -156,7 +156,7 @@ def test_undo_from_the_receipt_lists_the_memory_again(
     html = response.content.decode()
     # The notice's form swaps nothing: the receipt comes out of band, listing the memory again.
     assert re.match(rf'\s*<details id="receipt-{reply.pk}" [^>]*hx-swap-oob="true"', html)
-    assert "used 1 memory" in html and "The user likes tea" in html.split('id="memory-undo"')[0]
+    assert "used 1 memory" in html and "You like tea" in html.split('id="memory-undo"')[0]
     assert f"<strong>{said}</strong>" in html
     tea.refresh_from_db()
     assert tea.valid_to is None
@@ -244,7 +244,7 @@ def test_a_finished_reflection_pushes_the_receipt_to_the_open_conversation(
         return html
 
     html = async_to_sync(pushed)()
-    assert "learned 1" in html and "The user moved to Rome last week" in html
+    assert "learned 1" in html and "You moved to Rome last week" in html
     assert "<details" not in html, "an open receipt stays open"
 
 
@@ -269,7 +269,7 @@ def test_a_pushed_answers_panel_is_read_when_opened_and_only_by_its_owner(
     panel = alice_client.get(url, HTTP_HX_REQUEST="true")
     html = panel.content.decode()
     assert panel.status_code == 200 and html.strip().startswith('<div class="trace-used">')
-    assert "The user likes tea" in html and "Water boils" in html and "Mallory" not in html
+    assert "You like tea" in html and "Water boils" in html and "Mallory" not in html
     # Without htmx: the conversation, where every panel is drawn.
     assert alice_client.get(url)["Location"] == f"/c/{conversation.pk}/#msg-{reply.pk}"
     # Someone else's answer, a question, or an answer named under another conversation: 404.
@@ -362,8 +362,7 @@ def test_the_receipt_asks_before_a_new_value_found_once_replaces_a_fact(
     receipt = page.split(f'id="receipt-{reply.pk}"')[1].split("</details>")[0]
     assert "1 to confirm" in receipt
     assert (
-        "You said “I live in Ghent”; I know: The user lives in Gent. "
-        "Update to “The user lives in Ghent”?"
+        "You said “I live in Ghent”; I know: You live in Gent. Update to “You live in Ghent”?"
     ) in receipt
 
     response = alice_client.post(
@@ -377,7 +376,7 @@ def test_the_receipt_asks_before_a_new_value_found_once_replaces_a_fact(
     assert html.lstrip().startswith(f'<details id="receipt-{reply.pk}" class="receipt" open>')
     assert "to confirm" not in html and "Changes to confirm" not in html
     learned = html.split("Learned from this exchange")[1]
-    assert "The user lives in Ghent" in learned and "found by rules" in learned
+    assert "You live in Ghent" in learned and "found by rules" in learned
     gent.refresh_from_db()
     assert gent.description == "The user lives in Ghent" and gent.valid_to is None
     assert MemoryNode.objects.get(owner=user, valid_to__isnull=False).description == (

@@ -1,10 +1,19 @@
-"""How memory's numbers read on the pages."""
+"""How memory's numbers and memories read on the pages."""
 
 from __future__ import annotations
 
 from django import template
 
+from apps.language.facts.address import addressed as addressed_to_user
+
 register = template.Library()
+
+
+@register.filter
+def addressed(description: str) -> str:
+    """A memory as its own user reads it, said to them: "You live in Ghent". Only for pages
+    that show a user their own memories; what the model is given stays as it is stored."""
+    return addressed_to_user(description)
 
 
 @register.filter
