@@ -14,6 +14,7 @@ from apps.cognition.reflection import TRACE_KEY
 from apps.core.models import Event
 from apps.core.selectors import runtime_config
 from apps.core.services import mind_group
+from apps.language.facts.address import addressed
 from apps.memory.models import Critique, Episode, MemoryLink, MemoryNode, Triple
 
 # Each kind of event as the mind stream names it to the user, in plain words.
@@ -203,7 +204,10 @@ def mind_graph(*, scope: MindScope, limit: int = GRAPH_LIMIT) -> dict:
     nodes = {
         row["id"]: {
             "id": row["id"],
-            "label": _short(row["description"]),
+            # Said to its user on their own Mind ("You live in Ghent"); as stored to an admin.
+            "label": _short(
+                addressed(row["description"]) if scope.who == "me" else row["description"]
+            ),
             "kind": row["kind"],
             "state": row["state"],
             "confidence": row["confidence_score"],
