@@ -50,7 +50,7 @@ def test_a_receipt_appears_updates_when_reflection_ends_and_forgets_a_memory(
     learned = receipt.locator(".receipt-memory", has_text="three colonies")
     used.wait_for()
     assert used.locator(".badge").inner_text() == "admin"
-    assert learned.locator(".badge").inner_text() == "user said"
+    assert learned.locator(".badge").inner_text() == "you said"
     _shoot(page, "receipt-open")
 
     used.locator("button", has_text="Forget").click()

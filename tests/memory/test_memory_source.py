@@ -71,7 +71,7 @@ def test_the_memory_browser_shows_the_source_and_the_quote(client, user):
 
     body = client.get(reverse("memory:list")).content.decode()
 
-    assert "The user said it" in body and "I keep bees" in body
+    assert "You said it" in body and "I keep bees" in body
 
 
 def test_the_dashboard_node_detail_shows_the_source(client, user):
@@ -82,7 +82,7 @@ def test_the_dashboard_node_detail_shows_the_source(client, user):
 
     body = client.get(reverse("dashboard:node", args=[node.pk])).content.decode()
 
-    assert "The user said it" in body and "I keep bees" in body
+    assert "You said it" in body and "I keep bees" in body
 
 
 @pytest.mark.parametrize(
