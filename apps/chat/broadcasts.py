@@ -122,13 +122,26 @@ def render_removed(message_ids: list[int]) -> str:
     return "".join(f'<div id="msg-{pk}" hx-swap-oob="delete"></div>' for pk in message_ids)
 
 
+# Every notice can be closed; one that is not an error also goes by itself (static/js/prefs.js).
+CLOSE_NOTICE = (
+    '<button type="button" class="btn btn-sm btn-ghost notice-close" data-close-notice'
+    ' aria-label="Close this notice">×</button>'
+)
+
+
 def render_notice(text: str) -> str:
     """A sentence under the messages that is not an error (what a deletion forgot)."""
-    return f'<div id="chat-notice" class="chat-notice" role="status">{escape(text)}</div>'
+    return (
+        f'<div id="chat-notice" class="chat-notice" role="status" data-seconds="12">'
+        f"{escape(text)} {CLOSE_NOTICE}</div>"
+    )
 
 
 def render_error(text: str) -> str:
-    return f'<div id="chat-notice" class="chat-notice error" role="alert">{escape(text)}</div>'
+    return (
+        f'<div id="chat-notice" class="chat-notice error" role="alert">'
+        f"{escape(text)} {CLOSE_NOTICE}</div>"
+    )
 
 
 async def push(group: str, html: str, *, sender=None, others: bool = True) -> None:

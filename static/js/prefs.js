@@ -66,3 +66,33 @@
     show(on);
   });
 })();
+
+/* Notices (templates/base.html's messages, the chat's #chat-notice): each closes at its ×, and
+ * one with data-seconds goes by itself; the chat's stays on the page, empty, for the next. */
+(function () {
+  'use strict';
+
+  function close(notice) {
+    if (!notice || !notice.isConnected) return;
+    if (notice.id) { notice.replaceChildren(); return; }
+    var list = notice.parentElement;
+    notice.remove();
+    if (list && !list.children.length) list.remove();
+  }
+
+  function timeNotices() {
+    document.querySelectorAll('[data-seconds]:not([data-timed])').forEach(function (notice) {
+      if (!notice.querySelector('[data-close-notice]')) return;
+      notice.setAttribute('data-timed', '');
+      window.setTimeout(function () { close(notice); }, Number(notice.getAttribute('data-seconds')) * 1000);
+    });
+  }
+
+  document.addEventListener('click', function (e) {
+    var button = e.target.closest && e.target.closest('[data-close-notice]');
+    if (button) close(button.closest('li, .chat-notice'));
+  });
+  document.addEventListener('DOMContentLoaded', timeNotices);
+  document.addEventListener('htmx:oobAfterSwap', timeNotices);
+  document.addEventListener('htmx:wsAfterMessage', timeNotices);
+})();

@@ -79,11 +79,17 @@ def test_the_small_things_people_expect(page, asgi_server, log_in, user, llm_stu
     notice.locator("[data-delete-now]").click()
     page.locator(".msg-user").nth(1).wait_for(state="detached")
     assert not Message.objects.filter(content="My second message").exists()
+    # What the deletion did is said, and closes at its ×.
+    said = page.locator("#chat-notice", has_text="Deleted")
+    said.locator("[data-close-notice]").click()
+    assert page.locator("#chat-notice").inner_text() == ""
     assert errors == []
     _shoot(page, "chat")
 
     # What Forget did closes.
-    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     page.goto(f"{asgi_server}/memory/forget-everything")
     page.fill("#forget-all-form input[name=confirm]", "forget everything")
     page.click("#forget-all-form button[type=submit]")

@@ -109,3 +109,18 @@ def test_a_receipt_counts_a_fact_once_and_shows_no_instruction_as_a_fact(alice, 
     assert "used 3 memories · 1 shared fact" in receipt
     assert receipt.count("Ghent") == 1 and "Miso" in receipt
     assert "Water boils" in receipt and "trust the user" not in receipt
+
+
+def test_every_notice_has_a_close_button_and_the_chats_goes_by_itself(alice, user):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from apps.chat.broadcasts import render_error, render_notice
+
+    notice = render_notice("Deleted.")
+    assert 'data-seconds="12"' in notice and "data-close-notice" in notice
+    assert "data-close-notice" in render_error("That failed.")
+    # The messages a redirect carries (here an import's warning) close too.
+    upload = SimpleUploadedFile("x.json", b'{"model": "gpt-4"}', "application/json")
+    body = alice.post(reverse("memory:import"), {"file": upload}, follow=True).content.decode()
+    said = body.split('<ul class="messages">')[1].split("</ul>")[0]
+    assert "not a memory export" in said and "data-close-notice" in said
