@@ -140,11 +140,12 @@ async def _run(port: int, secret: str, server: _llama.RealServer, rounds: int) -
 
 @contextlib.contextmanager
 def real_stack(
-    prefix: str, *, slots: int | None = None, **env: str
+    prefix: str, *, slots: int | None = None, threads: int = 2, **env: str
 ) -> Iterator[tuple[int, _llama.RealServer]]:
-    """The real llama-server (`slots`: its -np), the stub's embeddings and `manage.py up` on a
-    throwaway data dir pointed at them, with one user (bench0); yields up's port and the server."""
-    llama, server = _llama.start(4096, slots=slots)
+    """The real llama-server (`slots`: its -np; `threads`: its --threads), the stub's embeddings
+    and `manage.py up` on a throwaway data dir pointed at them, with one user (bench0); yields
+    up's port and the server."""
+    llama, server = _llama.start(4096, slots=slots, threads=threads)
     stub = StubServer(port=0).start()
     try:
         with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
