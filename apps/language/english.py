@@ -161,8 +161,8 @@ _THE_USER = re.compile(r"\bthe user(?:'s)?\b", re.IGNORECASE)
 # Where "the user" in the middle of a sentence is a subject, whose verb then agrees with "you"
 # ("Sofia says the user cooks well"); elsewhere it is an object ("Sofia visits the user").
 _SUBJECT_AFTER = re.compile(
-    r"\b(?:says?|said|thinks?|thought|knows?|knew|believes?|that|and|but|because|when|if|so|"
-    r"while)\s+$",
+    r"(?:\b(?:says?|said|thinks?|thought|knows?|knew|believes?|that|and|but|because|when|if|"
+    r"so|while)|:)\s+$",
     re.IGNORECASE,
 )
 

@@ -35,7 +35,7 @@ def test_after_a_demo_chat_the_mind_page_shows_the_memory_criticised_and_promote
     page.goto(f"{asgi_server}/dashboard/")
     page.locator("#live-status.on").wait_for()
     stream = page.locator("#mind-stream")
-    stream.locator(".kind-critique", has_text="The user's name is Ada").wait_for()
+    stream.locator(".kind-critique", has_text="your name is Ada").wait_for()
     assert "it holds, so I trust it more" in stream.locator(".kind-critique").first.inner_text()
 
     memory_tasks.promote_and_link.delay().get(timeout=20)

@@ -19,3 +19,21 @@ def test_the_graph_says_your_memories_to_you_and_as_stored_to_an_admin(user, dja
 
     assert own["nodes"][ghent.pk]["label"] == "You live in Ghent"
     assert watched["nodes"][ghent.pk]["label"] == "The user lives in Ghent"
+
+
+def test_the_stream_says_the_memory_of_a_sentence_to_its_owner(client, user, django_user_model):
+    from django.urls import reverse
+
+    from apps.core.models import Event
+
+    said = "Checked a memory against what you said; it holds: The user lives in Ghent"
+    Event.objects.create(owner=user, kind="critique", summary=said)
+    admin = django_user_model.objects.create_user("curator", is_staff=True)
+
+    client.force_login(user)
+    own = client.get(reverse("dashboard:mine")).content.decode()
+    client.force_login(admin)
+    watched = client.get(reverse("dashboard:user", args=[user.pk])).content.decode()
+
+    assert "it holds: you live in Ghent" in own
+    assert "it holds: The user lives in Ghent" in watched

@@ -6,6 +6,7 @@ import re
 from django import template
 
 from apps.dashboard.selectors import KIND_WORDS, memory_write_rates
+from apps.language.english import second_person
 
 register = template.Library()
 
@@ -40,6 +41,15 @@ def spoken_of(text: str, mind) -> str:
     return _SECOND_PERSON.sub(
         lambda found: _THIRD_PERSON[found.group(1).lower()].format(name=mind.label), text
     )
+
+
+@register.filter
+def said_to_owner(text: str, mind) -> str:
+    """A sentence of one's own Mind stream with its memory said to its owner ("…: you live in
+    Ghent"); to anyone else as it is."""
+    if mind is None or mind.who != "me":
+        return text
+    return second_person(text)
 
 
 @register.filter
