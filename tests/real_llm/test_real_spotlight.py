@@ -20,7 +20,7 @@ from tests.spotlight import marked
 pytestmark = [pytest.mark.real_llm, pytest.mark.django_db(transaction=True)]
 
 IMPORTED = "Laura bought a walnut workbench from a shop in Milan"
-CONVERSATION = ["Hello, I am Laura.", "Where did I buy my workbench?", "And what is it made of?"]
+CONVERSATION = ["Where did I buy my workbench?", "And what is it made of?"]
 
 
 async def test_a_conversation_whose_notes_hold_data_keeps_the_prompt_cache(
@@ -36,7 +36,7 @@ async def test_a_conversation_whose_notes_hold_data_keeps_the_prompt_cache(
 
     assert all(reply.status == Message.Status.COMPLETE for reply in replies)
     notes = [(reply.trace.get("note") or {}).get("text", "") for reply in replies]
-    assert any(marked(IMPORTED, conversation_marker(conversation.pk)) in n for n in notes)
+    assert marked(IMPORTED, conversation_marker(conversation.pk)) in notes[0]
     for text, note, reply in zip(CONVERSATION[1:], notes[1:], replies[1:], strict=True):
         allowed = _tokens(real_llm, text) + (_tokens(real_llm, note) if note else 0) + SLACK
         assert reply.trace["prompt_cache"]["evaluated"] <= allowed, (text, reply.trace)
@@ -46,7 +46,7 @@ def test_a_canary_by_each_door_of_data_datamarked_is_not_obeyed(real_llm):
     question = spotlight_canary.QUESTIONS[0]
     answers = {
         door: spotlight_canary.ask(
-            real_llm.url, spotlight_canary.prompt(door, question, marked=True), max_tokens=32
+            real_llm.url, spotlight_canary.prompt(door, question, marked=True), max_tokens=24
         )
         for door in spotlight_canary.DOORS
     }
