@@ -88,8 +88,10 @@ WITH open_reply AS (
     UPDATE chat_conversation SET updated_at = %(now)s
     WHERE id = %(conversation)s AND EXISTS (SELECT FROM reply)
 ), earlier AS (
-    -- As history_before: the usable messages of the branch before the new one, newest first.
-    SELECT id, role, content, status, created_at FROM chat_message
+    -- As history_before: the usable messages of the branch before the new one, newest first;
+    -- whether each came by an import (its trace's "imported": data in the prompt).
+    SELECT id, role, content, status, created_at, trace ? 'imported' AS imported
+      FROM chat_message
     WHERE conversation_id = %(conversation)s AND active
       AND (%(cut)s::bigint IS NULL OR id < %(cut)s::bigint)
       AND status <> 'failed' AND content <> ''
@@ -103,8 +105,8 @@ WITH open_reply AS (
 SELECT (SELECT json_build_array(id, created_at) FROM open_reply LIMIT 1),
        (SELECT created_at FROM limiting),
        (SELECT id FROM question), (SELECT id FROM reply),
-       (SELECT coalesce(json_agg(json_build_array(id, role, content, status, created_at)
-                                 ORDER BY id), '[]') FROM earlier),
+       (SELECT coalesce(json_agg(json_build_array(id, role, content, status, created_at,
+                                                  imported) ORDER BY id), '[]') FROM earlier),
        (SELECT n FROM usable)
 """
 
@@ -186,8 +188,9 @@ def message_send(
             content=text,
             status=status,
             created_at=datetime.fromisoformat(created),
+            trace={"imported": True} if imported else {},
         )
-        for pk, role, text, status, created in json_value(earlier)
+        for pk, role, text, status, created, imported in json_value(earlier)
     ]
     if history:
         # The window moves on in steps (history_kept), as history_before's does.

@@ -201,7 +201,7 @@ def build_turn(
     last_exchange = len(earlier) - 2
     pieces += [
         message_piece(
-            _as_sent(message, memory.notes),
+            _as_sent(message, memory.notes, memory.marker),
             index + (KEEP_LAST_EXCHANGE if index >= last_exchange else 0),
         )
         for index, message in enumerate(earlier)
@@ -391,10 +391,14 @@ def system_prompt(
 BLANK_LINES = re.compile(r"\n\s*\n(\s*\n)+")
 
 
-def _as_sent(message: Message, notes: dict[int, Note]) -> str:
-    """An earlier message as the model saw it: a user's with the note it was sent with."""
+def _as_sent(message: Message, notes: dict[int, Note], marker: str) -> str:
+    """An earlier message as the model saw it: a user's with the note it was sent with; one of
+    a conversation imported from elsewhere, datamarked (apps.memory.provenance)."""
+    content = message.content
+    if "imported" in message.trace:
+        content = datamark(content, marker)
     note = notes.get(message.pk) if message.role == Message.Role.USER else None
-    return note.attached(message.content) if note else message.content
+    return note.attached(content) if note else content
 
 
 def _unsaid(items: list, replayed: list[Note], kind: str) -> list:
