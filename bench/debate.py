@@ -57,7 +57,9 @@ def _user():
     config.save()
     forget_runtime_config()
     user = get_user_model().objects.create_user("bench-debate")
-    memory_services.memory_node_create(owner=user, description=RULE, kind="rule", embed=False)
+    memory_services.memory_node_create(
+        owner=user, description=RULE, kind="rule", embed=False, source="admin"
+    )
     return user
 
 

@@ -69,7 +69,7 @@ def _user():
     forget_runtime_config()
     user = get_user_model().objects.create_user("bench-pipeline")
     for fact in ("Alice keeps bees in Turin", "Alice's sister likes blue", "Alice plays cello"):
-        memory_services.memory_node_create(owner=user, description=fact)
+        memory_services.memory_node_create(owner=user, description=fact, source="admin")
     return user
 
 

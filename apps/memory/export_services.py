@@ -167,6 +167,9 @@ def memories_export(*, owner) -> dict:
 
 # What an imported memory starts at: the confidence reflection gives a new memory.
 IMPORTED_CONFIDENCE = 1
+# What a file may say of a memory; its fact key, importance, state and confidence are not the
+# user's word, and are left at what any new memory gets.
+_IMPORTED_FIELDS = {"description", "kind", "topic", "origin_context"}
 
 
 def _held_count(owner) -> int:
@@ -183,9 +186,10 @@ def memories_import(*, owner, data) -> MemoryImportReceipt:
     only raise their confidence, so importing the same file twice adds nothing the second time
     (and the receipt says each was already known).
 
-    A file is not the user's word: its memories arrive volatile at the starting confidence,
-    whatever state and confidence it gives them, and pass the same gate as every other write
-    (apps.memory.quarantine): what reads as an instruction is held for the user's approval.
+    A file is not the user's word: its memories arrive imported, volatile, at the starting
+    confidence and the default importance, without a fact key (so a file cannot replace the
+    name the user stated), whatever it says of them; and pass the same gate as every other
+    write (apps.memory.quarantine): what reads as an instruction is held for the user's approval.
     """
     export = MemoryExport.model_validate(data)
     added = {"memories": 0, "episodes": 0, "triples": 0}
@@ -205,7 +209,7 @@ def memories_import(*, owner, data) -> MemoryImportReceipt:
             embed=False,
             source=MemoryNode.Source.IMPORTED,
             confidence_score=IMPORTED_CONFIDENCE,
-            **item.model_dump(exclude={"created_at", "state", "confidence_score"}),
+            **item.model_dump(include=_IMPORTED_FIELDS),
         )
         if getattr(node, "restated", False):
             continue

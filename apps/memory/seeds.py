@@ -104,6 +104,7 @@ def load_seed_truths(*, path: Path | None = None, only_if_empty: bool = False) -
                 state=MemoryNode.State.PROMOTED,
                 confidence_score=5,
                 origin_context=f"seed: {path.name}",
+                source=MemoryNode.Source.ADMIN,
                 embed=False,
                 **fact.model_dump(),
             )

@@ -39,7 +39,7 @@ def memory_node_create(
     state: str = MemoryNode.State.VOLATILE,
     origin_context: str = "",
     source_message: Message | None = None,
-    source: str | None = None,
+    source: str,
     quote: str = "",
     embed: bool = True,
     vector: list[float] | None = None,
@@ -49,11 +49,14 @@ def memory_node_create(
     confirms that memory instead of adding a row (memory_node_restate: `restated` is set on it).
 
     `vector`, when the caller already embedded "topic: description", saves embedding it again.
-    `source` by default: inferred from the message that formed it, else added by an admin.
+    `source` is required: who wrote the memory decides what the gate does with it, so no door
+    may get a person's trust (ADMIN) by leaving it out.
 
     The gate before every prompt (apps.memory.quarantine): a description or quote that reads
     as an instruction is stored quarantined, without a fact key, whatever state was asked for,
-    unless an admin wrote it.
+    unless a person wrote it by hand (ADMIN: the admin, the memory browser, a seed).
+    An imported memory never has a fact key: a file is not the user's word, and must not
+    replace the name or the city the user stated.
     A memory said to be the user's own whose description adds words to its quote is stored as
     inferred, at confidence 0 (apps.memory.support).
 
@@ -64,12 +67,10 @@ def memory_node_create(
     a transaction, or the owner's write lock, is held.
     """
     description = description.strip()
-    if source is None:
-        source = MemoryNode.Source.INFERRED if source_message else MemoryNode.Source.ADMIN
-    # A person writing in the admin (or a seed) is the approval; every other door is gated.
-    held = looks_like_instruction(description) or looks_like_instruction(quote)
-    if held and source != MemoryNode.Source.ADMIN:
+    if _held(description=description, quote=quote, source=source):
         state, fact_key = MemoryNode.State.QUARANTINED, ""
+    if source == MemoryNode.Source.IMPORTED:
+        fact_key = ""
     said = source == MemoryNode.Source.USER
     if said and not quote_supports(description=description, quote=quote):
         source, confidence_score = MemoryNode.Source.INFERRED, 0
@@ -138,6 +139,14 @@ def memory_node_create(
         if vector is None:
             embeddings_fill_later()
     return node
+
+
+def _held(*, description: str, quote: str, source: str) -> bool:
+    """Does the gate hold this text? A person writing by hand (the admin, a seed: ADMIN) is
+    the approval; every other door is gated."""
+    if source == MemoryNode.Source.ADMIN:
+        return False
+    return looks_like_instruction(description) or looks_like_instruction(quote)
 
 
 def memory_vector(*, description: str, topic: str = "") -> list[float] | None:
@@ -382,8 +391,12 @@ def memory_node_revise(
     The new value's `source` and `quote` replace the old ones; without a source, both stay.
     `vector` and `embed` as for `memory_node_create`: inside a transaction, pass the vector
     made before it (`memory_vector` with the node's topic) and `embed=False`.
+
+    The same gate as `memory_node_create`: a new text that reads as an instruction never
+    replaces the node's value; it is stored apart, quarantined, and the node stays as it was.
     """
-    if node.fact_key:
+    held = _held(description=description.strip(), quote=quote, source=source or node.source)
+    if node.fact_key or held:
         return memory_node_create(
             owner=node.owner,
             description=description,

@@ -33,7 +33,9 @@ def staff(django_user_model):
 
 @pytest.fixture
 def bees(user):
-    return services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    return services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
 
 
 def _settings_of(client, user) -> str:
@@ -74,8 +76,10 @@ def test_an_admin_opening_a_users_memories_in_the_admin_is_recorded(client, staf
 
 
 def test_nobody_is_told_of_their_own_looks_or_of_global_knowledge(client, staff, user):
-    services.memory_node_create(owner=staff, description="Curator's own", embed=False)
-    services.memory_node_create(owner=None, description="Water boils", embed=False)
+    services.memory_node_create(
+        owner=staff, description="Curator's own", embed=False, source="admin"
+    )
+    services.memory_node_create(owner=None, description="Water boils", embed=False, source="admin")
     client.force_login(staff)
     client.get(reverse("dashboard:mine"))
     client.get(reverse("dashboard:global"))

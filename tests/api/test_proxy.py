@@ -78,7 +78,7 @@ def test_a_client_that_trims_the_answers_it_sends_back_stays_in_one_conversation
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_calls_with_the_whole_history_land_in_one_conversation(client_for, user, llm_stub, stream):
-    memory_node_create(owner=user, description="Alice keeps bees in Turin")
+    memory_node_create(owner=user, description="Alice keeps bees in Turin", source="admin")
     client = client_for(user)
     history: list[dict] = []
     for question in ("Where do my bees live?", "How many hives?", "And the honey?"):
@@ -160,7 +160,7 @@ def test_memory_off_leaves_memory_out_of_the_prompt_and_learns_nothing(
     client_for, user, llm_stub, celery_worker, config, stream
 ):
     config(reflection_quiet_seconds=1)  # the reply with memory on is reflected on a second later
-    memory_node_create(owner=user, description="Alice keeps bees in Turin")
+    memory_node_create(owner=user, description="Alice keeps bees in Turin", source="admin")
     client = client_for(user)
     off = {"extra_headers": {"X-Thalamus-Memory": "off"}}
     _ask(client, [{"role": "user", "content": "Where do my bees live?"}], stream=stream, **off)

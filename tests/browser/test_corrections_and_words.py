@@ -44,7 +44,7 @@ def _learnt(owner, text: str, city: str) -> tuple[MemoryNode, Triple]:
         conversation=Conversation.objects.create(owner=owner), role="assistant", content="Ok"
     )
     node = services.memory_node_create(
-        owner=owner, description=text, embed=False, source_message=reply
+        owner=owner, description=text, embed=False, source_message=reply, source="inferred"
     )
     triple = graph_services.triple_upsert(
         owner=owner,
@@ -62,8 +62,12 @@ def test_wrong_and_forget_offer_undo_and_update_the_counts(
     page, asgi_server, log_in, user, other_user, viewport, scheme
 ):
     turin, _ = _learnt(user, "Alice lives in Turin", "Turin")
-    bees = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
-    services.memory_node_create(owner=other_user, description="Mallory picks locks", embed=False)
+    bees = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
+    services.memory_node_create(
+        owner=other_user, description="Mallory picks locks", embed=False, source="admin"
+    )
     _screen(page, viewport, scheme)
     log_in("alice")
     page.goto(f"{asgi_server}/memory/")
@@ -114,7 +118,9 @@ def test_wrong_and_forget_offer_undo_and_update_the_counts(
 
 
 def test_a_forget_left_alone_goes_for_good_when_its_undo_runs_out(page, asgi_server, log_in, user):
-    bees = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    bees = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     log_in("alice")
     page.goto(f"{asgi_server}/memory/")
     page.locator(f"#memory-{bees.pk} button", has_text="Forget").click()
@@ -145,7 +151,9 @@ def test_the_facts_page_shows_each_relation_and_confidence_in_percent(
 
 
 def _answered(user) -> tuple[Conversation, Message]:
-    bees = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    bees = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     conversation = Conversation.objects.create(owner=user, title="Bees")
     question = Message.objects.create(
         conversation=conversation, role="user", content="How are my bees?", status="complete"

@@ -66,7 +66,9 @@ def test_the_dashboard_never_polls_and_shows_a_memory_added_in_the_admin_within_
     page, asgi_server, log_in, user, llm_stub, django_user_model
 ):
     admin = _admin_client(django_user_model)
-    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     errors = []
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -93,7 +95,9 @@ def test_the_dashboard_never_polls_and_shows_a_memory_added_in_the_admin_within_
 def test_a_user_gets_404_for_another_users_dashboard_and_memory(
     page, asgi_server, log_in, user, other_user
 ):
-    theirs = services.memory_node_create(owner=other_user, description="Mallory", embed=False)
+    theirs = services.memory_node_create(
+        owner=other_user, description="Mallory", embed=False, source="admin"
+    )
     log_in("alice")
     for path in (
         f"/dashboard/u/{other_user.pk}/",
@@ -113,7 +117,9 @@ def test_staff_switch_to_another_users_mind_and_filter_the_stream(
     django_user_model.objects.create_user(
         "curator", password="correct-horse-battery-9", is_staff=True
     )
-    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     _in_a_thread(lambda: event_record(kind="perception", summary="noticed bees", owner=user))
     _in_a_thread(lambda: event_record(kind="error", summary="reflection failed", owner=user))
     log_in("curator")

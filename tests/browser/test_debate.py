@@ -15,7 +15,7 @@ def test_with_the_debate_on_the_page_says_it_reviews_the_draft_then_shows_the_re
 ):
     runtime_config_save(config=RuntimeConfig(debate_enabled=True, turns_per_minute=0))
     memory_services.memory_node_create(
-        owner=user, description="Always answer in Italian", kind="rule", embed=False
+        owner=user, description="Always answer in Italian", kind="rule", embed=False, source="admin"
     )
     llm_stub.script(
         {"content": "The capital is Paris."},

@@ -31,7 +31,9 @@ def _log_in(page, server, username="alice", password="correct-horse-battery-9"):
 def test_on_a_phone_the_mind_page_scrolls_to_a_graph_of_real_size(
     page, asgi_server, log_in, user, scheme
 ):
-    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     page.emulate_media(color_scheme=scheme)
     page.set_viewport_size(PHONE)
     log_in("alice")
@@ -58,7 +60,9 @@ def test_on_a_phone_the_mind_page_scrolls_to_a_graph_of_real_size(
 def test_the_memory_filters_fold_on_a_phone_and_stay_open_on_a_wide_screen(
     page, asgi_server, log_in, user, scheme
 ):
-    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     page.emulate_media(color_scheme=scheme)
     log_in("alice")
 
@@ -163,7 +167,10 @@ def test_the_runtime_configuration_opens_in_five_folded_sections(
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_the_memory_and_facts_tables_fit_a_phone_as_cards(page, asgi_server, log_in, user, scheme):
     services.memory_node_create(
-        owner=user, description="Alice keeps bees on the roof of her building", embed=False
+        owner=user,
+        description="Alice keeps bees on the roof of her building",
+        embed=False,
+        source="admin",
     )
     graph_services.triple_upsert(
         owner=user, subject="user", predicate="lives_in", object="Turin", confidence=0.8

@@ -17,9 +17,13 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 @pytest.fixture
 def memories(user, other_user):
     return [
-        services.memory_node_create(owner=user, description=text, embed=False)
+        services.memory_node_create(owner=user, description=text, embed=False, source="admin")
         for text in ("Alice keeps bees", "Alice prefers green tea", "Alice lives in Turin")
-    ] + [services.memory_node_create(owner=other_user, description="Mallory", embed=False)]
+    ] + [
+        services.memory_node_create(
+            owner=other_user, description="Mallory", embed=False, source="admin"
+        )
+    ]
 
 
 def _row(page, node):
@@ -95,7 +99,11 @@ def test_a_user_edits_a_memory_and_follows_why_do_you_know_this(page, asgi_serve
         conversation=conversation, role="assistant", content="Bees are great", status="complete"
     )
     node = services.memory_node_create(
-        owner=user, description="Alice keeps bees", source_message=message, embed=False
+        owner=user,
+        description="Alice keeps bees",
+        source_message=message,
+        embed=False,
+        source="inferred",
     )
     log_in("alice")
     page.goto(f"{asgi_server}/memory/")

@@ -46,8 +46,12 @@ def _open_receipt(page, reply: Message):
 def test_the_receipts_wrong_and_forget_offer_undo_and_its_counts_follow(
     page, asgi_server, log_in, user, viewport, scheme
 ):
-    bees = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
-    turin = services.memory_node_create(owner=user, description="Alice lives in Turin", embed=False)
+    bees = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
+    turin = services.memory_node_create(
+        owner=user, description="Alice lives in Turin", embed=False, source="admin"
+    )
     conversation, reply = _answered(user, [bees, turin])
     page.set_viewport_size(viewport)
     page.emulate_media(color_scheme=scheme)
@@ -118,7 +122,9 @@ def test_the_receipts_wrong_and_forget_offer_undo_and_its_counts_follow(
 def test_a_receipts_forget_left_alone_goes_for_good_when_its_undo_runs_out(
     page, asgi_server, log_in, user
 ):
-    bees = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    bees = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     conversation, reply = _answered(user, [bees])
     log_in("alice")
     page.goto(f"{asgi_server}/c/{conversation.pk}/")

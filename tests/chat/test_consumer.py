@@ -267,7 +267,11 @@ async def test_the_reply_trace_shows_the_memories_used(user, conversation, llm_s
     from apps.memory import services as memory_services
 
     await sync_to_async(memory_services.memory_node_create)(
-        owner=user, description="Alice keeps bees on her balcony", kind="fact", topic="hobbies"
+        owner=user,
+        description="Alice keeps bees on her balcony",
+        kind="fact",
+        topic="hobbies",
+        source="admin",
     )
     llm_stub.script({"content": "Your bees are fine."})
     communicator = await connect_socket(user, conversation.pk)
@@ -295,10 +299,18 @@ async def test_the_pushed_receipt_and_status_line_count_the_same_memories(
     from apps.memory import services as memory_services
 
     await sync_to_async(memory_services.memory_node_create)(
-        owner=user, description="Alice keeps bees on her balcony", kind="fact", topic="hobbies"
+        owner=user,
+        description="Alice keeps bees on her balcony",
+        kind="fact",
+        topic="hobbies",
+        source="admin",
     )
     await sync_to_async(memory_services.memory_node_create)(
-        owner=None, description="Bees sleep in the hive at night", kind="fact", topic="bees"
+        owner=None,
+        description="Bees sleep in the hive at night",
+        kind="fact",
+        topic="bees",
+        source="admin",
     )
     llm_stub.script({"content": "Your bees are asleep."})
     communicator = await connect_socket(user, conversation.pk)
@@ -402,7 +414,11 @@ async def test_a_finished_answer_starts_its_background_work(
     await sync_to_async(config)(reflection_quiet_seconds=1)
 
     used = await sync_to_async(memory_services.memory_node_create)(
-        owner=user, description="Alice keeps bees on her balcony", kind="fact", topic="hobbies"
+        owner=user,
+        description="Alice keeps bees on her balcony",
+        kind="fact",
+        topic="hobbies",
+        source="admin",
     )
     llm_stub.script({"content": "Your bees are fine.", "match": "You are Thalamus"})
     communicator = await connect_socket(user, conversation.pk)

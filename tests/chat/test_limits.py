@@ -248,7 +248,7 @@ async def test_a_finished_answer_that_used_memories_is_pushed_with_its_receipt(
     monkeypatch.delenv("DJANGO_ALLOW_ASYNC_UNSAFE")
     await sync_to_async(_configure)(max_message_chars=500)
     await sync_to_async(memory_services.memory_node_create)(
-        owner=user, description="Alice keeps bees in Turin"
+        owner=user, description="Alice keeps bees in Turin", source="admin"
     )
     llm_stub.script({"content": "Your bees are fine."})
     conversation = await Conversation.objects.acreate(owner=user)

@@ -240,7 +240,7 @@ def test_a_retry_from_the_other_process_answers_again_and_both_pages_see_it(
 def test_the_dashboard_on_one_process_shows_a_change_made_through_the_other(two_processes, user):
     first, second = two_processes
     node = memory_services.memory_node_create(
-        owner=user, description="Alice keeps bees", embed=False
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
     )
     client = logged_in_client(first, "alice", PASSWORD)
     cookie = "; ".join(f"{name}={value}" for name, value in client.cookies.items())

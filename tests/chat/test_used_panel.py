@@ -40,7 +40,9 @@ def test_each_memory_says_why_it_was_chosen_from_its_scores():
 
 
 def test_the_panel_opens_on_what_was_used_with_scores_and_times_behind_details(user, llm_stub):
-    bees = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    bees = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     conversation = Conversation.objects.create(owner=user)
     question = Message.objects.create(
         conversation=conversation, role="user", content="How are my bees?"

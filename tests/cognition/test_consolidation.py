@@ -12,8 +12,10 @@ from apps.memory.models import Critique, MemoryLink, MemoryNode
 from tests.cognition.conftest import wait_for
 
 
-def _node(owner, description, *, state="volatile", score=1, **extra) -> MemoryNode:
-    node = memory_services.memory_node_create(owner=owner, description=description, **extra)
+def _node(owner, description, *, state="volatile", score=1, source="admin", **extra) -> MemoryNode:
+    node = memory_services.memory_node_create(
+        owner=owner, description=description, source=source, **extra
+    )
     MemoryNode.objects.filter(pk=node.pk).update(state=state, confidence_score=score)
     node.refresh_from_db()
     return node

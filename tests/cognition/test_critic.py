@@ -124,7 +124,9 @@ def test_a_disabled_critic_judges_nothing(celery_worker, user, turn, llm_stub, c
 
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_critiques_of_one_node_lose_no_update(user, turn):
-    node = memory_services.memory_node_create(owner=user, description="Speaks Finnish")
+    node = memory_services.memory_node_create(
+        owner=user, description="Speaks Finnish", source="admin"
+    )
     replies = [turn(f"question {i}", f"answer {i}") for i in range(8)]
     verdicts = ["withstands"] * 5 + ["fails"] * 3
     start = threading.Barrier(len(replies))

@@ -27,6 +27,7 @@ def lives_in_rome(user):
         description="The user lives in Rome",
         state=MemoryNode.State.PROMOTED,
         confidence_score=5,
+        source="admin",
     )
 
 
@@ -36,7 +37,7 @@ def test_the_critic_is_shown_a_promoted_memory_and_a_fact_that_could_contradict_
     graph_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Rome")
     reply = turn("I moved to Paris", "Nice!")
     node = memory_services.memory_node_create(
-        owner=user, description="The user lives in Paris", source_message=reply
+        owner=user, description="The user lives in Paris", source_message=reply, source="inferred"
     )
     llm_stub.script(verdict("withstands"))
 
@@ -54,7 +55,9 @@ def test_the_critic_is_shown_a_promoted_memory_and_a_fact_that_could_contradict_
 def test_a_contradicts_verdict_links_the_memories_and_lowers_confidence_by_one(
     celery_worker, user, turn, llm_stub, lives_in_rome
 ):
-    node = memory_services.memory_node_create(owner=user, description="The user lives in Paris")
+    node = memory_services.memory_node_create(
+        owner=user, description="The user lives in Paris", source="admin"
+    )
     llm_stub.script(
         verdict(
             "fails",
@@ -78,7 +81,9 @@ def test_a_contradicts_verdict_links_the_memories_and_lowers_confidence_by_one(
 def test_a_supports_verdict_links_the_memories_and_raises_confidence_by_one(
     celery_worker, user, llm_stub, lives_in_rome
 ):
-    node = memory_services.memory_node_create(owner=user, description="The user's home is Rome")
+    node = memory_services.memory_node_create(
+        owner=user, description="The user's home is Rome", source="admin"
+    )
     llm_stub.script(verdict("withstands", supports=[lives_in_rome.pk]))
 
     tasks.criticise_unreviewed.delay().get(timeout=15)
@@ -94,7 +99,9 @@ def test_the_sweep_reviews_at_most_its_bound_oldest_first_and_never_twice(
     celery_worker, user, turn, llm_stub
 ):
     nodes = [
-        memory_services.memory_node_create(owner=user, description=f"The user owns {count} cats")
+        memory_services.memory_node_create(
+            owner=user, description=f"The user owns {count} cats", source="admin"
+        )
         for count in range(critic.SWEEP_MAX_NODES + 2)
     ]
     already = nodes[0]
@@ -122,7 +129,7 @@ def test_the_sweep_reviews_at_most_its_bound_oldest_first_and_never_twice(
 
 def test_a_disabled_critic_sweeps_nothing(celery_worker, user, llm_stub, config):
     config(critic_enabled=False)
-    memory_services.memory_node_create(owner=user, description="The user likes tea")
+    memory_services.memory_node_create(owner=user, description="The user likes tea", source="admin")
 
     assert tasks.criticise_unreviewed.delay().get(timeout=15) == 0
 

@@ -70,7 +70,7 @@ def test_a_quote_the_user_never_wrote_is_rejected_not_stored_as_inferred(
 
 def test_what_the_assistant_said_or_saw_is_never_the_users(user, turn, llm_stub, quiet):
     recalled = memory_services.memory_node_create(
-        owner=user, description="Has a dog named Rex who loves the beach"
+        owner=user, description="Has a dog named Rex who loves the beach", source="admin"
     )
     graph_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Rome")
     # Long enough that no quote below is cut to the longest message's length.

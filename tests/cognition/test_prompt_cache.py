@@ -34,8 +34,12 @@ def _turn(conversation: Conversation, text: str, answer: str):
 @pytest.fixture
 def conversation(user, llm_stub):
     runtime_config_save(config=RuntimeConfig(turns_per_minute=0, short_term_window=20))
-    memory_services.memory_node_create(owner=user, description="The user's dog is called Argo")
-    memory_services.memory_node_create(owner=user, description="The user lives in Turin")
+    memory_services.memory_node_create(
+        owner=user, description="The user's dog is called Argo", source="admin"
+    )
+    memory_services.memory_node_create(
+        owner=user, description="The user lives in Turin", source="admin"
+    )
     graph_services.triple_upsert(owner=user, subject="user", predicate="likes", object="espresso")
     return Conversation.objects.create(owner=user)
 

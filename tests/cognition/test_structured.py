@@ -164,7 +164,7 @@ def test_a_memory_with_a_nul_in_the_models_reply_is_saved_without_it(user, llm_s
         EpisodeSummary,
         '{"summary": "Alice\\u0000 keeps bees", "decisions": "", "outcome": "", "lesson": ""}',
     )
-    node = memory_node_create(owner=user, description=parsed.summary)
+    node = memory_node_create(owner=user, description=parsed.summary, source="admin")
     node.refresh_from_db()
     assert node.description == "Alice keeps bees"
 

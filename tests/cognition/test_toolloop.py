@@ -76,7 +76,9 @@ def conversation(user):
 
 
 def test_the_model_finds_the_users_memory_with_a_tool_then_answers(user, conversation, llm_stub):
-    cat = memory_services.memory_node_create(owner=user, description="My cat is called Miso")
+    cat = memory_services.memory_node_create(
+        owner=user, description="My cat is called Miso", source="admin"
+    )
     llm_stub.script(calls(("memory_query", {"query": "cat name"})), {"content": "done"})
 
     result = gather(user, conversation, allowed=["memory_query", "calculator"])
@@ -173,7 +175,9 @@ def test_a_tool_that_takes_too_long_is_stopped_and_its_work_does_not_go_on(
             for step in range(20):
                 cursor.execute("SELECT pg_sleep(0.1)")
                 steps.append(step)
-        memory_services.memory_node_create(owner=user, description="written after the time-out")
+        memory_services.memory_node_create(
+            owner=user, description="written after the time-out", source="admin"
+        )
         return []
 
     def one_long_query(context, args):
@@ -235,7 +239,9 @@ def test_no_rounds_means_no_llm_call(user, conversation, llm_stub, config):
 
 
 def test_a_tool_off_the_allowlist_is_not_run(user, conversation, llm_stub):
-    memory_services.memory_node_create(owner=user, description="My cat is called Miso")
+    memory_services.memory_node_create(
+        owner=user, description="My cat is called Miso", source="admin"
+    )
     llm_stub.script(calls(("memory_query", {"query": "cat"})), "done")
 
     result = gather(user, conversation, allowed=["calculator", "current_time"])
@@ -251,7 +257,9 @@ def test_a_tool_off_the_allowlist_is_not_run(user, conversation, llm_stub):
 
 
 def test_the_same_results_twice_are_one_piece_of_evidence(user, conversation, llm_stub):
-    memory_services.memory_node_create(owner=user, description="My cat is called Miso")
+    memory_services.memory_node_create(
+        owner=user, description="My cat is called Miso", source="admin"
+    )
     llm_stub.script(
         calls(("memory_query", {"query": "cat"}), ("memory_query", {"query": "Miso"})), "done"
     )
@@ -265,7 +273,9 @@ def test_the_same_results_twice_are_one_piece_of_evidence(user, conversation, ll
 def test_a_model_without_tool_calling_gets_the_loop_in_text_and_it_is_remembered(
     user, conversation, llm_stub
 ):
-    cat = memory_services.memory_node_create(owner=user, description="My cat is called Miso")
+    cat = memory_services.memory_node_create(
+        owner=user, description="My cat is called Miso", source="admin"
+    )
     llm_stub.set_defaults(tools=False)
     llm_stub.script(action("memory_query", {"query": "cat"}), action("final"))
 
@@ -338,7 +348,9 @@ def test_an_llm_that_does_not_answer_in_time_ends_the_loop(user, conversation, l
 def test_another_users_rows_stay_out_of_reach_whatever_the_model_asks(user, other_user, llm_stub):
     alices = Conversation.objects.create(owner=user)
     Message.objects.create(conversation=alices, role="user", content="My cat is called Miso")
-    cat = memory_services.memory_node_create(owner=user, description="My cat is called Miso")
+    cat = memory_services.memory_node_create(
+        owner=user, description="My cat is called Miso", source="admin"
+    )
     vet = episode_services.episode_create(owner=user, summary="Miso went to the vet")
     graph_services.triple_upsert(owner=user, subject="Miso", predicate="is_a", object="cat")
     mallorys = Conversation.objects.create(owner=other_user)
@@ -384,7 +396,10 @@ def test_every_round_fits_the_window_with_huge_messages(user, conversation, llm_
     llm_stub.set_defaults(server="llamacpp", context=4096, overflow="reject")
     for index in range(5):
         memory_services.memory_node_create(
-            owner=user, description=f"Fact {index}: " + "memory words " * 300, embed=False
+            owner=user,
+            description=f"Fact {index}: " + "memory words " * 300,
+            embed=False,
+            source="admin",
         )
     llm_stub.script(*[calls(("memory_query", {"query": "fact"}))] * 5)
     huge = "w " * 16_000

@@ -129,8 +129,12 @@ def test_an_unknown_time_zone_is_a_tool_error(user):
 
 def test_memory_query_finds_the_users_memory(user, llm_stub):
     conversation = Conversation.objects.create(owner=user)
-    cat = memory_services.memory_node_create(owner=user, description="My cat is called Miso")
-    memory_services.memory_node_create(owner=user, description="I work as a nurse in Turin")
+    cat = memory_services.memory_node_create(
+        owner=user, description="My cat is called Miso", source="admin"
+    )
+    memory_services.memory_node_create(
+        owner=user, description="I work as a nurse in Turin", source="admin"
+    )
 
     found = run("memory_query", context_for(user, conversation), query="what is my cat called")
 
@@ -194,7 +198,9 @@ def test_chat_history_tail_reads_the_latest_messages_before_the_question(user):
 def test_no_tool_shows_one_user_what_another_user_has(user, other_user, llm_stub):
     alices = Conversation.objects.create(owner=user)
     Message.objects.create(conversation=alices, role="user", content="My cat is called Miso")
-    cat = memory_services.memory_node_create(owner=user, description="My cat is called Miso")
+    cat = memory_services.memory_node_create(
+        owner=user, description="My cat is called Miso", source="admin"
+    )
     episode = episode_services.episode_create(owner=user, summary="Miso went to the vet")
     graph_services.triple_upsert(owner=user, subject="Miso", predicate="is_a", object="cat")
     mallorys = Conversation.objects.create(owner=other_user)

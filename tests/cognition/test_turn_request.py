@@ -103,6 +103,7 @@ def test_over_the_window_the_least_relevant_knowledge_and_lowest_memories_go_fir
             owner=user,
             description=f"The dog story number {n}: " + "dog " * (n + 1) + "park walk " * 40,
             importance=0.2 + n / 10,
+            source="admin",
         )
     conversation = Conversation.objects.create(owner=user)
     reply = services.message_send(conversation=conversation, content="what about my dog?").reply

@@ -51,7 +51,9 @@ def _chat_requests(llm_stub) -> list[dict]:
 
 
 def _remember_espresso(user) -> None:
-    memory_services.memory_node_create(owner=user, description="The user loves espresso")
+    memory_services.memory_node_create(
+        owner=user, description="The user loves espresso", source="admin"
+    )
     graph_services.triple_upsert(owner=user, subject="user", predicate="likes", object="espresso")
 
 
@@ -212,7 +214,10 @@ def test_custom_instructions_are_kept_when_the_window_drops_memories_and_history
     account_services.user_settings_update(user=user, answer_style="Always answer in haiku.")
     for n in range(8):
         memory_services.memory_node_create(
-            owner=user, description=f"Dog story {n}: " + "park walk " * 40, importance=0.5
+            owner=user,
+            description=f"Dog story {n}: " + "park walk " * 40,
+            importance=0.5,
+            source="admin",
         )
     conversation = Conversation.objects.create(owner=user)
     filler = " lorem ipsum" * 40

@@ -86,9 +86,11 @@ def _a_remembered_conversation(user) -> MemoryNode:
     Message.objects.create(conversation=conversation, role="user", content="I keep bees.")
     Message.objects.create(conversation=conversation, role="assistant", content="Lovely!")
     node = memory_services.memory_node_create(
-        owner=user, description="Alice keeps bees in Lyon", embed=False
+        owner=user, description="Alice keeps bees in Lyon", embed=False, source="admin"
     )
-    memory_services.memory_node_create(owner=user, description="Alice likes tea", embed=False)
+    memory_services.memory_node_create(
+        owner=user, description="Alice likes tea", embed=False, source="admin"
+    )
     MemoryNode.objects.filter(pk=node.pk).update(embedding=_VECTOR)
     return node
 
@@ -315,7 +317,7 @@ _REMEMBER = """
 from django.contrib.auth import get_user_model
 from apps.memory.services import memory_node_create
 user = get_user_model().objects.create_user("alice", password="correct-horse-battery-9")
-memory_node_create(owner=user, description="Alice keeps bees in Lyon", embed=False)
+memory_node_create(owner=user, description="Alice keeps bees in Lyon", embed=False, source="admin")
 """
 _RECALL = """
 from apps.memory.models import MemoryNode

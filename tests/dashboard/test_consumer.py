@@ -32,7 +32,7 @@ def _delta(frame: str) -> dict:
 
 async def test_it_sends_the_graph_on_connect_and_changes_after_each_event(user, other_user):
     first = await sync_to_async(services.memory_node_create)(
-        owner=user, description="Alice keeps bees", embed=False
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
     )
     communicator, connected, _ = await _connect(user)
     assert connected
@@ -41,7 +41,7 @@ async def test_it_sends_the_graph_on_connect_and_changes_after_each_event(user, 
     assert 'id="counter-volatile">1<' in frame
 
     second = await sync_to_async(browser_services.memory_node_add)(
-        owner=user, description="Alice sells honey"
+        owner=user, description="Alice sells honey", source="admin"
     )
     await sync_to_async(services.memory_link_upsert)(
         source=second, target=first, kind="supports", score=0.9
@@ -62,7 +62,9 @@ async def test_it_sends_the_graph_on_connect_and_changes_after_each_event(user, 
     frame = await communicator.receive_from(5)
     assert _delta(frame)["removed_nodes"] == [second.pk]
 
-    await sync_to_async(browser_services.memory_node_add)(owner=other_user, description="Mallory")
+    await sync_to_async(browser_services.memory_node_add)(
+        owner=other_user, description="Mallory", source="admin"
+    )
     assert await communicator.receive_nothing(0.5)
     await communicator.disconnect()
 
@@ -80,7 +82,7 @@ async def test_expand_raises_the_graph_cap(user, monkeypatch):
     monkeypatch.setattr(selectors, "GRAPH_LIMIT", 2)
     for n in range(5):
         await sync_to_async(services.memory_node_create)(
-            owner=user, description=f"memory {n}", embed=False
+            owner=user, description=f"memory {n}", embed=False, source="admin"
         )
     communicator, connected, _ = await _connect(user)
     delta = _delta(await communicator.receive_from(5))

@@ -17,7 +17,9 @@ pytestmark = pytest.mark.django_db
 def test_beyond_the_cap_it_keeps_the_newest_and_the_hubs(user):
     old = timezone.now() - timedelta(days=30)
     nodes = [
-        services.memory_node_create(owner=user, description=f"memory {n}", embed=False)
+        services.memory_node_create(
+            owner=user, description=f"memory {n}", embed=False, source="admin"
+        )
         for n in range(12)
     ]
     MemoryNode.objects.filter(pk__in=[n.pk for n in nodes[:4]]).update(created_at=old)

@@ -44,7 +44,9 @@ def test_reflection_says_what_it_learned_in_a_sentence(outcome, sentence):
 
 
 def test_the_streams_lines_are_sentences_without_internal_terms(client, user):
-    node = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    node = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     critique_services.critique_record(
         node_id=node.pk, message=None, verdict="withstands", debate="Yes."
     )

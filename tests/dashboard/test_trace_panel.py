@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_the_panel_lists_route_memories_episodes_triples_and_step_times(user, llm_stub):
-    bees = services.memory_node_create(owner=user, description="Alice keeps bees")
+    bees = services.memory_node_create(owner=user, description="Alice keeps bees", source="admin")
     honey = graph_services.triple_upsert(
         owner=user, subject="user", predicate="likes", object="honey"
     )
@@ -58,7 +58,9 @@ def test_the_panel_lists_route_memories_episodes_triples_and_step_times(user, ll
 
 
 def test_another_users_memory_named_in_a_trace_is_never_shown(user, other_user, llm_stub):
-    theirs = services.memory_node_create(owner=other_user, description="Mallory's secret plan")
+    theirs = services.memory_node_create(
+        owner=other_user, description="Mallory's secret plan", source="admin"
+    )
     conversation = Conversation.objects.create(owner=user)
     message = Message.objects.create(
         conversation=conversation,

@@ -19,8 +19,12 @@ def staff(django_user_model):
 
 
 def test_my_dashboard_shows_my_counters_and_events(client, user, other_user):
-    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
-    services.memory_node_create(owner=other_user, description="Mallory picks locks", embed=False)
+    services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
+    services.memory_node_create(
+        owner=other_user, description="Mallory picks locks", embed=False, source="admin"
+    )
     event_record(kind="perception", summary="noticed the bees", owner=user)
     event_record(kind="perception", summary="noticed the locks", owner=other_user)
     client.force_login(user)
@@ -48,8 +52,12 @@ def test_staff_can_watch_any_user_and_global_knowledge(client, staff, user):
 
 
 def test_node_detail_is_mine_only_and_shows_where_it_came_from(client, user, other_user):
-    mine = browser_services.memory_node_add(owner=user, description="Alice keeps bees")
-    theirs = services.memory_node_create(owner=other_user, description="Mallory", embed=False)
+    mine = browser_services.memory_node_add(
+        owner=user, description="Alice keeps bees", source="admin"
+    )
+    theirs = services.memory_node_create(
+        owner=other_user, description="Mallory", embed=False, source="admin"
+    )
     client.force_login(user)
     assert client.get(reverse("dashboard:node", args=[theirs.pk])).status_code == 404
     body = client.get(reverse("dashboard:node", args=[mine.pk])).content.decode()
@@ -67,7 +75,9 @@ def test_the_dashboard_page_costs_a_bounded_number_of_queries(
 
 
 def test_a_critique_in_the_stream_opens_onto_its_whole_debate(client, user):
-    node = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    node = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     critique_services.critique_record(
         node_id=node.pk, message=None, verdict="fails", debate="She said wasps, not bees."
     )

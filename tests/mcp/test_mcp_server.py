@@ -72,8 +72,8 @@ async def _call(client: Client, tool: str, **arguments) -> dict:
     return result.structured_content
 
 
-def _memory(user, text: str, **fields) -> MemoryNode:
-    return memory_node_create(owner=user, description=text, **fields)
+def _memory(user, text: str, *, source: str = "admin", **fields) -> MemoryNode:
+    return memory_node_create(owner=user, description=text, source=source, **fields)
 
 
 async def _set_project(user, project: str) -> None:

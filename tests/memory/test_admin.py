@@ -22,6 +22,7 @@ def many_memories(user, other_user):
                     description=f"memory {n} of {owner or 'everyone'}",
                     confidence_score=n - 2,
                     embed=False,
+                    source="admin",
                 )
             )
             graph_services.triple_upsert(
@@ -118,10 +119,14 @@ def test_bulk_promote_and_forget_call_the_services(admin_client, user, many_memo
 def test_similar_to_this_lists_the_nearest_memories_of_the_same_owner(
     admin_client, user, other_user, llm_stub
 ):
-    bees = services.memory_node_create(owner=user, description="Alice keeps bees")
-    services.memory_node_create(owner=user, description="Alice keeps bees and honey")
-    services.memory_node_create(owner=user, description="Quantum chromodynamics lecture")
-    services.memory_node_create(owner=other_user, description="Alice keeps bees")
+    bees = services.memory_node_create(owner=user, description="Alice keeps bees", source="admin")
+    services.memory_node_create(
+        owner=user, description="Alice keeps bees and honey", source="admin"
+    )
+    services.memory_node_create(
+        owner=user, description="Quantum chromodynamics lecture", source="admin"
+    )
+    services.memory_node_create(owner=other_user, description="Alice keeps bees", source="admin")
     url = reverse("admin:memory_memorynode_changelist")
 
     response = admin_client.post(url, {"action": "similar_to_this", "_selected_action": [bees.pk]})
@@ -159,7 +164,11 @@ def test_running_the_critic_now_queues_the_turns_that_formed_the_memories(
     conversation = Conversation.objects.create(owner=user)
     reply = Message.objects.create(conversation=conversation, role="assistant", content="ok")
     node = services.memory_node_create(
-        owner=user, description="Alice keeps bees", source_message=reply, embed=False
+        owner=user,
+        description="Alice keeps bees",
+        source_message=reply,
+        embed=False,
+        source="inferred",
     )
     with django_capture_on_commit_callbacks() as callbacks:
         response = admin_client.post(
@@ -172,7 +181,9 @@ def test_running_the_critic_now_queues_the_turns_that_formed_the_memories(
 
 
 def test_a_memorys_page_explains_its_kinds_and_its_importance(admin_client, user):
-    node = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    node = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
 
     html = admin_client.get(
         reverse("admin:memory_memorynode_change", args=[node.pk])

@@ -131,7 +131,11 @@ def test_a_maintenance_schedule_runs_now_from_the_admin_in_a_real_worker(
     from apps.memory.models import MemoryNode
 
     stale = services.memory_node_create(
-        owner=user, description="a doubtful memory", confidence_score=-1, embed=False
+        owner=user,
+        description="a doubtful memory",
+        confidence_score=-1,
+        embed=False,
+        source="admin",
     )
     long_ago = timezone.now() - timedelta(days=30)
     MemoryNode.objects.filter(pk=stale.pk).update(created_at=long_ago, last_accessed_at=long_ago)

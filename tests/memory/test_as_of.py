@@ -28,13 +28,15 @@ def _backdate(node: MemoryNode, days: int) -> None:
 
 def test_a_superseded_fact_shows_its_old_value_then_and_its_new_value_now(user, other_user):
     home = services.memory_node_create(
-        owner=user, description="Alice lives in Rome", fact_key="home", embed=False
+        owner=user, description="Alice lives in Rome", fact_key="home", embed=False, source="admin"
     )
     _backdate(home, 10)
     services.memory_node_create(
-        owner=user, description="Alice lives in Milan", fact_key="home", embed=False
+        owner=user, description="Alice lives in Milan", fact_key="home", embed=False, source="admin"
     )
-    services.memory_node_create(owner=other_user, description="Bob lives in Oslo", embed=False)
+    services.memory_node_create(
+        owner=other_user, description="Bob lives in Oslo", embed=False, source="admin"
+    )
     now = timezone.now()
 
     assert _believed(user, now - timedelta(days=5)) == {"Alice lives in Rome"}
@@ -44,7 +46,7 @@ def test_a_superseded_fact_shows_its_old_value_then_and_its_new_value_now(user, 
 
 def test_a_fact_with_an_end_disappears_after_it(user):
     exam = services.memory_node_create(
-        owner=user, description="Alice has an exam tomorrow", embed=False
+        owner=user, description="Alice has an exam tomorrow", embed=False, source="admin"
     )
     _backdate(exam, 3)
     ends = timezone.now() - timedelta(days=1)
@@ -63,12 +65,20 @@ def test_a_fact_with_an_end_disappears_after_it(user):
 
 def test_a_new_value_starts_without_the_old_ones_end(user):
     plan = services.memory_node_create(
-        owner=user, description="Alice flies to Oslo on Friday", fact_key="trip", embed=False
+        owner=user,
+        description="Alice flies to Oslo on Friday",
+        fact_key="trip",
+        embed=False,
+        source="admin",
     )
     services.memory_node_set_validity(node=plan, valid_until=timezone.now() + timedelta(days=2))
 
     moved = services.memory_node_create(
-        owner=user, description="Alice moved her trip to June", fact_key="trip", embed=False
+        owner=user,
+        description="Alice moved her trip to June",
+        fact_key="trip",
+        embed=False,
+        source="admin",
     )
 
     assert moved.valid_until is None
@@ -79,11 +89,11 @@ def test_a_new_value_starts_without_the_old_ones_end(user):
 def test_the_browser_shows_what_it_believed_as_of_a_date(client, user):
     client.force_login(user)
     home = services.memory_node_create(
-        owner=user, description="Alice lives in Rome", fact_key="home", embed=False
+        owner=user, description="Alice lives in Rome", fact_key="home", embed=False, source="admin"
     )
     _backdate(home, 10)
     services.memory_node_create(
-        owner=user, description="Alice lives in Milan", fact_key="home", embed=False
+        owner=user, description="Alice lives in Milan", fact_key="home", embed=False, source="admin"
     )
     earlier = (timezone.localdate() - timedelta(days=5)).isoformat()
 

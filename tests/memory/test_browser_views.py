@@ -23,8 +23,10 @@ def alice(client, user):
     return client
 
 
-def _node(owner, text, **fields):
-    return services.memory_node_create(owner=owner, description=text, embed=False, **fields)
+def _node(owner, text, *, source="admin", **fields):
+    return services.memory_node_create(
+        owner=owner, description=text, embed=False, source=source, **fields
+    )
 
 
 def test_the_list_shows_only_my_current_memories(alice, user, other_user):
@@ -62,8 +64,10 @@ def test_filters_and_text_search_narrow_the_list(alice, user):
 
 
 def test_similar_to_orders_by_meaning(alice, user, llm_stub):
-    services.memory_node_create(owner=user, description="Quantum chromodynamics lecture")
-    services.memory_node_create(owner=user, description="Alice keeps bees")
+    services.memory_node_create(
+        owner=user, description="Quantum chromodynamics lecture", source="admin"
+    )
+    services.memory_node_create(owner=user, description="Alice keeps bees", source="admin")
     response = alice.get(reverse("memory:list"), {"similar": "Alice keeps bees"})
     assert response.context["page"].object_list[0].description == "Alice keeps bees"
 
@@ -136,7 +140,7 @@ def test_editing_a_memory_reembeds_it_and_records_an_event(alice, user):
 def test_why_do_you_know_this_links_to_the_source_message(alice, user):
     conversation = Conversation.objects.create(owner=user)
     message = Message.objects.create(conversation=conversation, role="user", content="I keep bees")
-    _node(user, "Alice keeps bees", source_message=message)
+    _node(user, "Alice keeps bees", source_message=message, source="inferred")
     body = alice.get(reverse("memory:list")).content.decode()
     assert f'href="/c/{conversation.pk}/#msg-{message.pk}"' in body
 
@@ -271,6 +275,6 @@ def test_the_list_page_query_count_does_not_grow_with_rows(
     conversation = Conversation.objects.create(owner=user)
     message = Message.objects.create(conversation=conversation, role="user", content="hi")
     for n in range(40):
-        _node(user, f"memory {n}", source_message=message)
+        _node(user, f"memory {n}", source_message=message, source="inferred")
     with django_assert_max_num_queries(10):
         alice.get(reverse("memory:list"))

@@ -31,7 +31,11 @@ def test_a_memorys_score_maps_onto_the_facts_scale_as_recall_weighs_it():
 
 def test_every_page_shows_confidence_in_percent_and_facts_their_relation(client, admin_user):
     node = services.memory_node_create(
-        owner=admin_user, description="Alice keeps bees", embed=False, confidence_score=2
+        owner=admin_user,
+        description="Alice keeps bees",
+        embed=False,
+        confidence_score=2,
+        source="admin",
     )
     triple = graph_services.triple_upsert(
         owner=admin_user, subject="user", predicate="lives_in", object="Turin", confidence=0.8

@@ -53,7 +53,9 @@ def test_every_way_of_writing_memories_keeps_the_count(django_user_model):
         current = MemoryNode.objects.filter(valid_to=None)
         action = rng.choice(["create", "bulk", "sql", "supersede", "restore", "move", "delete"])
         if action == "create":
-            services.memory_node_create(owner=owner, description=f"fact {step}", embed=False)
+            services.memory_node_create(
+                owner=owner, description=f"fact {step}", embed=False, source="admin"
+            )
         elif action == "bulk":
             MemoryNode.objects.bulk_create(
                 [MemoryNode(owner=owner, description=f"bulk {step} {i}") for i in range(3)]
@@ -96,7 +98,9 @@ def test_copy_and_superseding_updates_are_counted(django_user_model):
     assert _kept_counts() == {user.pk: 25, GLOBAL_COUNT_KEY: 25} == _real_counts()
     # A fact's new value supersedes the old one: one current row, as before.
     for home in ("Lives in Rome", "Lives in Oslo"):
-        services.memory_node_create(owner=user, description=home, fact_key="home", embed=False)
+        services.memory_node_create(
+            owner=user, description=home, fact_key="home", embed=False, source="admin"
+        )
     assert _kept_counts()[user.pk] == 26 == _real_counts()[user.pk]
 
 

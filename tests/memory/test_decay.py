@@ -17,9 +17,14 @@ from apps.memory.models import Critique, MemoryNode
 pytestmark = pytest.mark.django_db
 
 
-def _node(owner, text, *, confidence: int = 1, **fields) -> MemoryNode:
+def _node(owner, text, *, confidence: int = 1, source: str = "admin", **fields) -> MemoryNode:
     return services.memory_node_create(
-        owner=owner, description=text, confidence_score=confidence, embed=False, **fields
+        owner=owner,
+        description=text,
+        confidence_score=confidence,
+        embed=False,
+        source=source,
+        **fields,
     )
 
 
@@ -90,7 +95,11 @@ def test_a_fact_changed_recently_is_fresh_and_its_stale_history_goes_with_it(use
     city = _node(user, "Alice lives in Rome", fact_key="home_city")
     _age(city, 100)
     services.memory_node_create(
-        owner=user, description="Alice lives in Milan", fact_key="home_city", embed=False
+        owner=user,
+        description="Alice lives in Milan",
+        fact_key="home_city",
+        embed=False,
+        source="admin",
     )
     assert city.pk in _decay()
 

@@ -37,7 +37,7 @@ def test_an_embedding_server_set_in_the_admin_gets_every_embedding_and_no_key(
 ):
     settings.THALAMUS_LLM_API_KEY = SECRET
     config(embed_base_url=embed_server.url)
-    node = memory_node_create(owner=None, description="Alice keeps bees in Turin.")
+    node = memory_node_create(owner=None, description="Alice keeps bees in Turin.", source="admin")
     vectors = get_embedder().embed(["Where are the bees?"])
 
     assert node.embedding is not None and len(vectors[0]) == settings.THALAMUS_EMBED_DIM

@@ -25,7 +25,9 @@ def test_a_memory_whose_embedding_fails_is_kept_and_embedded_by_the_worker(
 ):
     llm_stub.script({"endpoint": "embeddings", "fault": "http_500"})
 
-    node = services.memory_node_create(owner=user, description="Prefers window seats on trains")
+    node = services.memory_node_create(
+        owner=user, description="Prefers window seats on trains", source="admin"
+    )
 
     assert node.embedding_status == EmbeddingStatus.PENDING
     assert MemoryNode.objects.filter(pk=node.pk).exists()
@@ -37,7 +39,9 @@ def test_a_memory_whose_embedding_fails_is_kept_and_embedded_by_the_worker(
 
 @pytest.mark.django_db
 def test_filling_pending_embeddings_twice_is_harmless(user, llm_stub):
-    node = services.memory_node_create(owner=user, description="Allergic to kiwi", embed=False)
+    node = services.memory_node_create(
+        owner=user, description="Allergic to kiwi", embed=False, source="admin"
+    )
     episode = episode_services.episode_create(
         owner=user, summary="Talked about allergies", embed=False
     )
@@ -52,7 +56,8 @@ def test_filling_pending_embeddings_twice_is_harmless(user, llm_stub):
 @pytest.mark.django_db
 def test_reembed_refreshes_vectors_made_by_another_model_and_resumes(user, llm_stub):
     nodes = [
-        services.memory_node_create(owner=user, description=f"fact number {i}") for i in range(5)
+        services.memory_node_create(owner=user, description=f"fact number {i}", source="admin")
+        for i in range(5)
     ]
     MemoryNode.objects.filter(pk__in=[n.pk for n in nodes[:3]]).update(embedding_model="old:1")
     episode_services.episode_create(owner=user, summary="An episode", embed=False)
@@ -71,7 +76,7 @@ def test_reembed_refreshes_vectors_made_by_another_model_and_resumes(user, llm_s
 
 @pytest.mark.django_db(transaction=True)
 def test_reembed_resizes_the_vectors_after_a_dimension_change(user, llm_stub, settings):
-    node = services.memory_node_create(owner=user, description="Speaks Portuguese")
+    node = services.memory_node_create(owner=user, description="Speaks Portuguese", source="admin")
     settings.THALAMUS_EMBED_DIM = 32
     try:
         call_command("reembed")

@@ -60,7 +60,11 @@ def _a_mind_that_knows_the_canary(user) -> tuple[MemoryNode, MemoryNode]:
         conversation=conversation, role="assistant", content="Noted.", reply_to=question
     )
     services.memory_node_create(
-        owner=user, description=f"The spare key is {CANARY} in Rome", fact_key="key", embed=False
+        owner=user,
+        description=f"The spare key is {CANARY} in Rome",
+        fact_key="key",
+        embed=False,
+        source="admin",
     )
     key = services.memory_node_create(
         owner=user,
@@ -69,8 +73,11 @@ def _a_mind_that_knows_the_canary(user) -> tuple[MemoryNode, MemoryNode]:
         source_message=reply,
         quote=f"I moved the spare key {CANARY} in Milan",
         embed=False,
+        source="inferred",
     )
-    bees = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    bees = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     critique_services.critique_record(
         node_id=key.pk, message=reply, verdict="withstands", debate=f"She said it is {CANARY}."
     )
@@ -201,7 +208,9 @@ def test_forgetting_everything_leaves_no_row_holding_any_memory(user, other_user
     _a_mind_that_knows_the_canary(user)
     episode_services.episode_create(owner=user, summary=f"Alice hid the key {CANARY}", embed=False)
     graph_services.triple_upsert(owner=user, subject="spare key", predicate="is_at", object=CANARY)
-    theirs = services.memory_node_create(owner=other_user, description="Bob fishes", embed=False)
+    theirs = services.memory_node_create(
+        owner=other_user, description="Bob fishes", embed=False, source="admin"
+    )
 
     receipt = browser_services.memories_forget_all_recorded(owner=user)
 
@@ -266,7 +275,7 @@ def test_forgetting_everything_keeps_everything_when_a_step_fails(user, monkeypa
 
 def test_decay_forgets_the_events_that_quote_what_it_forgot(user):
     doubted = services.memory_node_create(
-        owner=user, description=f"The key is {CANARY}", embed=False
+        owner=user, description=f"The key is {CANARY}", embed=False, source="admin"
     )
     critique_services.critique_record(
         node_id=doubted.pk, message=None, verdict="fails", debate="No."
@@ -414,7 +423,9 @@ def test_forgetting_a_fact_or_an_episode_by_hand_drops_the_notes_that_quote_them
 
 def test_decay_takes_only_the_plan_steps_and_debates_that_quote_what_it_forgot(user):
     conversation = Conversation.objects.create(owner=user)
-    services.memory_node_create(owner=user, description=f"The key is {CANARY}", embed=False)
+    services.memory_node_create(
+        owner=user, description=f"The key is {CANARY}", embed=False, source="admin"
+    )
     MemoryNode.objects.update(created_at="2000-01-01T00:00:00Z")
 
     def answer(query: str, draft: str) -> Message:

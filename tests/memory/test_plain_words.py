@@ -21,7 +21,9 @@ def test_a_filter_with_no_results_says_so_not_that_memory_is_empty(alice, user):
     nothing = alice.get(reverse("memory:list"), {"q": "", "kind": ""}).content.decode()
     assert "No memories here yet" in nothing and "match this filter" not in nothing
 
-    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     filtered = alice.get(reverse("memory:list"), {"kind": "rule"}).content.decode()
     assert "No memories match this filter." in filtered
     assert "No memories here yet" not in filtered
@@ -35,7 +37,9 @@ def test_the_state_filter_names_states_as_the_list_does(alice):
 
 
 def test_confirm_in_the_list_says_that_it_worked(alice, user):
-    bees = services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    bees = services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
 
     html = alice.post(
         reverse("memory:confirm", args=[bees.pk]), HTTP_HX_REQUEST="true"
@@ -47,7 +51,9 @@ def test_confirm_in_the_list_says_that_it_worked(alice, user):
 
 
 def test_what_forget_did_has_a_close_button(alice, user):
-    services.memory_node_create(owner=user, description="Alice keeps bees", embed=False)
+    services.memory_node_create(
+        owner=user, description="Alice keeps bees", embed=False, source="admin"
+    )
     alice.post(reverse("memory:forget_all"), {"confirm": "forget everything"})
     body = alice.get(reverse("memory:list")).content.decode()
     receipt = body.split('id="forget-receipt"')[1].split("</div>")[0]

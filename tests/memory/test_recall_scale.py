@@ -159,7 +159,9 @@ def test_vector_recall_at_10_against_exact_search_is_at_least_095(django_user_mo
 
 
 def test_the_half_precision_copy_follows_every_write_of_the_vector(user, llm_stub):
-    node = services.memory_node_create(owner=user, description="The garden gate squeaks")
+    node = services.memory_node_create(
+        owner=user, description="The garden gate squeaks", source="admin"
+    )
     vector = _unit_vector(random.Random(9))
 
     with connection.cursor() as cursor:
@@ -185,8 +187,12 @@ def test_the_half_precision_copy_follows_every_write_of_the_vector(user, llm_stu
 def test_a_long_memory_is_found_by_its_words_like_a_short_one(user, llm_stub):
     long_text = "Notes from the trip: " + "we walked and talked for hours. " * 30
     assert len(long_text.encode()) > SHORT_TEXT_MAX_BYTES
-    long = services.memory_node_create(owner=user, description=long_text + "Zanzibar at last.")
-    short = services.memory_node_create(owner=user, description="Zanzibar has spice farms")
+    long = services.memory_node_create(
+        owner=user, description=long_text + "Zanzibar at last.", source="admin"
+    )
+    short = services.memory_node_create(
+        owner=user, description="Zanzibar has spice farms", source="admin"
+    )
 
     hits = memory_search(user_id=user.pk, text="zanzibar", vector=None, limit=10)
 
@@ -229,16 +235,26 @@ def test_the_words_are_matched_in_every_form_any_visible_memory_has_and_no_other
     monkeypatch.setattr(search_selectors, "FORM_LOOKUP_MIN_ROWS", lookup_from_rows)
     monkeypatch.setattr(search_selectors, "WORD_LOOKUP_MAX_ROWS", lookup_max_rows)
     long_text = "Notes from the holiday: " + "we walked and talked for hours. " * 30
-    painted = services.memory_node_create(owner=user, description="I painted the fence")
-    long = services.memory_node_create(owner=user, description=long_text + "Then the gardens.")
-    services.memory_node_create(owner=user, description="Jazz on Fridays")
-    shared = services.memory_node_create(owner=None, description="The painter's workshop opens")
-    services.memory_node_create(owner=other_user, description="Paints flowerpots every day")
+    painted = services.memory_node_create(
+        owner=user, description="I painted the fence", source="admin"
+    )
+    long = services.memory_node_create(
+        owner=user, description=long_text + "Then the gardens.", source="admin"
+    )
+    services.memory_node_create(owner=user, description="Jazz on Fridays", source="admin")
+    shared = services.memory_node_create(
+        owner=None, description="The painter's workshop opens", source="admin"
+    )
+    services.memory_node_create(
+        owner=other_user, description="Paints flowerpots every day", source="admin"
+    )
     # Enough other memories that no word is in half of anyone's (such words pull nothing in).
     for text in ("Tea at five", "Chess on Sundays", "A cat called Miso", "Cycles to work"):
-        services.memory_node_create(owner=user, description=text)
-        services.memory_node_create(owner=other_user, description=text)
-    old = services.memory_node_create(owner=user, description="Paintings of the garage")
+        services.memory_node_create(owner=user, description=text, source="admin")
+        services.memory_node_create(owner=other_user, description=text, source="admin")
+    old = services.memory_node_create(
+        owner=user, description="Paintings of the garage", source="admin"
+    )
     MemoryNode.objects.filter(pk=old.pk).update(valid_to=timezone.now())
 
     hits = memory_search(user_id=user.pk, text="painting garden flowerpot", vector=None, limit=10)
@@ -333,7 +349,7 @@ def test_a_common_word_is_ranked_in_a_bounded_window_and_a_rare_one_in_every_row
         )
         cursor.execute("ANALYZE memory_memorynode")
     old = [
-        services.memory_node_create(owner=user, description=text)
+        services.memory_node_create(owner=user, description=text, source="admin")
         for text in ("Turin to Zanzibar by ferry", "Zanzibar has spice farms")
     ]
     MemoryNode.objects.filter(pk__in=[node.pk for node in old]).update(
@@ -363,7 +379,7 @@ def test_a_short_memory_whose_words_stem_apart_in_every_language_fits_its_index_
     bytes): words each of the five stemmers cuts differently make the largest ones."""
     words = [f"{first}{vowel}ités" for first in "bcdfglmnprstv" for vowel in "aeiou"]
     text = " ".join(words)[: SHORT_TEXT_MAX_BYTES - 10].rsplit(" ", 1)[0]
-    node = services.memory_node_create(owner=user, description=text, embed=False)
+    node = services.memory_node_create(owner=user, description=text, embed=False, source="admin")
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_column_size(tsv) FROM memory_memorynode WHERE id = %s", [node.pk])

@@ -80,9 +80,15 @@ def _owners(ids: list[int]) -> set[int | None]:
 
 
 def test_a_users_search_never_returns_another_users_memories(user, other_user, llm_stub):
-    mine = services.memory_node_create(owner=user, description="My cat is called Miso")
-    services.memory_node_create(owner=other_user, description="My cat is called Pepper")
-    shared = services.memory_node_create(owner=None, description="Cats are called felines")
+    mine = services.memory_node_create(
+        owner=user, description="My cat is called Miso", source="admin"
+    )
+    services.memory_node_create(
+        owner=other_user, description="My cat is called Pepper", source="admin"
+    )
+    shared = services.memory_node_create(
+        owner=None, description="Cats are called felines", source="admin"
+    )
     vector = [0.0] * DIM
     vector[0] = 1.0
 
@@ -93,8 +99,12 @@ def test_a_users_search_never_returns_another_users_memories(user, other_user, l
 
 
 def test_superseded_values_are_not_retrieved(user, llm_stub):
-    services.memory_node_create(owner=user, description="Lives in Rome", fact_key="city")
-    current = services.memory_node_create(owner=user, description="Lives in Milan", fact_key="city")
+    services.memory_node_create(
+        owner=user, description="Lives in Rome", fact_key="city", source="admin"
+    )
+    current = services.memory_node_create(
+        owner=user, description="Lives in Milan", fact_key="city", source="admin"
+    )
 
     hits = memory_search(user_id=user.pk, text="lives Rome Milan", vector=None, limit=10)
 
@@ -102,9 +112,13 @@ def test_superseded_values_are_not_retrieved(user, llm_stub):
 
 
 def test_a_memory_past_its_valid_until_is_not_recalled_before_decay_closes_it(user, llm_stub):
-    past = services.memory_node_create(owner=user, description="Chemistry exam on Monday")
+    past = services.memory_node_create(
+        owner=user, description="Chemistry exam on Monday", source="admin"
+    )
     services.memory_node_set_validity(node=past, valid_until=timezone.now() - timedelta(minutes=1))
-    coming = services.memory_node_create(owner=user, description="Physics exam next month")
+    coming = services.memory_node_create(
+        owner=user, description="Physics exam next month", source="admin"
+    )
     services.memory_node_set_validity(node=coming, valid_until=timezone.now() + timedelta(days=30))
 
     hits = memory_search(user_id=user.pk, text="chemistry physics exam", vector=None, limit=10)
@@ -126,8 +140,10 @@ def test_a_memory_past_its_valid_until_is_not_recalled_before_decay_closes_it(us
     ],
 )
 def test_a_word_finds_its_other_forms_by_each_languages_stemmer(user, asked, said):
-    found = services.memory_node_create(owner=user, description=said, embed=False)
-    services.memory_node_create(owner=user, description="Plays chess on Sundays", embed=False)
+    found = services.memory_node_create(owner=user, description=said, embed=False, source="admin")
+    services.memory_node_create(
+        owner=user, description="Plays chess on Sundays", embed=False, source="admin"
+    )
 
     hits = memory_search(user_id=user.pk, text=asked, vector=None, limit=10)
 
@@ -152,8 +168,10 @@ def test_an_irregular_form_finds_its_dictionary_form(user, asked, said):
     """Snowball strips endings; it does not know that "ran" is a form of "run": the query's
     words are also searched by their dictionary forms and those forms' irregular forms
     (query_text.query_variants)."""
-    found = services.memory_node_create(owner=user, description=said, embed=False)
-    services.memory_node_create(owner=user, description="Plays chess on Sundays", embed=False)
+    found = services.memory_node_create(owner=user, description=said, embed=False, source="admin")
+    services.memory_node_create(
+        owner=user, description="Plays chess on Sundays", embed=False, source="admin"
+    )
 
     hits = memory_search(user_id=user.pk, text=asked, vector=None, limit=10)
 
@@ -161,7 +179,9 @@ def test_an_irregular_form_finds_its_dictionary_form(user, asked, said):
 
 
 def test_hits_carry_their_score_components(user, llm_stub):
-    services.memory_node_create(owner=user, description="Plays the cello on Sundays")
+    services.memory_node_create(
+        owner=user, description="Plays the cello on Sundays", source="admin"
+    )
 
     [hit] = memory_search(user_id=user.pk, text="cello", vector=None, limit=5)
 
@@ -172,8 +192,12 @@ def test_hits_carry_their_score_components(user, llm_stub):
 
 
 def test_kinds_filter_the_candidates(user, llm_stub):
-    services.memory_node_create(owner=user, description="Prefers tea", kind="preference")
-    services.memory_node_create(owner=user, description="Tea comes from China", kind="fact")
+    services.memory_node_create(
+        owner=user, description="Prefers tea", kind="preference", source="admin"
+    )
+    services.memory_node_create(
+        owner=user, description="Tea comes from China", kind="fact", source="admin"
+    )
 
     hits = memory_search(user_id=user.pk, text="tea", vector=None, limit=5, kinds=["preference"])
 
@@ -311,8 +335,12 @@ def test_the_neighbour_weight_and_window_come_from_the_runtime_config(user):
     from apps.core.selectors import forget_runtime_config
     from apps.memory.models import MemoryNode
 
-    match = services.memory_node_create(owner=user, description="Argo is afraid of thunder")
-    nearby = services.memory_node_create(owner=user, description="We stayed inside all evening")
+    match = services.memory_node_create(
+        owner=user, description="Argo is afraid of thunder", source="admin"
+    )
+    nearby = services.memory_node_create(
+        owner=user, description="We stayed inside all evening", source="admin"
+    )
     MemoryNode.objects.filter(pk=nearby.pk).update(
         created_at=match.created_at + timedelta(seconds=10)
     )
@@ -369,8 +397,12 @@ def test_a_memory_made_in_the_month_a_question_names_outranks_a_more_recent_one(
 
     from apps.memory.models import MemoryNode
 
-    july = services.memory_node_create(owner=user, description="We went camping by the lake")
-    may = services.memory_node_create(owner=user, description="We went camping in the hills")
+    july = services.memory_node_create(
+        owner=user, description="We went camping by the lake", source="admin"
+    )
+    may = services.memory_node_create(
+        owner=user, description="We went camping in the hills", source="admin"
+    )
     MemoryNode.objects.filter(pk=july.pk).update(created_at=datetime(2023, 7, 9, tzinfo=UTC))
     MemoryNode.objects.filter(pk=may.pk).update(created_at=datetime(2023, 5, 2, tzinfo=UTC))
 
@@ -386,8 +418,12 @@ def test_an_answer_next_to_the_question_is_found_though_it_shares_no_word_with_i
 
     from apps.memory.models import MemoryNode
 
-    question = services.memory_node_create(owner=user, description="Who is your favourite player?")
-    answer = services.memory_node_create(owner=user, description="LeBron, no doubt about it")
+    question = services.memory_node_create(
+        owner=user, description="Who is your favourite player?", source="admin"
+    )
+    answer = services.memory_node_create(
+        owner=user, description="LeBron, no doubt about it", source="admin"
+    )
     MemoryNode.objects.filter(pk=answer.pk).update(
         created_at=question.created_at + timedelta(seconds=30)
     )

@@ -134,7 +134,9 @@ def test_a_short_message_is_read_in_every_language():
 @pytest.mark.django_db(transaction=True)
 def test_the_turn_routes_on_raw_cosine_not_on_its_normalised_score(user, llm_stub):
     conversation = Conversation.objects.create(owner=user)
-    services.memory_node_create(owner=user, description="Argo the dog fears thunder")
+    services.memory_node_create(
+        owner=user, description="Argo the dog fears thunder", source="admin"
+    )
 
     familiar = memory_context_for_turn(
         user=user, conversation=conversation, text="Argo the dog fears thunder"

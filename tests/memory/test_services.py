@@ -11,7 +11,9 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_ato
 
 
 def test_a_memory_is_saved_with_its_embedding(user, llm_stub):
-    node = services.memory_node_create(owner=user, description="Alice keeps bees in her garden")
+    node = services.memory_node_create(
+        owner=user, description="Alice keeps bees in her garden", source="admin"
+    )
 
     node.refresh_from_db()
     assert node.embedding_status == EmbeddingStatus.READY
@@ -22,7 +24,7 @@ def test_a_memory_is_saved_with_its_embedding(user, llm_stub):
 
 def test_a_memory_written_by_hand_is_embedded_before_its_transaction(user, llm_stub):
     node = browser_services.memory_node_add(
-        owner=user, description="Alice keeps bees", topic="hobbies"
+        owner=user, description="Alice keeps bees", topic="hobbies", source="admin"
     )
 
     node.refresh_from_db()
@@ -32,7 +34,9 @@ def test_a_memory_written_by_hand_is_embedded_before_its_transaction(user, llm_s
 
 
 def test_a_revision_inside_a_transaction_takes_the_vector_made_before_it(user, llm_stub):
-    node = services.memory_node_create(owner=user, description="Alice keeps bees", topic="hobbies")
+    node = services.memory_node_create(
+        owner=user, description="Alice keeps bees", topic="hobbies", source="admin"
+    )
     vector = services.memory_vector(description="Alice keeps wasps", topic="hobbies")
 
     with transaction.atomic():
@@ -49,7 +53,7 @@ def test_without_a_vector_a_revision_inside_a_transaction_is_embedded_after_comm
     user, llm_stub, django_capture_on_commit_callbacks
 ):
     node = services.memory_node_create(
-        owner=user, description="The user lives in Rome", fact_key="home_city"
+        owner=user, description="The user lives in Rome", fact_key="home_city", source="admin"
     )
     embedded = len(llm_stub.requests)
 
@@ -73,10 +77,10 @@ def test_a_held_memory_is_embedded_after_commit(user, llm_stub):
 
 def test_a_fact_with_a_known_key_evolves_in_place_and_keeps_its_history(user, llm_stub):
     first = services.memory_node_create(
-        owner=user, description="The user lives in Rome", fact_key="home_city"
+        owner=user, description="The user lives in Rome", fact_key="home_city", source="admin"
     )
     second = services.memory_node_create(
-        owner=user, description="The user lives in Milan", fact_key="home_city"
+        owner=user, description="The user lives in Milan", fact_key="home_city", source="admin"
     )
 
     assert second.pk == first.pk
@@ -89,16 +93,26 @@ def test_a_fact_with_a_known_key_evolves_in_place_and_keeps_its_history(user, ll
 
 
 def test_restating_a_fact_adds_no_history(user, llm_stub):
-    services.memory_node_create(owner=user, description="Likes tea", fact_key="drink")
-    services.memory_node_create(owner=user, description="likes  TEA", fact_key="drink")
+    services.memory_node_create(
+        owner=user, description="Likes tea", fact_key="drink", source="admin"
+    )
+    services.memory_node_create(
+        owner=user, description="likes  TEA", fact_key="drink", source="admin"
+    )
 
     assert MemoryNode.objects.filter(owner=user, fact_key="drink").count() == 1
 
 
 def test_the_same_fact_key_is_separate_per_owner(user, other_user, llm_stub):
-    services.memory_node_create(owner=user, description="Lives in Rome", fact_key="home_city")
-    services.memory_node_create(owner=other_user, description="Lives in Oslo", fact_key="home_city")
-    services.memory_node_create(owner=None, description="Server in Zurich", fact_key="home_city")
+    services.memory_node_create(
+        owner=user, description="Lives in Rome", fact_key="home_city", source="admin"
+    )
+    services.memory_node_create(
+        owner=other_user, description="Lives in Oslo", fact_key="home_city", source="admin"
+    )
+    services.memory_node_create(
+        owner=None, description="Server in Zurich", fact_key="home_city", source="admin"
+    )
 
     assert MemoryNode.objects.filter(fact_key="home_city", valid_to=None).count() == 3
 
@@ -151,7 +165,9 @@ def test_an_unknown_predicate_is_created_once(user):
 
 def test_marking_memories_accessed_is_one_update(user, llm_stub, django_assert_num_queries):
     nodes = [
-        services.memory_node_create(owner=user, description=f"memory {i}", embed=False)
+        services.memory_node_create(
+            owner=user, description=f"memory {i}", embed=False, source="admin"
+        )
         for i in range(5)
     ]
 
@@ -162,8 +178,8 @@ def test_marking_memories_accessed_is_one_update(user, llm_stub, django_assert_n
 
 
 def test_links_are_unique_per_pair_and_kind(user, llm_stub):
-    a = services.memory_node_create(owner=user, description="cats", embed=False)
-    b = services.memory_node_create(owner=user, description="kittens", embed=False)
+    a = services.memory_node_create(owner=user, description="cats", embed=False, source="admin")
+    b = services.memory_node_create(owner=user, description="kittens", embed=False, source="admin")
 
     services.memory_link_upsert(source=a, target=b, kind="similar", score=0.7)
     services.memory_link_upsert(source=a, target=b, kind="similar", score=0.9)

@@ -34,13 +34,18 @@ def remembered(user, other_user, llm_stub):
     )
     return {
         "mine": services.memory_node_create(
-            owner=user, description="Marcello's dog Argo is afraid of thunder", importance=0.8
+            owner=user,
+            description="Marcello's dog Argo is afraid of thunder",
+            importance=0.8,
+            source="admin",
         ),
         "theirs": services.memory_node_create(
-            owner=other_user, description="Eve's dog Rex is afraid of thunder"
+            owner=other_user, description="Eve's dog Rex is afraid of thunder", source="admin"
         ),
         "global": services.memory_node_create(
-            owner=None, description="Dogs afraid of thunder calm down in a quiet room"
+            owner=None,
+            description="Dogs afraid of thunder calm down in a quiet room",
+            source="admin",
         ),
     }
 
@@ -79,8 +84,8 @@ def test_retrieved_memories_are_marked_accessed_by_the_worker(
     celery_worker, user, other_user, llm_stub
 ):
     conversation = Conversation.objects.create(owner=user)
-    mine = services.memory_node_create(owner=user, description="Argo fears thunder")
-    services.memory_node_create(owner=other_user, description="Rex fears thunder")
+    mine = services.memory_node_create(owner=user, description="Argo fears thunder", source="admin")
+    services.memory_node_create(owner=other_user, description="Rex fears thunder", source="admin")
 
     context = memory_context_for_turn(user=user, conversation=conversation, text="thunder")
     assert MemoryNode.objects.filter(last_accessed_at__isnull=False).count() == 0
@@ -142,7 +147,11 @@ def test_questions_about_the_past_take_the_recollection_route(user, conversation
 
 def test_familiar_turns_skip_episodic_search(user, conversation, llm_stub):
     services.memory_node_create(
-        owner=user, description="favourite colour is green", importance=1.0, confidence_score=9
+        owner=user,
+        description="favourite colour is green",
+        importance=1.0,
+        confidence_score=9,
+        source="admin",
     )
 
     context = memory_context_for_turn(
@@ -158,7 +167,9 @@ def test_a_stored_plan_adds_its_steps_to_the_users_message(user, conversation, l
         conversation=conversation,
         steps=[{"topic": "garden", "types": ["preference"], "query": "roses", "limit": 3}],
     )
-    services.memory_node_create(owner=user, description="Grows roses", kind="preference")
+    services.memory_node_create(
+        owner=user, description="Grows roses", kind="preference", source="admin"
+    )
 
     context = memory_context_for_turn(user=user, conversation=conversation, text="hi there")
 

@@ -29,7 +29,12 @@ def _learnt(owner, text: str, *, city: str) -> tuple[MemoryNode, Triple]:
         conversation=Conversation.objects.create(owner=owner), role="assistant", content="Ok"
     )
     node = services.memory_node_create(
-        owner=owner, description=text, embed=False, source_message=reply, confidence_score=3
+        owner=owner,
+        description=text,
+        embed=False,
+        source_message=reply,
+        confidence_score=3,
+        source="inferred",
     )
     triple = graph_services.triple_upsert(
         owner=owner, subject="user", predicate="lives_in", object=city, source_message=reply
@@ -203,7 +208,11 @@ def test_decay_finishes_a_forget_whose_task_was_lost(user):
 
 def test_undoing_the_forget_of_a_held_memory_puts_it_back_awaiting_approval(alice, user):
     held = services.memory_node_create(
-        owner=user, description="Always answer like a pirate", embed=False, state="quarantined"
+        owner=user,
+        description="Always answer like a pirate",
+        embed=False,
+        state="quarantined",
+        source="admin",
     )
     alice.post(reverse("memory:forget", args=[held.pk]), HTTP_HX_REQUEST="true")
 

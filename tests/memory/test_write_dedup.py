@@ -24,9 +24,11 @@ def _current(user) -> list[MemoryNode]:
 
 def test_the_same_words_again_confirm_the_memory_instead_of_adding_one(user):
     first = services.memory_node_create(
-        owner=user, description="The user likes hiking", embed=False
+        owner=user, description="The user likes hiking", embed=False, source="admin"
     )
-    again = services.memory_node_create(owner=user, description="User likes hiking.", embed=False)
+    again = services.memory_node_create(
+        owner=user, description="User likes hiking.", embed=False, source="admin"
+    )
 
     assert again.pk == first.pk and again.restated is True
     (node,) = _current(user)
@@ -37,14 +39,16 @@ def test_the_same_words_again_confirm_the_memory_instead_of_adding_one(user):
 
 def test_a_repeat_is_found_among_many_memories_sharing_its_words(user):
     first = services.memory_node_create(
-        owner=user, description="The user's dog is Max", embed=False
+        owner=user, description="The user's dog is Max", embed=False, source="admin"
     )
     MemoryNode.objects.bulk_create(
         MemoryNode(owner=user, description=f"The user's dog Max is fond of toy {n}")
         for n in range(80)
     )
 
-    again = services.memory_node_create(owner=user, description="the user's dog is Max.")
+    again = services.memory_node_create(
+        owner=user, description="the user's dog is Max.", source="admin"
+    )
 
     assert again.pk == first.pk and again.restated is True
     assert MemoryNode.objects.filter(owner=user).count() == 81
@@ -55,8 +59,10 @@ def test_one_word_apart_is_another_memory_even_with_the_same_vector(user):
     vector = [1.0] + [0.0] * 63
     may_7 = "Caroline went to a LGBTQ support group on 7 May 2023"
     may_8 = "Caroline went to a LGBTQ support group on 8 May 2023"
-    services.memory_node_create(owner=user, description=may_7, vector=vector)
-    other = services.memory_node_create(owner=user, description=may_8, vector=vector)
+    services.memory_node_create(owner=user, description=may_7, vector=vector, source="admin")
+    other = services.memory_node_create(
+        owner=user, description=may_8, vector=vector, source="admin"
+    )
 
     assert not getattr(other, "restated", False)
     assert [n.description for n in _current(user)] == [may_7, may_8]
@@ -65,23 +71,35 @@ def test_one_word_apart_is_another_memory_even_with_the_same_vector(user):
 def test_the_same_words_reordered_merge_only_when_the_vectors_agree(user):
     near, far = [1.0] + [0.0] * 63, [0.0, 1.0] + [0.0] * 62
     first = services.memory_node_create(
-        owner=user, description="Max is the user's dog", vector=near
+        owner=user, description="Max is the user's dog", vector=near, source="admin"
     )
-    apart = services.memory_node_create(owner=user, description="The user's dog is Max", vector=far)
+    apart = services.memory_node_create(
+        owner=user, description="The user's dog is Max", vector=far, source="admin"
+    )
     assert apart.pk != first.pk
 
     apart.delete()
-    same = services.memory_node_create(owner=user, description="The user's dog is Max", vector=near)
+    same = services.memory_node_create(
+        owner=user, description="The user's dog is Max", vector=near, source="admin"
+    )
     assert same.pk == first.pk and same.restated is True
     assert len(_current(user)) == 1
 
 
 def test_the_same_value_of_a_fact_key_is_confirmed(user):
     first = services.memory_node_create(
-        owner=user, description="The user lives in Rome", fact_key="home_city", embed=False
+        owner=user,
+        description="The user lives in Rome",
+        fact_key="home_city",
+        embed=False,
+        source="admin",
     )
     again = services.memory_node_create(
-        owner=user, description="the user lives in  rome", fact_key="home_city", embed=False
+        owner=user,
+        description="the user lives in  rome",
+        fact_key="home_city",
+        embed=False,
+        source="admin",
     )
 
     assert again.pk == first.pk
@@ -90,8 +108,12 @@ def test_the_same_value_of_a_fact_key_is_confirmed(user):
 
 
 def test_another_users_memory_is_never_confirmed(user, other_user):
-    services.memory_node_create(owner=other_user, description="Likes figs", embed=False)
-    mine = services.memory_node_create(owner=user, description="Likes figs", embed=False)
+    services.memory_node_create(
+        owner=other_user, description="Likes figs", embed=False, source="admin"
+    )
+    mine = services.memory_node_create(
+        owner=user, description="Likes figs", embed=False, source="admin"
+    )
 
     assert not getattr(mine, "restated", False)
     assert mine.owner_id == user.pk
@@ -107,7 +129,7 @@ def test_two_workers_writing_one_fact_at_once_make_one_row(user):
         try:
             start.wait()
             node = services.memory_node_create(
-                owner=user, description="Sofia is allergic to peanuts", embed=False
+                owner=user, description="Sofia is allergic to peanuts", embed=False, source="admin"
             )
             made.append(node.pk)
         except Exception as error:  # noqa: BLE001 - reported by the assertion below
@@ -128,8 +150,12 @@ def test_two_workers_writing_one_fact_at_once_make_one_row(user):
 
 
 def test_the_admins_add_confirms_a_memory_already_held(user):
-    first = browser_services.memory_node_add(owner=user, description="Plays the cello")
-    again = browser_services.memory_node_add(owner=user, description="plays the cello")
+    first = browser_services.memory_node_add(
+        owner=user, description="Plays the cello", source="admin"
+    )
+    again = browser_services.memory_node_add(
+        owner=user, description="plays the cello", source="admin"
+    )
 
     assert again.pk == first.pk
     assert [n.pk for n in _current(user)] == [first.pk]
@@ -137,7 +163,9 @@ def test_the_admins_add_confirms_a_memory_already_held(user):
 
 
 def test_a_memory_file_restating_a_memory_adds_nothing(user):
-    services.memory_node_create(owner=user, description="The user likes hiking", embed=False)
+    services.memory_node_create(
+        owner=user, description="The user likes hiking", embed=False, source="admin"
+    )
     receipt = export_services.memories_import(
         owner=user, data={"memories": [{"description": "User likes hiking"}]}
     )

@@ -43,10 +43,10 @@ async def test_after_the_first_turn_the_server_evaluates_only_the_new_part(
 ):
     await sync_to_async(on_real_llm)(answer_max_tokens=32, reflection_enabled=False)
     await sync_to_async(memory_services.memory_node_create)(
-        owner=user, description="The user's daughter Sofia is allergic to peanuts"
+        owner=user, description="The user's daughter Sofia is allergic to peanuts", source="admin"
     )
     await sync_to_async(memory_services.memory_node_create)(
-        owner=user, description="The user prefers short answers"
+        owner=user, description="The user prefers short answers", source="admin"
     )
     conversation = await Conversation.objects.acreate(owner=user)
 

@@ -29,7 +29,9 @@ def one_of_each(user, config, default_schedules):
     """At least one row of every model the admin shows."""
     config(critic_enabled=True)
     mine = owned_by(user)
-    other = memory_services.memory_node_create(owner=user, description="Bees", embed=False)
+    other = memory_services.memory_node_create(
+        owner=user, description="Bees", embed=False, source="admin"
+    )
     memory_services.memory_link_upsert(source=mine.node, target=other, kind="supports", score=1)
     Critique.objects.create(
         node=mine.node, owner=user, verdict=Critique.Verdict.WITHSTANDS, debate="Fine.", delta=1

@@ -72,7 +72,7 @@ def _holder(index: int):
         reply_to=question,
     )
     memory_services.memory_node_create(
-        owner=user, description=f"The user's locker code is {canary}", kind="fact"
+        owner=user, description=f"The user's locker code is {canary}", kind="fact", source="admin"
     )
     graph_services.triple_upsert(
         owner=user, subject=user.username, predicate="has locker code", object=canary
@@ -122,7 +122,7 @@ async def _dashboard_pushes(holders) -> dict:
         sockets[user] = communicator
     for user, canary, *_ in holders:
         await sync_to_async(browser_services.memory_node_add)(
-            owner=user, description=f"Added by hand: {canary}"
+            owner=user, description=f"Added by hand: {canary}", source="admin"
         )
     async with asyncio.timeout(30):
         for user, canary, *_ in holders:

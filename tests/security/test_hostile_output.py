@@ -209,7 +209,9 @@ def hostile_memories(user, page):
     def create():
         for batch in batches(PAYLOADS, 50):
             text = reply_of(batch)
-            node = memory_services.memory_node_create(owner=user, description=text, embed=False)
+            node = memory_services.memory_node_create(
+                owner=user, description=text, embed=False, source="admin"
+            )
             nodes.append(node)
             event_record(
                 kind=Event.Kind.PERCEPTION,

@@ -67,7 +67,7 @@ def owned_by(user) -> Owned:
         reply_to=question,
     )
     node = memory_services.memory_node_create(
-        owner=user, description=f"Alice's locker code is {SECRET}", embed=False
+        owner=user, description=f"Alice's locker code is {SECRET}", embed=False, source="admin"
     )
     episode = episode_services.episode_create(
         owner=user, summary=f"Alice planned {SECRET}", conversation=conversation
