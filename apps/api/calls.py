@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Awaitable
+from concurrent.futures import Future
 from typing import NamedTuple
 
 import pydantic
@@ -20,7 +21,7 @@ from apps.api.errors import ApiError, bad_request, rate_limited
 from apps.api.schemas import ChatCompletionRequest
 from apps.api.selectors import conversation_sharing_history
 from apps.api.services import ConversationBusy, api_turn_start
-from apps.chat.admission import turn_admit
+from apps.chat.admission import stream_slot_release, turn_admit
 from apps.chat.errors import ChatError, ChatRateLimited
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, history_kept
@@ -119,10 +120,10 @@ def _parse_request(body: bytes) -> ChatCompletionRequest:
         raise bad_request(f"{param or 'body'}: {first['msg']}", param=param) from exc
 
 
-def _admit(key: ApiKey) -> str:
+def _admit(key: ApiKey, config: RuntimeConfig) -> str:
     """One of the user's stream slots for this answer, or 429 (see chat's turn_admit)."""
     try:
-        return turn_admit(user_id=key.user_id, config=runtime_config())
+        return turn_admit(user_id=key.user_id, config=config)
     except ChatRateLimited as exc:
         raise rate_limited(exc) from exc
     except ChatError as exc:
@@ -165,22 +166,11 @@ def _call_options(request, body: ChatCompletionRequest) -> CallOptions:
     )
 
 
-def _conversation_for_call(request, key: ApiKey, earlier: list[tuple[str, str]]):
-    """The conversation the header names, else the one holding the client's history, else None
-    (a new one)."""
-    raw_id = request.headers.get(CONVERSATION_HEADER)
-    if raw_id is not None:
-        return _get_conversation_for_key(key, raw_id)
-    return conversation_sharing_history(user=key.user, turns=earlier)
-
-
 def _save_turn(
     key: ApiKey, conversation: Conversation | None, text: str, config: RuntimeConfig
 ) -> SentTurn:
     try:
-        return api_turn_start(
-            user=key.user, conversation=conversation, content=text, history=config.short_term_window
-        )
+        return api_turn_start(user=key.user, conversation=conversation, content=text, config=config)
     except ConversationBusy as exc:
         raise ApiError(
             409, str(exc), type="invalid_request_error", code="conversation_busy"
@@ -197,48 +187,64 @@ class Call(NamedTuple):
     options: CallOptions
     slot: str
     config: RuntimeConfig
+    # The user's message, and the history the client sent before it (role, text).
+    text: str
+    earlier: list[tuple[str, str]]
+    # The conversation the call continues; None: a new one.
+    conversation: Conversation | None
+    # The message's embedding under way, for the recall (None: the recall embeds it).
+    embedded: Future | None
 
 
 def call_accept(request, raw_body: bytes) -> Call:
-    """The caller's key, its request, and one of its stream slots for the answer."""
+    """The caller's key, its request, one of its stream slots for the answer, and the
+    conversation it continues; the message's embedding is started on the way.
+
+    One thread hop from the request to the turn: each hop costs a database ping and a wait for
+    a thread. A refused call starts nothing, and a conversation the caller names is checked
+    before anything is asked of the embedder.
+    """
     key = authenticate(request)
     body = _parse_request(raw_body)
     options = _call_options(request, body)
-    return Call(key, body, options, _admit(key), runtime_config())
-
-
-async def call_start_turn(request, call: Call) -> tuple[Message, Awaitable[PreparedTurn]]:
-    """Save the turn and start its pipeline, as the chat page's socket does: the message is
-    embedded from the start and recalled from while it is saved. Returns the reply and its
-    preparation, to answer."""
-    user_message = call.body.last_user_message()
+    user_message = body.last_user_message()
     if user_message is None or not user_message.text.strip():
         raise bad_request("The request has no user message to answer.", param="messages")
     text = user_message.text
-    earlier = call.body.earlier_turns()
-    named = request.headers.get(CONVERSATION_HEADER) is not None
-    if named:
-        # A conversation the caller names is checked before anything is asked of the embedder:
-        # a refused call starts nothing.
-        conversation = await on_pool_thread(_conversation_for_call)(request, call.key, earlier)
-    embedded = None
-    # When the embedding pool is full the recall embeds the message on its own thread.
-    if call.options.remember:
-        with contextlib.suppress(RecallBusy):
-            embedded = start_turn_embedding(text=text, config=call.config)
-    if not named:
-        # Matched by the history it shares while the message is embedded.
-        conversation = await on_pool_thread(_conversation_for_call)(request, call.key, earlier)
+    earlier = body.earlier_turns()
+    raw_id = request.headers.get(CONVERSATION_HEADER)
+    conversation = _get_conversation_for_key(key, raw_id) if raw_id is not None else None
+    config = runtime_config()
+    slot = _admit(key, config)
+    try:
+        embedded = None
+        # When the embedding pool is full the recall embeds the message on its own thread.
+        if options.remember:
+            with contextlib.suppress(RecallBusy):
+                embedded = start_turn_embedding(text=text, config=config)
+        if raw_id is None:
+            # Matched by the history it shares while the message is embedded.
+            conversation = conversation_sharing_history(user=key.user, turns=earlier)
+    except BaseException:
+        stream_slot_release(user_id=key.user_id, slot=slot)
+        raise
+    return Call(key, body, options, slot, config, text, earlier, conversation, embedded)
+
+
+async def call_start_turn(call: Call) -> tuple[Message, Awaitable[PreparedTurn]]:
+    """Save the turn and start its pipeline, as the chat page's socket does: what memory holds
+    is recalled while the message is saved. Returns the reply and its preparation, to answer."""
+    conversation, earlier = call.conversation, call.earlier
     run = start_turn(
         user=call.key.user,
         conversation=conversation,
-        text=text,
+        text=call.text,
         config=call.config,
-        embedded=embedded,
+        embedded=call.embedded,
         options=call.options,
     )
     try:
-        sent = await on_pool_thread(_save_turn)(call.key, conversation, text, call.config)
+        sent = await on_pool_thread(_save_turn)(call.key, conversation, call.text, call.config)
     except BaseException:
         run.cancel()
         raise

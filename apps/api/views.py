@@ -68,7 +68,7 @@ async def chat_completions(request):
         stream_slot_release(user_id=call.key.user_id, slot=call.slot)
 
     try:
-        reply, prepared = await call_start_turn(request, call)
+        reply, prepared = await call_start_turn(call)
     except ApiError as exc:
         release_slot()
         return exc.response()
