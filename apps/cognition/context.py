@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -46,6 +47,8 @@ class MemoryContext:
     episodes: list[EpisodeHit] = field(default_factory=list)
     language: str = "en"
     user: object = None
+    # What the caller's `meanwhile` read (memory_context_for_turn).
+    meanwhile: object = None
 
     @property
     def prompt_block(self) -> str:
@@ -173,6 +176,7 @@ def memory_context_for_turn(
     config: RuntimeConfig | None = None,
     embedded: Future | None = None,
     language: str | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> MemoryContext:
     """Everything memory adds to the system prompt of one turn, with a trace of why.
 
@@ -182,7 +186,8 @@ def memory_context_for_turn(
     turn then gets full-text retrieval, and the trace says so. The caller marks the memories
     it used as accessed (`mark_memories_used`) once the answer no longer waits on it.
     `embedded` is the embedding of `text` already under way (`start_turn_embedding`);
-    `language`, the user's knowledge language when the caller has read it.
+    `language`, the user's knowledge language when the caller has read it; `meanwhile`, a read
+    of the caller's to make while the message is embedded (its result: `MemoryContext.meanwhile`).
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -227,6 +232,7 @@ def memory_context_for_turn(
         conversation_id=conversation.pk if conversation else None,
     )
     mark = lap("plan_and_graph", mark)
+    earlier = meanwhile() if meanwhile is not None else None
 
     own_vectors, error = embedded.result()
     vectors = dict(own_vectors)  # the search thread reads its own copy
@@ -333,6 +339,7 @@ def memory_context_for_turn(
         episodes=episodes,
         language=language,
         user=user,
+        meanwhile=earlier,
     )
 
 

@@ -42,7 +42,7 @@ from apps.cognition.route import (
     RouteDecision,
     route_by_rule,
 )
-from apps.cognition.turn_memory import MemoryForTurn, memory_for_turn
+from apps.cognition.turn_memory import MemoryForTurn, memory_for_turn, memory_marked
 from apps.cognition.turn_request import PreparedTurn, build_turn, turn_history
 from apps.cognition.turn_state import CallOptions, Turn, TurnInput
 from apps.cognition.world import WORLD_QUEUED, world_after_answer
@@ -225,6 +225,7 @@ class TurnRun:
             spans.close(self._recall_span, error=f"{type(exc).__name__}: {exc}")
             raise
         turn.input.config = turn.memory.config
+        memory_marked(turn.memory, conversation_id=reply.conversation_id)
         _honour_settings(turn)
         embedding_error = turn.memory.context.trace.get("embedding_error", "")
         spans.close(self._recall_span, error=embedding_error)

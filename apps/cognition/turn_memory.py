@@ -55,6 +55,27 @@ class MemoryForTurn:
     # The first message of the history the conversation's last answer was sent with: the next
     # starts there or later, so the prompt's start holds (0: from the first).
     history_from: int = 0
+    # The user's world state as read (None when memory is off), rendered again when the
+    # datamark changes (`memory_marked`).
+    world_state: object | None = None
+
+
+def memory_marked(memory: MemoryForTurn, *, conversation_id: int) -> None:
+    """Give the turn its conversation's datamark. A turn recalled before its conversation was
+    saved (the first call of a new conversation through /v1) was given a random one: with the
+    conversation's own, the next turn replays this turn's note and keeps its system prompt, so a
+    server's prompt cache holds from the first turn on."""
+    from apps.memory.provenance import conversation_marker
+    from apps.memory.renderer import render_world
+
+    marker = conversation_marker(conversation_id)
+    if not memory.marker or marker == memory.marker:
+        return
+    memory.marker = marker
+    if memory.world_state is not None:
+        memory.world_data = render_world(
+            memory.world_state, language=memory.context.language, proposed=True, marker=marker
+        )
 
 
 def memory_on(*, user, conversation, prefs: UserSettings | None = None) -> bool:
@@ -125,7 +146,10 @@ def memory_for_turn(
         config=config,
         embedded=embedded,
         language=language,
+        # Read while the message is embedded, rather than once the search is done.
+        meanwhile=lambda: world_state_for(user_id=user.pk),
     )
+    state = context.meanwhile
     rules = None
     if config.debate_enabled:
         descriptions = rules_and_preferences_for(user_id=user.pk).values_list(
@@ -133,7 +157,6 @@ def memory_for_turn(
         )
         rules = rule_lines(list(descriptions))
     marker = conversation_marker(getattr(conversation, "pk", None))
-    state = world_state_for(user_id=user.pk)
     return MemoryForTurn(
         notes=replay.notes,
         history_from=replay.history_from,
@@ -148,5 +171,6 @@ def memory_for_turn(
         world=render_world(state, language=language, proposed=False),
         world_data=render_world(state, language=language, proposed=True, marker=marker),
         marker=marker,
+        world_state=state,
         **own,
     )
