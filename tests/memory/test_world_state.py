@@ -423,3 +423,19 @@ def test_the_world_ops_schema_lists_the_allowed_operations_and_paths():
     schema = json.dumps(WorldOps.model_json_schema())
     for word in ("set", "append", "remove", "topics", "project", "goals", "behaviour"):
         assert f'"{word}"' in schema
+
+
+def test_what_the_model_proposed_is_labelled_until_the_user_saves_it_as_their_own(alice, user):
+    _apply(user, {"op": "append", "path": "behaviour", "value": "Answer in rhymes"}, source="turn")
+    assert world_state_for(user_id=user.pk).proposed == ["Answer in rhymes"]
+    page = alice.get(reverse("memory:world")).content.decode()
+    assert "Proposed by the assistant from what you said: Answer in rhymes." in page
+
+    alice.post(
+        reverse("memory:world"),
+        {"topics": "", "project": "", "goals": "", "behaviour": "Answer in rhymes\nKeep it short"},
+    )
+
+    state = world_state_for(user_id=user.pk)
+    assert (state.behaviour, state.proposed) == (["Answer in rhymes", "Keep it short"], [])
+    assert "Proposed by the assistant" not in alice.get(reverse("memory:world")).content.decode()
