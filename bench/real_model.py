@@ -201,7 +201,7 @@ async def _converse(
         row["preempted"] = delta.get(("background", "preempted"), 0)
     direct = openai.AsyncOpenAI(base_url=server.url, api_key="none", max_retries=0, timeout=600)
     for row, sent in zip(rows, histories, strict=True):
-        row["straight_ms"], _, _ = await _ttft(direct, _llama.MODEL_NAME, sent)
+        row["straight_ms"] = await _straight(direct, sent)
         row["ratio"] = row["ours_ms"] / row["straight_ms"]
     await direct.close()
     memories = await sync_to_async(_memories)(username)
@@ -221,6 +221,19 @@ async def _converse(
         "missed": [fact for fact, hit in score["remembered"].items() if not hit],
     }
     return rows, totals
+
+
+async def _straight(direct: openai.AsyncOpenAI, history: list[dict]) -> float:
+    """TTFT of `history` straight to the server; asked again after a dropped connection (seen
+    once: llama-server closed a fresh connection without a response)."""
+    for attempt in range(3):
+        try:
+            ms, _, _ = await _ttft(direct, _llama.MODEL_NAME, history)
+            return ms
+        except openai.APIConnectionError as error:
+            print(f"  straight request failed ({error}); again", flush=True)
+            await asyncio.sleep(2 * (attempt + 1))
+    raise RuntimeError("llama-server stopped answering")
 
 
 def _report(conversation: dict, rows: list[dict], totals: dict) -> None:
