@@ -107,6 +107,7 @@ _CONFIG = (
     r"(?:instructions?|rules?|guidelines?|guidance|prompts?|restrictions?|constraints?|limits"
     r"|filters?|safety|polic(?:y|ies)|configuration|setup|orders|directives?"
     r"|istruzion[ei]|regole|indicazioni|linee guida|vincoli|restrizioni|filtri|impostazioni"
+    r"|limiti|direttive|grenzen"
     r"|consignes?|regles|contraintes|limites|filtres"
     r"|anweisungen|regeln|vorgaben|richtlinien|einschrankungen|konfiguration"
     r"|systemprompt|sicherheitsregeln"
@@ -180,9 +181,10 @@ _USERS_DATA = (
     r"|indirizzo|notes|mots de passe|fichiers"
     r"|adresse|notizen|passworter|dateien|notas|contrasenas|archivos|direccion)"
 )
+_ADDRESS = r"(?:https?://|www\.|\b[\w.+-]+@[\w-]+\.[\w.]+|\bwebhook\b|\b[\w-]+\.example\.\w+)"
+# An address, or a link the answer would carry the data in.
 _DESTINATION = (
-    r"(?:https?://|www\.|\b[\w.+-]+@[\w-]+\.[\w.]+|\bwebhook\b|\b[\w-]+\.example\.\w+"
-    r"|\blink (?:to|a)\b|\bun link\b|\bun lien\b|\beinen link\b|\bun enlace\b)"
+    rf"(?:{_ADDRESS}|\blink (?:to|a)\b|\bun link\b|\bun lien\b|\beinen link\b|\bun enlace\b)"
 )
 _SEND = (
     r"(?:send|forward|post|upload|copy|put|include|add|email|leak|share"
@@ -194,7 +196,7 @@ _SEND = (
 _EXFILTRATION = [
     rf"(?:^|[,;:]\s*|\b(?:and|e|et|und|y)\s+)(?:quietly\s+|secretly\s+)?{_SEND}\b.*{_DESTINATION}",
     rf"{_USERS_DATA}",
-    rf"\b{_SEND}\w*\b.{{0,80}}\b(?:to|a|an|nach|at)\s+{_DESTINATION}",
+    rf"\b{_SEND}\w*\b.{{0,80}}\b(?:to|a|an|nach|at)\s+{_ADDRESS}",
     rf"^(?:always|never|do not|don't)\b.*{_DESTINATION}",
     rf"{_DESTINATION}.{{0,60}}(?:[,;:]\s*|\b(?:and|e|et|und|y)\s+){_SEND}\b",
     rf"\b(?:chat|conversation) history\b.*\b{_SEND}"
