@@ -6,6 +6,7 @@ from django.views.decorators.http import require_GET
 
 from apps.accounts.models import AdminViewing
 from apps.accounts.services import admin_viewing_record
+from apps.core.selectors import runtime_config
 from apps.dashboard import selectors
 from apps.dashboard.selectors import MindScope
 
@@ -36,6 +37,7 @@ def _page(request, who: str):
             "last_event_id": events[0].pk if events else 0,
             "kinds": list(selectors.KIND_WORDS.items()),
             "users": selectors.watchable_users(user=request.user),
+            "quiet_seconds": runtime_config().reflection_quiet_seconds,
         },
     )
 

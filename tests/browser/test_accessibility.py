@@ -170,6 +170,8 @@ def test_the_graph_lists_its_memories_for_the_keyboard_and_a_phone_shows_them_wh
     log_in("root")
 
     page.goto(f"{asgi_server}/dashboard/")
+    quiet = RuntimeConfig.objects.get().reflection_quiet_seconds
+    assert f"quiet for {quiet} seconds" in page.locator("#mind-pace").inner_text()
     item = page.locator(f"#graph-list button[data-node='{bees.pk}']")
     item.focus()
     page.keyboard.press("Enter")
