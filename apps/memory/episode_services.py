@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from apps.chat.models import Conversation, Message
-from apps.language.text import sentences
+from apps.language.text import sentences, visible
 from apps.memory.embedding_services import embedding_try, embeddings_fill_later
 from apps.memory.models import EmbeddingStatus, Episode, EpisodeFailure, MemoryNode
 from apps.memory.quarantine import looks_like_instruction
@@ -35,6 +35,7 @@ def episode_create(
     instead: recalled episodes reach the answer's prompt."""
     now = timezone.now()
     texts = {"summary": summary, "decisions": decisions, "outcome": outcome, "lesson": lesson}
+    texts = {name: visible(text) for name, text in texts.items()}
     kept = {name: _held_sentences_out(owner, text, source=source) for name, text in texts.items()}
     episode = Episode(
         owner=owner,

@@ -19,6 +19,7 @@ from pgvector.django import CosineDistance
 
 from apps.chat.models import Conversation, Message
 from apps.core.selectors import runtime_config
+from apps.language.text import visible
 from apps.memory.embedding import get_embedder
 from apps.memory.embedding_services import embedding_try, embeddings_fill_later
 from apps.memory.models import EmbeddingStatus, MemoryLink, MemoryNode, RetrievalPlan
@@ -66,7 +67,8 @@ def memory_node_create(
     vector first (`memory_vector`) and passes it with `embed=False`: nothing is embedded while
     a transaction, or the owner's write lock, is held.
     """
-    description = description.strip()
+    # Whatever door it came by, without what no reader sees (apps.language.text).
+    description, quote = visible(description).strip(), visible(quote)
     if _held(description=description, quote=quote, source=source):
         state, fact_key = MemoryNode.State.QUARANTINED, ""
     if source == MemoryNode.Source.IMPORTED:
@@ -411,7 +413,7 @@ def memory_node_revise(
             vector=vector,
             embed=embed,
         )
-    description = description.strip()
+    description = visible(description).strip()
     vector, marker = _vector_and_marker(
         MemoryNode(topic=node.topic, description=description).embedding_text, vector, embed=embed
     )

@@ -16,7 +16,7 @@ from apps.cognition.reflection import reflect_on_replies
 from apps.language.text import visible
 from apps.mcp_server.server import _remember
 from apps.memory import browser_services, episode_services, export_services, world_services
-from apps.memory.models import MemoryNode, WorldState
+from apps.memory.models import Episode, MemoryNode, WorldState
 from apps.memory.provenance import conversation_marker
 from tests.cognition.conftest import EXTRACT
 from tests.spotlight import marked, unmarked
@@ -151,6 +151,10 @@ def test_every_door_of_data_reaches_the_prompt_datamarked_and_the_users_words_as
     for door in ("chat reflection", "memory browser edit"):
         assert OWN[door] in [node.quote or node.description for node in nodes]
     assert DATA["MCP remember"] in [node.description for node in nodes]
+    # And every memory and episode, whatever door it came by.
+    stored = [text for node in nodes for text in (node.description, node.quote)]
+    stored += Episode.objects.filter(owner=user).values_list("summary", flat=True)
+    assert [text for text in stored if HIDDEN[0] in text or HIDDEN[1] in text] == []
 
 
 def test_an_imported_conversation_continued_here_is_sent_as_data(client, user, llm_stub, config):
