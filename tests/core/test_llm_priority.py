@@ -106,7 +106,7 @@ def test_a_background_call_is_preempted_when_answers_would_leave_no_slot_free(ll
         chat_active_clear(base_url=base_url, call_id="a")
 
     # Closed within a check or two of the answer's mark, with what it had written counted.
-    assert closed - marked[0] < 0.3
+    assert closed - marked[0] < 0.5
     assert 5 <= preempted.value.generated < 60
     (asked,) = _completions(llm_stub)
     assert asked["completion_tokens"] == 60 and asked.get("finish_reason") != "stop"
