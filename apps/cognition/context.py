@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from django.db import connection
 
@@ -144,6 +145,37 @@ def _embed_turn_text(text: str, config: RuntimeConfig) -> tuple[dict[str, list[f
     return _embed_queries(embedder, [_own_step(text, config.max_memory_results).search_text])
 
 
+class OwnSearch(NamedTuple):
+    """The search of the user's own message under way: its embedding, and the search that
+    waits on it on a pool thread (None when that pool is full: the turn's thread searches)."""
+
+    embedded: Future
+    search: Future | None
+
+
+def own_search_start(
+    *, user_id: int, text: str, config: RuntimeConfig, embedded: Future | None = None
+) -> OwnSearch:
+    """Embed the user's own message (unless `embedded` is the embedding under way) and search
+    with it on pool threads: every turn searches it whatever the plan says, so it can start
+    before the turn's other reads, which it then runs beside."""
+    if embedded is None:
+        try:
+            embedded = start_turn_embedding(text=text, config=config)
+        except RecallBusy:  # a turn already admitted runs on; its thread does the work
+            embedded = _done(_embed_turn_text(text, config))
+    search = _submit_or_none(
+        _SEARCH_POOL,
+        _in_pool,
+        _search_when_embedded,
+        embedded=embedded,
+        step=_own_step(text, config.max_memory_results),
+        user_id=user_id,
+        weights=Weights.from_config(config),
+    )
+    return OwnSearch(embedded, search)
+
+
 def _own_step(text: str, limit: int) -> PlanStep:
     """The search for the user's own message, which every turn runs whatever the plan says."""
     return default_plan_steps(text, limit)[0]
@@ -177,6 +209,7 @@ def memory_context_for_turn(
     embedded: Future | None = None,
     language: str | None = None,
     meanwhile: Callable[[], object] | None = None,
+    own: OwnSearch | None = None,
 ) -> MemoryContext:
     """Everything memory adds to the system prompt of one turn, with a trace of why.
 
@@ -187,7 +220,8 @@ def memory_context_for_turn(
     it used as accessed (`mark_memories_used`) once the answer no longer waits on it.
     `embedded` is the embedding of `text` already under way (`start_turn_embedding`);
     `language`, the user's knowledge language when the caller has read it; `meanwhile`, a read
-    of the caller's to make while the message is embedded (its result: `MemoryContext.meanwhile`).
+    of the caller's to make while the message is embedded (its result: `MemoryContext.meanwhile`);
+    `own`, the search of the message the caller started (`own_search_start`).
     """
     started = time.perf_counter()
     timings: dict[str, float] = {}
@@ -207,20 +241,9 @@ def memory_context_for_turn(
     # The user's own message is always searched: it is embedded and searched on pool threads
     # while this one reads the plan and the graph. The pool threads have their own connections:
     # the turn is read after the message was committed, never inside a transaction.
-    if embedded is None:
-        try:
-            embedded = start_turn_embedding(text=text, config=config)
-        except RecallBusy:  # a turn already admitted runs on; its thread does the work
-            embedded = _done(_embed_turn_text(text, config))
-    own_search = _submit_or_none(
-        _SEARCH_POOL,
-        _in_pool,
-        _search_when_embedded,
-        embedded=embedded,
-        step=own_step,
-        user_id=user.pk,
-        weights=weights,
-    )
+    if own is None:
+        own = own_search_start(user_id=user.pk, text=text, config=config, embedded=embedded)
+    embedded, own_search = own
     mark = time.perf_counter()
     stored_steps, triples = plan_and_knowledge(
         user_id=user.pk, conversation_id=conversation.pk if conversation else None

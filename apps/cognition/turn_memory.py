@@ -100,13 +100,20 @@ def memory_for_turn(
     `embedded`: the embedding of `text` already under way (`start_turn_embedding`). Without
     `recall` (memory off for an API call) the memory, the rules and the world state stay empty.
     """
-    from apps.cognition.context import memory_context_for_turn
+    from apps.cognition.context import memory_context_for_turn, own_search_start
     from apps.memory.provenance import conversation_marker
     from apps.memory.renderer import render_world
     from apps.memory.selectors import rules_and_preferences_for, world_state_for
 
     started = time.perf_counter()
     config = config or runtime_config()
+    # With the message's embedding under way (the caller expects memory to be on), its search
+    # starts first and runs while the reads below wait on the database: for a user with many
+    # memories it is the longest of them. Its result is not read when memory turns out to be
+    # off for the turn; without an embedding, nothing is embedded before the settings say so.
+    searching = None
+    if embedded is not None and recall and not getattr(conversation, "temporary", False):
+        searching = own_search_start(user_id=user.pk, text=text, config=config, embedded=embedded)
     # Read before the recall, which spends most of its time waiting on the embedding, rather
     # than after it, when the answer waits on this.
     template, limits, counter = prompt_and_limits("answer", CHAT, config)
@@ -124,6 +131,8 @@ def memory_for_turn(
         notes=remember,
     )
     if not remember:
+        if searching is not None and searching.search is not None:
+            searching.search.cancel()
         return MemoryForTurn(
             history_from=replay.history_from,
             context=MemoryContext(
@@ -146,6 +155,7 @@ def memory_for_turn(
         config=config,
         embedded=embedded,
         language=language,
+        own=searching,
         # Read while the message is embedded, rather than once the search is done.
         meanwhile=lambda: world_state_for(user_id=user.pk),
     )
