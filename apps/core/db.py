@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 
 import numpy as np
 import psycopg
@@ -86,7 +87,14 @@ def fetch_hot(sql: str, params: dict) -> list[tuple]:
     # or a database restart would fail the next turn on every pooled connection.
     connection.close_if_health_check_failed()
     connection.ensure_connection()
-    # Errors come out as Django's (IntegrityError, …), as from its own cursors.
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    started = time.monotonic()
+    try:
+        # Errors come out as Django's (IntegrityError, …), as from its own cursors.
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+    finally:
+        # Logged where Django logs its own cursors' statements (DEBUG, or a test counting them
+        # with CaptureQueriesContext): the turn's statements are counted with the rest.
+        if connection.queries_logged:
+            connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})

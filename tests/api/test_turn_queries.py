@@ -1,0 +1,79 @@
+"""The statements a /v1 turn runs on its way to the answer's request, counted: each is a round
+trip before the first token, so a new one must be a choice, not an accident."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
+
+from apps.accounts.services import api_key_create
+from apps.api.calls import _save_turn, call_accept
+from apps.chat.admission import stream_slot_release
+from apps.chat.models import Conversation, Message
+from apps.cognition.turn_memory import memory_for_turn
+from apps.core.selectors import prompt_text
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _call(secret: str, messages: list[dict]):
+    request = RequestFactory().post(
+        "/v1/chat/completions",
+        data=json.dumps({"model": "thalamus", "messages": messages, "stream": True}),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {secret}"},
+    )
+    return request, request.body
+
+
+def _statements(captured: CaptureQueriesContext) -> list[str]:
+    return [query["sql"].split()[0] for query in captured.captured_queries]
+
+
+def test_a_turn_continuing_a_conversation_reaches_its_answer_in_few_statements(user, llm_stub):
+    _, secret = api_key_create(user=user, name="tests")
+    conversation = Conversation.objects.create(owner=user)
+    history = []
+    for question, answer in (("Hello there", "Hi!"), ("I keep bees", "Lovely.")):
+        asked = Message.objects.create(conversation=conversation, role="user", content=question)
+        Message.objects.create(
+            conversation=conversation, role="assistant", content=answer, reply_to=asked
+        )
+        history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    history.append({"role": "user", "content": "Where do my bees live?"})
+    # The key's first use is written down, later calls within a minute are not; the answer's
+    # template is cached from the first turn a process makes on.
+    first = call_accept(*_call(secret, history[:1]))
+    stream_slot_release(user_id=user.pk, slot=first.slot)
+    prompt_text("answer")
+
+    # Accepted, and its conversation found by the history: the key, the candidates, their
+    # messages, on one thread.
+    with CaptureQueriesContext(connection) as accepted:
+        call = call_accept(*_call(secret, history))
+    assert call.conversation == conversation
+    assert len(accepted) <= 3, _statements(accepted)
+
+    # Saved in one statement, in its own transaction: none around it, so no savepoint.
+    with CaptureQueriesContext(connection) as saved:
+        sent = _save_turn(call.key, call.conversation, call.text, call.config)
+    assert _statements(saved) == ["BEGIN", "WITH", "COMMIT"]
+    assert [m.content for m in sent.history][-1] == "Where do my bees live?"
+
+    # Recalled: the settings, the notes to replay, the plan with the graph, the world state
+    # (the search itself runs on a pool thread of its own, beside them).
+    with CaptureQueriesContext(connection) as recalled:
+        memory = memory_for_turn(
+            user=user,
+            conversation=conversation,
+            text=call.text,
+            config=call.config,
+            embedded=call.embedded,
+        )
+    assert memory.remember
+    assert len(recalled) <= 4, _statements(recalled)
+    stream_slot_release(user_id=user.pk, slot=call.slot)
