@@ -20,6 +20,7 @@ def render_write_rate(*, scope: selectors.MindScope, oob: bool = False) -> str:
         {
             "writes": selectors.memory_write_rates(owner_id=scope.owner_id),
             "all_users": scope.owner_id is None,
+            "mind": scope,
             "oob": oob,
         },
     )

@@ -37,3 +37,16 @@ def test_the_stream_says_the_memory_of_a_sentence_to_its_owner(client, user, dja
 
     assert "it holds: you live in Ghent" in own
     assert "it holds: The user lives in Ghent" in watched
+
+
+def test_the_write_rate_speaks_of_you_on_your_own_mind(client, user, django_user_model):
+    from django.urls import reverse
+
+    admin = django_user_model.objects.create_user("curator", is_staff=True)
+    client.force_login(user)
+    own = client.get(reverse("dashboard:mine")).content.decode()
+    client.force_login(admin)
+    watched = client.get(reverse("dashboard:user", args=[user.pk])).content.decode()
+
+    assert "no turn stated anything about you in the last hour" in own
+    assert "no turn stated anything about alice in the last hour" in watched
