@@ -59,3 +59,11 @@ def test_what_forget_did_has_a_close_button(alice, user):
     receipt = body.split('id="forget-receipt"')[1].split("</div>")[0]
     assert "Forgot 1 memory" in receipt
     assert 'class="btn btn-sm btn-ghost receipt-close" aria-label="Close this notice"' in receipt
+
+
+def test_the_facts_page_names_the_user_you(alice, user):
+    from apps.memory import graph_services
+
+    graph_services.triple_upsert(owner=user, subject="user", predicate="lives_in", object="Ghent")
+    body = alice.get(reverse("memory:knowledge")).content.decode()
+    assert '<td data-label="About">You</td>' in body
