@@ -19,6 +19,7 @@ from django.template.loader import get_template  # noqa: E402
 from django.urls import get_resolver  # noqa: E402
 
 import apps  # noqa: E402
+from apps.cognition.prompt_cache import prompt_cache_prime  # noqa: E402
 from apps.core.asgi import LeanASGIHandler, SiteASGIHandler, SocketAuthMiddlewareStack  # noqa: E402
 from apps.core.llm.clients import sdk_load  # noqa: E402
 from apps.core.middleware import content_security_policy, inline  # noqa: E402
@@ -61,8 +62,9 @@ def queue_connect() -> None:
 # still preparing the database, the recall's lemma dictionary. The rest is loaded on a thread in
 # each process once it serves (a thread and a connection do not fork): the queue's connection,
 # and the embedder (the local one took 14 s in a fresh process; an HTTP one makes its server
-# load the model). A server started another way loads it all on that thread
-# (apps/core/warmup.py).
+# load the model), then the chat's server reads the start every answer shares, so that a first
+# turn finds it in its prompt cache (apps/cognition/prompt_cache.py). A server started another
+# way loads it all on that thread (apps/core/warmup.py).
 PRELOAD = [
     ("modules", modules_load),
     ("llm sdk", sdk_load),
@@ -75,6 +77,7 @@ WARM_STEPS = [
     *PRELOAD_WHILE_WAITING,
     ("queue", queue_connect),
     ("embedder", embedder_warm),
+    ("prompt cache", prompt_cache_prime),
 ]
 
 # One process serves everything, static files included; behind a reverse proxy in
