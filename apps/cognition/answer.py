@@ -397,7 +397,10 @@ async def _review(*, turn: PreparedTurn, draft: str) -> DraftReview | None:
     debate = turn.trace["debate"]
     try:
         review = await sync_to_async(review_draft, thread_sensitive=False)(
-            rules=turn.debate_rules, question=turn.messages[-1]["content"], draft=draft
+            rules=turn.debate_rules,
+            question=turn.messages[-1]["content"],
+            draft=draft,
+            marker=turn.marker,
         )
     except Exception as exc:  # noqa: BLE001 — any failure of the review sends the draft.
         logger.warning("the review of reply %s's draft failed: %s", turn.reply.pk, exc)

@@ -44,6 +44,7 @@ from apps.memory import critique_services
 from apps.memory import selectors as memory_selectors
 from apps.memory import services as memory_services
 from apps.memory.models import Critique, MemoryLink, MemoryNode, Triple
+from apps.memory.provenance import conversation_marker, datamark, marker_system
 from apps.memory.query_text import STOPWORDS
 
 logger = logging.getLogger(__name__)
@@ -94,16 +95,16 @@ def _words(text: str) -> set[str]:
     return {word for word in words(text.replace("_", " ")) if len(word) > 2}
 
 
-def _facts_about(*, node: MemoryNode, triples: list[Triple]) -> list[str]:
-    """The owner's facts sharing a word with the node (its predicate's too), most shared first."""
+def _facts_about(*, node: MemoryNode, triples: list[Triple], marker: str) -> list[str]:
+    """The owner's facts sharing a word with the node (its predicate's too), most shared first;
+    datamarked (the knowledge graph's triples are data)."""
     said = _words(f"{node.topic} {node.description}") - STOPWORDS - {"user"}
     shared = []
     for triple in triples:
         common = len(said & _words(f"{triple.subject} {triple.predicate.name} {triple.object}"))
         if common:
-            shared.append(
-                (common, f"fact: {triple.subject} {triple.predicate.name} {triple.object}")
-            )
+            fact = f"{triple.subject} {triple.predicate.name} {triple.object}"
+            shared.append((common, f"fact: {datamark(fact, marker)}"))
     shared.sort(key=lambda pair: pair[0], reverse=True)
     return [line for _, line in shared[:MAX_FACTS]]
 
@@ -133,20 +134,28 @@ def node_criticise(
     model = role_endpoint(CRITIC, config).model
     known = _known_for(node=node, limit=config.max_memory_results)
     long_term = {MemoryNode.State.PROMOTED: "long-term", MemoryNode.State.VOLATILE: "unconfirmed"}
+    # A prompt of no conversation: a random datamark (apps.memory.provenance).
+    marker = conversation_marker(None)
     facts = _facts_about(
-        node=node, triples=list(memory_selectors.knowledge_triples_for(user_id=owner.pk))
+        node=node,
+        triples=list(memory_selectors.knowledge_triples_for(user_id=owner.pk)),
+        marker=marker,
     )
     exchange = message or node.source_message
+    lines = [node_line(node, marker)]
+    known_lines = [
+        f"{node_line(near, marker)} ({long_term[near.state]})" for near, _ in known
+    ] + facts
+    exchanged = exchange_lines(exchange, marker) if exchange else []
     prompt = template_prompt(
         "criticise",
         slots={
-            "memory": fixed_lines([node_line(node)]),
-            "known": ranked_lines(
-                [f"{node_line(near)} ({long_term[near.state]})" for near, _ in known] + facts
-            ),
-            "exchange": bodies(exchange_lines(exchange) if exchange else []),
+            "memory": fixed_lines(lines),
+            "known": ranked_lines(known_lines),
+            "exchange": bodies(exchanged),
         },
         empty=NOTHING_YET,
+        system=marker_system(marker, [*lines, *known_lines, *exchanged]),
     )
     try:
         verdict = complete_as(

@@ -17,6 +17,7 @@ from apps.core.llm.limits import CRITIC, TokenCounter
 from apps.core.llm.structured import complete_as
 from apps.core.models import Event
 from apps.core.services import event_record
+from apps.memory.provenance import marker_system
 from apps.memory.renderer import memory_line
 
 REVIEWING = "Reviewing the draft…"
@@ -46,8 +47,10 @@ def rule_lines(descriptions: list[str]) -> list[str]:
     return [memory_line(description) for description in descriptions]
 
 
-def review_draft(*, rules: list[str], question: str, draft: str) -> DraftReview:
+def review_draft(*, rules: list[str], question: str, draft: str, marker: str = "") -> DraftReview:
     """The critic's review of `draft` against the user's rules and preferences (their lines).
+    The question is the one the answer was asked, with its memory note: its data datamarked
+    with `marker`, which the system message then explains.
 
     Raises the gateway's outcomes.
     """
@@ -58,6 +61,7 @@ def review_draft(*, rules: list[str], question: str, draft: str) -> DraftReview:
             "question": bodies([question]),
             "draft": bodies([draft]),
         },
+        system=marker_system(marker, [question]),
     )
     # The user waits for it: it holds the slot as the answer does.
     return complete_as(DraftReview, role=CRITIC, prompt=prompt, foreground=True)

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from apps.accounts.selectors import memory_enabled_for
 from apps.chat.models import Conversation, Message
-from apps.cognition.reflection import error_record
+from apps.cognition.reflection import as_shown, error_record
 from apps.cognition.schemas import EpisodeSummary
 from apps.core.llm.fitting import bodies, template_prompt
 from apps.core.llm.outcomes import TooLong
@@ -29,6 +29,7 @@ from apps.core.selectors import runtime_config
 from apps.core.services import event_record
 from apps.memory import episode_services
 from apps.memory.models import Episode, EpisodeFailure
+from apps.memory.provenance import conversation_marker, marker_system
 
 # One exchange (a question and its answer) is the smallest stretch worth an episode.
 MIN_STRETCH = 2
@@ -115,7 +116,7 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
     stretch = _stretch(conversation_id, covered)
     if len(stretch) < MIN_STRETCH:
         return None
-    summary, stretch = _first_part_summarised(stretch)
+    summary, stretch = _first_part_summarised(stretch, conversation_marker(conversation_id))
     with transaction.atomic():
         Conversation.objects.select_for_update().filter(pk=conversation_id).first()
         if _covered_up_to(conversation_id) != covered:
@@ -146,16 +147,19 @@ def episode_summarise(*, conversation_id: int) -> Episode | None:
     return episode
 
 
-def _first_part_summarised(stretch: list[Message]) -> tuple[EpisodeSummary, list[Message]]:
+def _first_part_summarised(
+    stretch: list[Message], marker: str
+) -> tuple[EpisodeSummary, list[Message]]:
     """The summary of the stretch, or of its first half, quarter… when the stretch does not fit
     the episode model's window (an imported chat of hundreds of messages): each part becomes an
     episode of its own, and the rest is the next stretch. TooLong only when two messages do
-    not fit."""
+    not fit. Messages imported from another assistant are shown datamarked with `marker`."""
     part = stretch
     while True:
         # Every message of the part stays in the transcript; long ones lose their middle.
+        lines = [f"{m.role}: {as_shown(m, marker)}" for m in part]
         prompt = template_prompt(
-            "episode", slots={"transcript": bodies([f"{m.role}: {m.content}" for m in part])}
+            "episode", slots={"transcript": bodies(lines)}, system=marker_system(marker, lines)
         )
         try:
             return complete_as(EpisodeSummary, role="episode", prompt=prompt), part

@@ -48,6 +48,13 @@ from apps.core.llm.outcomes import InvalidReply, Refused, TooLong
 from apps.core.llm.structured import complete_as
 from apps.core.selectors import runtime_config
 from apps.memory.models import MemoryNode
+from apps.memory.provenance import (
+    as_written,
+    conversation_marker,
+    datamark,
+    is_data,
+    marker_system,
+)
 
 NOTHING_YET = "(nothing yet)"
 # Measured with SmolLM2-135M (tests/real_llm/test_real_reflection.py): greedy decoding copies
@@ -55,18 +62,29 @@ NOTHING_YET = "(nothing yet)"
 EXTRACTION_TEMPERATURE = 0.0
 
 
-def exchange_lines(reply: Message) -> list[str]:
+def as_shown(message: Message, marker: str) -> str:
+    """A message's text in a background prompt: one imported from another assistant is data,
+    datamarked with `marker` (apps.memory.provenance)."""
+    return datamark(message.content, marker) if "imported" in message.trace else message.content
+
+
+def exchange_lines(reply: Message, marker: str = "") -> list[str]:
     lines = []
     if reply.reply_to_id is not None:
-        lines.append(f"user: {reply.reply_to.content}")
-    lines.append(f"assistant: {reply.content}")
+        lines.append(f"user: {as_shown(reply.reply_to, marker)}")
+    lines.append(f"assistant: {as_shown(reply, marker)}")
     return lines
 
 
-def node_line(node: MemoryNode) -> str:
+def node_line(node: MemoryNode, marker: str = "") -> str:
+    """A memory as a background prompt shows it; with a `marker`, its words datamarked if its
+    source makes it data."""
+    description = node.description
+    if marker and is_data(node.source):
+        description = datamark(description, marker)
     return (
         f"[{node.pk}] {node.kind}, topic {node.topic or '-'}, key {node.fact_key or '-'}: "
-        f"{node.description}"
+        f"{description}"
     )
 
 
@@ -152,8 +170,15 @@ def reflect_on_replies(
     if conversation.temporary or not memory_enabled_for(user_id=owner.pk):
         return None
     said = [user_said(reply) for reply in replies]
+    # The user's messages of a conversation imported from another assistant are data.
+    data = ["imported" in reply.trace for reply in replies]
+    marker = conversation_marker(conversation.pk)
     try:
-        quotes = extracted_quotes(said) if any(text.strip() for text in said) else {}
+        quotes = (
+            extracted_quotes(said, data=data, marker=marker)
+            if any(text.strip() for text in said)
+            else {}
+        )
     except InvalidReply as exc:
         if not last_attempt:
             raise
@@ -220,13 +245,24 @@ def _remember_replies(
     return outcomes or None
 
 
-def extracted_quotes(said: list[str]) -> dict[int, list[str]]:
+def extracted_quotes(
+    said: list[str], *, data: list[bool] | None = None, marker: str = ""
+) -> dict[int, list[str]]:
     """The model's quotes of what the user stated, by the index of the message it put them
-    under. Only the user's messages are in the prompt: nothing can come from the assistant."""
+    under. Only the user's messages are in the prompt: nothing can come from the assistant.
+    Those `data` says are data are shown datamarked with `marker`, which a system message
+    explains, and a quote of them is read as written.
+    """
     quote_chars = quote_max_chars(said)
     schema = stated_quotes_schema(len(said), quote_chars)
-    lines = [f"{message_key(index)}: {text}" for index, text in enumerate(said)]
-    prompt = template_prompt("extract", slots={"messages": bodies(lines)})
+    data = data or [False] * len(said)
+    lines = [
+        f"{message_key(index)}: {datamark(text, marker) if data[index] else text}"
+        for index, text in enumerate(said)
+    ]
+    prompt = template_prompt(
+        "extract", slots={"messages": bodies(lines)}, system=marker_system(marker, lines)
+    )
     reply = complete_as(
         schema,
         role="reflection",
@@ -236,7 +272,10 @@ def extracted_quotes(said: list[str]) -> dict[int, list[str]]:
         max_tokens=stated_quotes_max_tokens(len(said), quote_chars),
         temperature=EXTRACTION_TEMPERATURE,
     )
-    return {index: getattr(reply, message_key(index)) for index in range(len(said))}
+    return {
+        index: [as_written(quote, marker) for quote in getattr(reply, message_key(index))]
+        for index in range(len(said))
+    }
 
 
 def grounded_statements(

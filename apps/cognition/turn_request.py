@@ -60,6 +60,8 @@ class PreparedTurn:
     trace: dict = field(default_factory=dict)
     # The internal debate's rules and preferences (their lines); None: no debate this turn.
     debate_rules: list[str] | None = None
+    # The datamark the messages' data carries (apps.memory.provenance); "": they carry none.
+    marker: str = ""
     # The turn's steps as the pipeline ran them (turn_state.Spans); the answer adds its own.
     spans: object | None = None
     # Set by an API client for its call; None: the server's default.
@@ -319,6 +321,7 @@ def build_turn(
         ),
         trace=trace,
         debate_rules=debate_rules,
+        marker=marker,
         config=config,
     )
 

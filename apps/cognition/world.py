@@ -32,6 +32,7 @@ from apps.core.llm.outcomes import LLMError, Preempted
 from apps.core.llm.structured import complete_as
 from apps.core.models import RuntimeConfig
 from apps.memory.models import WorldState
+from apps.memory.provenance import as_written, conversation_marker, datamark, marker_system
 from apps.memory.schemas import WORLD_OPS, WORLD_PATHS
 from apps.memory.selectors import world_state_for
 from apps.memory.world_services import WorldChange, world_apply
@@ -84,10 +85,20 @@ class WorldOps(BaseModel):
     )
 
 
-def state_lines(state: WorldState) -> list[str]:
-    """The record as the model sees it: every path, with its JSON value."""
+def state_lines(state: WorldState, marker: str = "") -> list[str]:
+    """The record as the model sees it: every path, with its JSON value; with a `marker`, what
+    the model proposed datamarked (apps.memory.provenance: data)."""
+    by_model = {text.casefold() for text in state.proposed}
+
+    def shown(value):
+        if isinstance(value, list):
+            return [shown(item) for item in value]
+        if isinstance(value, str) and value.casefold() in by_model:
+            return datamark(value, marker)
+        return value
+
     return [
-        f"{path}: {json.dumps(value, ensure_ascii=False)}"
+        f"{path}: {json.dumps(shown(value), ensure_ascii=False)}"
         for path, value in state.as_dict().items()
     ]
 
@@ -102,22 +113,41 @@ def _history_pieces(history: list[dict]) -> list[Piece]:
     return [Piece(line, keep=index) for index, line in enumerate(lines)]
 
 
-def propose_world_ops(*, state: WorldState, question: str, history: list[dict]) -> WorldOps:
-    """One short structured call to the router's model, in the background. Raises the gateway's
-    outcomes."""
+def propose_world_ops(
+    *, state: WorldState, question: str, history: list[dict], marker: str = ""
+) -> WorldOps:
+    """One short structured call to the router's model, in the background; with a `marker`,
+    the history's data (its "content" already datamarked) and what the model proposed before
+    are explained as data. Raises the gateway's outcomes."""
+    lines = state_lines(state, marker)
+    history_pieces = _history_pieces(history)
     prompt = template_prompt(
         "world",
         slots={
-            "state": fixed_lines(state_lines(state)),
-            "history": _history_pieces(history),
+            "state": fixed_lines(lines),
+            "history": history_pieces,
             "message": bodies([question]),
         },
         empty="(none)",
+        system=marker_system(marker, [*lines, *(piece.text for piece in history_pieces)]),
     )
     return complete_as(WorldOps, role=ROUTER, prompt=prompt)
 
 
-def modify_world(*, user_id: int, question: str, history: list[dict]) -> WorldChange:
+def _as_written(op: dict, marker: str) -> dict:
+    """An operation with the marker of the data it copied read as spaces: "remove" finds the
+    item as recorded."""
+    for key in ("value", "values"):
+        if isinstance(op.get(key), str):
+            op[key] = as_written(op[key], marker)
+        elif isinstance(op.get(key), list):
+            op[key] = [as_written(item, marker) for item in op[key]]
+    return op
+
+
+def modify_world(
+    *, user_id: int, question: str, history: list[dict], marker: str = ""
+) -> WorldChange:
     """The world-modifier step: propose, then apply what is valid (source "turn").
 
     Never raises for the model's sake: when it fails, nothing is applied and `error` says why
@@ -125,7 +155,7 @@ def modify_world(*, user_id: int, question: str, history: list[dict]) -> WorldCh
     """
     state = world_state_for(user_id=user_id)
     try:
-        proposed = propose_world_ops(state=state, question=question, history=history)
+        proposed = propose_world_ops(state=state, question=question, history=history, marker=marker)
     except Preempted:
         raise
     except LLMError as exc:
@@ -138,7 +168,7 @@ def modify_world(*, user_id: int, question: str, history: list[dict]) -> WorldCh
         )
     change = world_apply(
         user_id=user_id,
-        ops=[op.model_dump(exclude_none=True) for op in proposed.ops],
+        ops=[_as_written(op.model_dump(exclude_none=True), marker) for op in proposed.ops],
         source="turn",
     )
     return dataclasses.replace(change, reason=proposed.reason[:300])
@@ -167,11 +197,20 @@ def world_change_after_reply(*, reply_id: int) -> WorldChange | None:
         return None
     question = reply.reply_to
     history = history_before(message=question, limit=WORLD_HISTORY)
+    # A conversation imported from another assistant: its messages are data.
+    marker = conversation_marker(reply.conversation_id)
     try:
         change = modify_world(
             user_id=reply.conversation.owner_id,
             question=question.content,
-            history=[{"role": m.role, "content": m.content} for m in history],
+            history=[
+                {
+                    "role": m.role,
+                    "content": datamark(m.content, marker) if "imported" in m.trace else m.content,
+                }
+                for m in history
+            ],
+            marker=marker,
         )
     except Preempted:
         # Its task runs it again when the user is quiet, and claims it then.

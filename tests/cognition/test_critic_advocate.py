@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.conf import settings
 from django_celery_beat.models import PeriodicTask
@@ -8,7 +10,9 @@ from apps.cognition import critic, tasks
 from apps.memory import critique_services, graph_services
 from apps.memory import services as memory_services
 from apps.memory.models import Critique, MemoryLink, MemoryNode
+from apps.memory.provenance import MARKERS
 from tests.cognition.conftest import verdict
+from tests.spotlight import marked
 
 
 def critic_prompts(llm_stub) -> list[str]:
@@ -17,6 +21,7 @@ def critic_prompts(llm_stub) -> list[str]:
         for request in llm_stub.requests
         if "sceptical critic" in str(request["body"])
         for message in request["body"]["messages"]
+        if message["role"] == "user"
     ]
 
 
@@ -44,11 +49,14 @@ def test_the_critic_is_shown_a_promoted_memory_and_a_fact_that_could_contradict_
     tasks.criticise_unreviewed.delay().get(timeout=15)
 
     (prompt,) = critic_prompts(llm_stub)
-    assert f"[{node.pk}] fact, topic -, key -: The user lives in Paris" in prompt
+    # An inferred memory and a fact are data: datamarked (apps.memory.provenance).
+    marker = re.search(f"lives[{MARKERS}]in[{MARKERS}]Paris", prompt).group()[5]
+    paris = marked("The user lives in Paris", marker)
+    assert f"[{node.pk}] fact, topic -, key -: {paris}" in prompt
     assert (
         f"[{lives_in_rome.pk}] fact, topic -, key -: The user lives in Rome (long-term)" in prompt
     )
-    assert "fact: user lives_in Rome" in prompt
+    assert f"fact: {marked('user lives_in Rome', marker)}" in prompt
     assert "user: I moved to Paris" in prompt
 
 

@@ -114,9 +114,11 @@ def fit(pieces: list[Piece], *, budget: int, counter: TokenCounter) -> list[str 
     return texts
 
 
-def template_prompt(name: str, *, slots: dict[str, list[Piece]], empty: str = "") -> PromptBuilder:
+def template_prompt(
+    name: str, *, slots: dict[str, list[Piece]], empty: str = "", system: str = ""
+) -> PromptBuilder:
     """Prompt template `name` with each slot's pieces (one a line), as one user message fitted
-    to whichever model is asked.
+    to whichever model is asked; after a system message `system`, when one is given.
 
     Used for the background prompts (reflection, critic, episode): a long message in them is
     shortened in its middle, known memories beyond the budget are left out, least relevant
@@ -127,17 +129,19 @@ def template_prompt(name: str, *, slots: dict[str, list[Piece]], empty: str = ""
 
     template = prompt_text(name)
     frame = fill_prompt(name, template, **{slot: "" for slot in slots})
-    pieces = [message_piece(frame)]
+    pieces = [message_piece(frame)] + ([message_piece(system)] if system else [])
     for slot_pieces in slots.values():
         pieces += slot_pieces
 
     def build(room: Room) -> list[dict]:
-        texts = iter(fit(pieces, budget=room.budget, counter=room.counter)[1:])
+        fitted = fit(pieces, budget=room.budget, counter=room.counter)
+        texts = iter(fitted[2 if system else 1 :])
         values = {}
         for slot, slot_pieces in slots.items():
             kept = [text for text in (next(texts) for _ in slot_pieces) if text is not None]
             values[slot] = "\n".join(kept) or empty
-        return [{"role": "user", "content": fill_prompt(name, template, **values)}]
+        asked = {"role": "user", "content": fill_prompt(name, template, **values)}
+        return [{"role": "system", "content": system}, asked] if system else [asked]
 
     return build
 
