@@ -343,7 +343,7 @@ class MemoryNodeAdmin(LabelledSplitDateTimes, RecordsAdminViewings, admin.ModelA
         count = browser_services.memory_nodes_promote(
             node_ids=list(queryset.values_list("pk", flat=True))
         )
-        self.message_user(request, f"Promoted {count} memories.")
+        self.message_user(request, f"{count} memories made long-term.")
 
     @admin.action(description="Forget (delete) selected memories")
     def forget(self, request, queryset):

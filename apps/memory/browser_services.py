@@ -212,7 +212,7 @@ def memory_nodes_promote(*, node_ids: list[int]) -> int:
         state=MemoryNode.State.PROMOTED
     )
     _record_per_owner(
-        kind=Event.Kind.PROMOTION, verb="Promoted by hand", rows=rows, action="promote"
+        kind=Event.Kind.PROMOTION, verb="Made long-term by hand:", rows=rows, action="promote"
     )
     return len(rows)
 

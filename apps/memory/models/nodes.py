@@ -33,8 +33,8 @@ class MemoryNode(models.Model):
         CONCEPT = "concept", "Concept"
 
     class State(models.TextChoices):
-        VOLATILE = "volatile", "Volatile"
-        PROMOTED = "promoted", "Promoted"
+        VOLATILE = "volatile", "Short-term"
+        PROMOTED = "promoted", "Long-term"
         # Reads as an instruction to the assistant: never recalled until its owner approves it.
         QUARANTINED = "quarantined", "Awaiting approval"
 
