@@ -30,7 +30,7 @@ from apps.core.models import RuntimeConfig
 from apps.core.prompts import fill_prompt
 from apps.core.selectors import runtime_config
 from apps.language.text import visible
-from apps.memory.provenance import datamark, marker_sentence
+from apps.memory.provenance import conversation_marker, datamark, marker_sentence
 from apps.memory.renderer import (
     episode_line,
     knowledge_line,
@@ -159,9 +159,11 @@ def build_turn(
     room = room or Room(memory.limits, memory.counter)
     limits = room.limits
     question, earlier = (history[-1], history[:-1]) if history else (None, [])
-    system = _system_prompt(memory, client_system)
+    # The history starts no earlier than the last turn's did (`MemoryForTurn.history_from`).
+    earlier = [m for m in earlier if m.pk is None or m.pk >= memory.history_from]
+    marker = _turn_marker(memory, history)
+    system = _system_prompt(memory, client_system, marker)
     knowledge_keep = _knowledge_keep(context.knowledge, question.content if question else "")
-    marker = memory.marker
     pieces = [message_piece(system)]
     # The note's tags and headings, and the world state the model proposed, counted whatever
     # else is in it.
@@ -198,12 +200,10 @@ def build_turn(
         Piece(evidence_line(item, marker), KEEP_EVIDENCE - index)
         for index, item in enumerate(evidence)
     ]
-    # The history starts no earlier than the last turn's did (`MemoryForTurn.history_from`).
-    earlier = [m for m in earlier if m.pk is None or m.pk >= memory.history_from]
     last_exchange = len(earlier) - 2
     pieces += [
         message_piece(
-            _as_sent(message, memory.notes, memory.marker),
+            _as_sent(message, memory.notes, marker),
             index + (KEEP_LAST_EXCHANGE if index >= last_exchange else 0),
         )
         for index, message in enumerate(earlier)
@@ -352,7 +352,18 @@ def _make_room(texts: list, *, first: int, count: int, budget: int, counter) -> 
         texts[i] = None
 
 
-def _system_prompt(memory: MemoryForTurn, client_system: str) -> str:
+def _turn_marker(memory: MemoryForTurn, history: list[Message]) -> str:
+    """The datamark of the turn's data: memory's (the conversation's); with memory off, the
+    conversation's still for the history of a conversation imported from another assistant;
+    else none."""
+    if memory.marker:
+        return memory.marker
+    if any("imported" in message.trace for message in history):
+        return conversation_marker(history[-1].conversation_id if history else None)
+    return ""
+
+
+def _system_prompt(memory: MemoryForTurn, client_system: str, marker: str) -> str:
     return system_prompt(
         template=memory.template,
         time_zone=memory.time_zone,
@@ -360,7 +371,7 @@ def _system_prompt(memory: MemoryForTurn, client_system: str) -> str:
         world=memory.world,
         instructions=memory.instructions,
         client_system=client_system,
-        marker=memory.marker,
+        marker=marker,
     )
 
 

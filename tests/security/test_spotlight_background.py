@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from apps.accounts.services import user_settings_update
 from apps.chat.models import Conversation, Message
 from apps.cognition.critic import node_criticise
 from apps.cognition.episodes import episode_summarise
@@ -126,9 +127,7 @@ def test_the_episode_summary_sees_an_imported_conversation_as_data(llm_stub, imp
     _shows_only_marked([question], IMPORTED, _marker_of(system))
 
 
-def test_the_critic_sees_a_data_memory_its_exchange_and_the_facts_as_data(
-    user, llm_stub, imported
-):
+def test_the_critic_sees_a_data_memory_its_exchange_and_the_facts_as_data(user, llm_stub, imported):
     node = MemoryNode.objects.create(
         owner=user,
         description="The user bought a kayak in Oslo",
@@ -172,3 +171,21 @@ def test_the_debate_explains_the_datamark_of_the_question_it_reviews(
     assert marker == conversation_marker(conversation.pk)
     _shows_only_marked([question], [PROPOSED], marker)
     assert "Answer in one sentence" in question["content"], "a rule the user set, as written"
+
+
+def test_with_memory_off_an_imported_conversations_history_is_still_sent_as_data(
+    client, user, llm_stub, config, imported
+):
+    config(critic_enabled=False, reflection_enabled=False, turns_per_minute=0)
+    user_settings_update(user=user, memory_enabled=False)
+    conversation = imported[0].conversation
+    client.force_login(user)
+    llm_stub.script({"content": "Any fjord will do."})
+
+    client.post(f"/c/{conversation.pk}/send", {"content": "Where should I paddle next?"})
+
+    system, *history, question = _prompt(llm_stub, "You are Thalamus")
+    marker = _marker_of(system)
+    assert marker == conversation_marker(conversation.pk)
+    assert [m["content"] for m in history] == [marked(text, marker) for text in IMPORTED]
+    assert question["content"] == "Where should I paddle next?", "the user's own, as written"
