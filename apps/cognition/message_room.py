@@ -34,6 +34,12 @@ class MessageRoom:
     tokens: int
     chars_per_token: float
 
+    @property
+    def characters(self) -> int:
+        """The room in characters, the unit its writer counts in (static/js/chat.js counts the
+        same way: the tokens times the model's characters per token)."""
+        return math.floor(self.tokens * self.chars_per_token)
+
     def tokens_of(self, text: str) -> int:
         return math.ceil(len(text) / self.chars_per_token)
 
@@ -42,9 +48,10 @@ class MessageRoom:
         needed = self.tokens_of(text)
         if needed <= self.tokens:
             return ""
+        over = max(len(text) - self.characters, 1)
         return (
-            f"Your message is about {needed:,} tokens; the model has room for about "
-            f"{self.tokens:,}. Shorten it, or give the model a larger context window."
+            f"Your message is about {over:,} characters too long for this model. "
+            "Shorten it, or send it in parts."
         )
 
 

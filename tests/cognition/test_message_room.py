@@ -33,9 +33,9 @@ def test_the_room_is_exactly_what_the_answers_fit_accepts(user, llm_stub, config
     open_replies.message_fail_open(reply_id=reply.pk, error="done")
 
     one_more = longest + "x"
-    assert room.refusal(one_more).startswith(
-        f"Your message is about {room.tokens + 1:,} tokens; "
-        f"the model has room for about {room.tokens:,}."
+    assert room.refusal(one_more) == (
+        f"Your message is about {len(one_more) - room.characters:,} characters too long for "
+        "this model. Shorten it, or send it in parts."
     )
     reply = services.message_send(conversation=conversation, content=one_more).reply
     with pytest.raises(MessageTooLong):
