@@ -29,6 +29,7 @@ from apps.core.services import task_send_on_commit
 from apps.core.validation import storable_text
 from apps.imports.formats import ParsedExport, export_parse
 from apps.imports.models import Import, ImportedConversation, PendingConversation
+from apps.language.text import visible
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def _conversation_import(*, started: Import, parsed: dict) -> tuple[int, int]:
     if link is None:
         # An untitled chat is named by its opening words, as the sidebar shows an untitled one.
         title = parsed["title"] or messages[0]["content"].split("\n", 1)[0][:TITLE_CHARS]
-        conversation = Conversation.objects.create(owner=owner, title=title[:200])
+        conversation = Conversation.objects.create(owner=owner, title=visible(title)[:200])
         link = ImportedConversation.objects.create(
             owner=owner,
             source=started.source,
@@ -137,7 +138,8 @@ def _conversation_import(*, started: Import, parsed: dict) -> tuple[int, int]:
         Message(
             conversation=conversation,
             role=item["role"],
-            content=item["content"],
+            # What no reader sees is stripped at this door as at the chat's (apps.language).
+            content=visible(item["content"]),
             status=Message.Status.COMPLETE,
             trace={TRACE_KEY: started.pk},
         )

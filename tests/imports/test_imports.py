@@ -173,6 +173,33 @@ def test_an_untitled_conversation_is_named_by_its_opening_words(user):
     assert Conversation.objects.get(owner=user).title == "Which tent for the Dolomites?"
 
 
+def test_imported_messages_and_titles_are_stored_without_invisible_characters(user):
+    hidden = "\u200b\u202e\U000e0041"
+    export = [
+        {
+            "uuid": "hidden",
+            "name": f"Ten{hidden}ts",
+            "created_at": "2024-01-01T00:00:00Z",
+            "chat_messages": [
+                {"sender": "human", "text": f"Which te{hidden}nt for the Dolomites?"},
+                {"sender": "assistant", "text": f"A light{hidden} one.\r\nGood trip."},
+            ],
+        }
+    ]
+    started, _ = services.import_start(
+        user=user, data=json.dumps(export).encode(), filename="hidden.json"
+    )
+
+    services.import_read_batch(import_id=started.pk)
+
+    conversation = Conversation.objects.get(owner=user)
+    assert conversation.title == "Tents"
+    assert [m.content for m in conversation.messages.order_by("pk")] == [
+        "Which tent for the Dolomites?",
+        "A light one.\nGood trip.",
+    ]
+
+
 def test_conversations_are_read_a_bounded_batch_per_task(user):
     started, _ = services.import_start(user=user, data=_many(45), filename="many.json")
 
