@@ -51,7 +51,7 @@ def test_a_receipt_appears_updates_when_reflection_ends_and_forgets_a_memory(
     used = receipt.locator(".receipt-memory", has_text="Alice keeps bees in Turin")
     learned = receipt.locator(".receipt-memory", has_text="three colonies")
     used.wait_for()
-    assert used.locator(".badge").inner_text() == "admin"
+    assert used.locator(".badge").inner_text() == "by hand"
     assert learned.locator(".badge").inner_text() == "you said"
     _shoot(page, "receipt-open")
 
@@ -163,8 +163,7 @@ def test_a_new_value_said_once_is_asked_in_the_receipt_and_updated_by_one_click(
     receipt.locator("summary").click()
     proposal = receipt.locator(".receipt-proposal")
     assert proposal.locator(".receipt-text").inner_text() == (
-        "You said “I live in Ghent”; I know: You live in Gent. "
-        "Update to “You live in Ghent”?"
+        "You said “I live in Ghent”; I know: You live in Gent. Update to “You live in Ghent”?"
     )
     gent.refresh_from_db()
     assert gent.description == "The user lives in Gent", "nothing changes before the click"

@@ -70,7 +70,7 @@ def test_the_receipt_counts_what_the_answer_used_and_what_it_taught(
     # It counts what it lists: the owner's two, the global one apart, never another user's.
     assert "used 2 memories · 1 shared fact · learned 1" in page
     assert "You like tea" in page and "You have a cat named Miso" in page
-    assert "you said" in page and "inferred" in page
+    assert "you said" in page and "my guess" in page
     receipt = page.split('class="receipt"')[1].split('class="trace ')[0]
     shared = receipt.split('class="receipt-memories receipt-shared"')[1]
     assert "Water boils" in shared and "<form" not in shared, "global knowledge is not corrected"
