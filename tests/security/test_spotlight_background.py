@@ -14,6 +14,7 @@ from apps.chat.models import Conversation, Message
 from apps.cognition.critic import node_criticise
 from apps.cognition.episodes import episode_summarise
 from apps.cognition.reflection import reflect_on_replies
+from apps.cognition.titles import generate_title
 from apps.cognition.world import WORLD_QUEUED, world_change_after_reply
 from apps.core.selectors import runtime_config
 from apps.memory import world_services
@@ -22,7 +23,7 @@ from apps.memory.provenance import MARKERS, conversation_marker
 from tests.cognition.conftest import EXTRACT
 from tests.spotlight import marked
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 IMPORTED = ["I bought my first kayak in Oslo one spring", "Oslo has calm fjords for a kayak"]
 PROPOSED = "kayak trip along the coast"
@@ -127,6 +128,16 @@ def test_the_episode_summary_sees_an_imported_conversation_as_data(llm_stub, imp
     _shows_only_marked([question], IMPORTED, _marker_of(system))
 
 
+def test_the_title_of_an_untitled_imported_conversation_sees_it_as_data(llm_stub, imported):
+    llm_stub.script({"content": "Kayaks in Oslo"})
+
+    assert generate_title(messages=imported) == "Kayaks in Oslo"
+
+    system, question = _prompt(llm_stub, "Write a short title")
+    assert _marker_of(system) == conversation_marker(imported[0].conversation_id)
+    _shows_only_marked([question], IMPORTED, _marker_of(system))
+
+
 def test_the_critic_sees_a_data_memory_its_exchange_and_the_facts_as_data(user, llm_stub, imported):
     node = MemoryNode.objects.create(
         owner=user,
@@ -147,6 +158,7 @@ def test_the_critic_sees_a_data_memory_its_exchange_and_the_facts_as_data(user, 
     _shows_only_marked([question], [*IMPORTED, *facts], marker)
 
 
+@pytest.mark.django_db(transaction=True)
 def test_the_debate_explains_the_datamark_of_the_question_it_reviews(
     client, user, llm_stub, config
 ):
@@ -173,6 +185,7 @@ def test_the_debate_explains_the_datamark_of_the_question_it_reviews(
     assert "Answer in one sentence" in question["content"], "a rule the user set, as written"
 
 
+@pytest.mark.django_db(transaction=True)
 def test_with_memory_off_an_imported_conversations_history_is_still_sent_as_data(
     client, user, llm_stub, config, imported
 ):
