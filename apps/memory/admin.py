@@ -314,7 +314,7 @@ class MemoryNodeAdmin(LabelledSplitDateTimes, RecordsAdminViewings, admin.ModelA
             ]
             if name in data
         }
-        browser_services.memory_node_edit(
+        node = browser_services.memory_node_edit(
             node=obj,
             description=data["description"],
             topic=data.get("topic", ""),
@@ -322,6 +322,14 @@ class MemoryNodeAdmin(LabelledSplitDateTimes, RecordsAdminViewings, admin.ModelA
             importance=data["importance"],
             **extra,
         )
+        if node.reads_as_instruction:
+            self.message_user(
+                request,
+                "The new text reads like an instruction to the assistant. It is used as saved, "
+                f"in the state “{node.get_state_display()}”: set it to awaiting approval if "
+                "its owner should approve it first.",
+                messages.WARNING,
+            )
 
     def delete_model(self, request, obj):
         browser_services.memory_nodes_forget(node_ids=[obj.pk])

@@ -19,6 +19,7 @@ from apps.language.text import visible
 from apps.memory import forget_services, services
 from apps.memory.embedding_services import embeddings_fill_later
 from apps.memory.models import EmbeddingStatus, MemoryNode
+from apps.memory.quarantine import looks_like_instruction
 
 
 def _owners(owner_ids) -> dict:
@@ -88,20 +89,31 @@ def memory_node_edit(
     topic: str,
     kind: str,
     importance: float,
+    hold_if_instruction: bool = False,
     **extra_fields,
 ) -> MemoryNode:
-    """Change a memory's text or weight; a new text is embedded again (after commit)."""
+    """Change a memory's text or weight; a new text is embedded again (after commit).
+
+    A new text goes through the instruction gate (apps.memory.quarantine) like every other
+    write; `reads_as_instruction` on the node returned says whether it held it. With
+    `hold_if_instruction` (the memory browser, where a memory says something about its owner)
+    such a text waits for its owner's approval, as a memory from any other door would; the
+    admin's form sets the state itself, so there the gate's word is a warning."""
     stored = MemoryNode.objects.only("topic", "description").get(pk=node.pk)
     old_text = stored.embedding_text
     node.description = visible(description).strip()
     node.topic = visible(topic).strip()
-    if node.description != stored.description:
+    changed = node.description != stored.description
+    if changed:
         # The words are now the person's own, written by hand (apps.memory.provenance).
         node.source = MemoryNode.Source.ADMIN
     node.kind = kind
     node.importance = importance
     for name, value in extra_fields.items():
         setattr(node, name, value)
+    node.reads_as_instruction = changed and looks_like_instruction(node.description)
+    if node.reads_as_instruction and hold_if_instruction:
+        node.state, node.fact_key = MemoryNode.State.QUARANTINED, ""
     if node.embedding_text != old_text:
         node.embedding = None
         node.embedding_status = EmbeddingStatus.PENDING

@@ -117,8 +117,17 @@ def memory_edit(request, pk: int):
     node = _get_node_for_user(request, pk)
     form = MemoryEditForm(request.POST or None, instance=node)
     if request.method == "POST" and form.is_valid():
-        browser_services.memory_node_edit(node=node, **form.cleaned_data)
-        messages.success(request, "Memory saved.")
+        node = browser_services.memory_node_edit(
+            node=node, hold_if_instruction=True, **form.cleaned_data
+        )
+        if node.state == MemoryNode.State.QUARANTINED:
+            messages.warning(
+                request,
+                "Saved, but it reads like an instruction to the assistant, so it waits for your "
+                "approval under “Awaiting your approval”. Approve it if you meant it.",
+            )
+        else:
+            messages.success(request, "Memory saved.")
         return redirect("memory:list")
     return render(request, "memory/edit.html", {"form": form, "node": node})
 

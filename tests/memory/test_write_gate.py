@@ -4,8 +4,9 @@ that must say who wrote it, and imports, which may not set what only the user's 
 from __future__ import annotations
 
 import pytest
+from django.urls import reverse
 
-from apps.memory import export_services, services
+from apps.memory import browser_services, export_services, services
 from apps.memory.models import MemoryNode
 
 pytestmark = pytest.mark.django_db
@@ -116,3 +117,48 @@ def test_a_memory_file_passes_the_gate(user):
     export_services.memories_import(owner=user, data={"memories": [{"description": INJECTION}]})
 
     assert MemoryNode.objects.get(owner=user).state == "quarantined"
+
+
+def test_an_edit_in_the_memory_browser_that_reads_as_an_instruction_waits_for_approval(
+    client, user
+):
+    node = services.memory_node_create(
+        owner=user, description="The user keeps bees", source="user", embed=False
+    )
+    client.force_login(user)
+    edit = {"topic": "", "kind": "fact", "importance": 0.5}
+
+    response = client.post(
+        reverse("memory:edit", args=[node.pk]), {**edit, "description": INJECTION}, follow=True
+    )
+
+    node.refresh_from_db()
+    assert node.description == INJECTION and node.state == "quarantined"
+    assert "reads like an instruction" in response.content.decode()
+    # An ordinary edit is saved as it is.
+    client.post(reverse("memory:edit", args=[node.pk]), {**edit, "description": "I keep wasps"})
+    node.refresh_from_db()
+    assert node.description == "I keep wasps"
+    browser_services.memory_node_confirm(node=node)
+    assert MemoryNode.objects.get(pk=node.pk).state == "volatile"
+
+
+def test_an_admins_edit_is_checked_by_the_gate_and_kept_in_the_state_it_was_given(user):
+    node = services.memory_node_create(
+        owner=user, description="The user keeps bees", source="user", embed=False
+    )
+
+    edited = browser_services.memory_node_edit(
+        node=node,
+        description=INJECTION,
+        topic="",
+        kind="fact",
+        importance=0.5,
+        state="promoted",
+    )
+
+    assert edited.reads_as_instruction and edited.state == "promoted"
+    again = browser_services.memory_node_edit(
+        node=edited, description=INJECTION, topic="money", kind="fact", importance=0.5
+    )
+    assert not again.reads_as_instruction, "an unchanged text is not asked about again"
