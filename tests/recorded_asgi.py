@@ -20,4 +20,13 @@ if os.environ.get(ROUTE_LOG_ENV):
     # asgi.http_app finds the MCP app by this name on each request.
     asgi.mcp_app = recorded_mcp_app
 
-application = asgi.application
+# The server lives for the whole session while transactional tests flush the database after
+# each test, which makes the content types again under new ids: the ids a page cached before
+# (the admin's log entry names one) would point at rows that are gone.
+from django.contrib.contenttypes.models import ContentType  # noqa: E402  (after Django's setup)
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "http":
+        ContentType.objects.clear_cache()
+    return await asgi.application(scope, receive, send)

@@ -19,8 +19,9 @@ def canonical_predicate_name(raw: str) -> str:
 
 
 def normal_text(text: str) -> str:
-    """A statement's words as compared with another's: single spaces, case folded."""
-    return " ".join(text.split()).casefold()
+    """A statement's words as compared with another's: single spaces, case folded, without the
+    characters a reader cannot see (which every door strips before it stores a text)."""
+    return " ".join(visible(text).split()).casefold()
 
 
 def same_text(a: str, b: str) -> bool:

@@ -125,7 +125,12 @@ async def test_a_prompt_too_long_for_every_model_is_sent_to_each_once_and_never_
 
 async def test_the_debates_draft_falls_back_too_and_the_rewrite_asks_the_same_model(user, llm_stub):
     await sync_to_async(memory_services.memory_node_create)(
-        owner=user, description="Always answer in Italian", kind="rule", source="user", embed=False
+        owner=user,
+        description="Always answer in Italian",
+        kind="rule",
+        source="user",
+        quote="Always answer in Italian",
+        embed=False,
     )
     llm_stub.set_defaults(missing_models=["qwen2.5:7b"])
     llm_stub.script(
