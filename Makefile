@@ -15,8 +15,10 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(PY) manage.py up --host $(HOST) --port $(PORT) --demo
 
+# Three workers on two cores: with two, a whole run kept the CPUs half busy (11 min of CPU in a
+# 12-minute run), the workers waiting on their servers, browsers and the real model.
 test: $(STAMP) system-deps real-llm lint
-	$(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS)
 
 # The real llama.cpp server and SmolLM2-135M-Instruct the real-server tests run against, built
 # once into ~/.cache/thalamus/real-llm (THALAMUS_REAL_LLM_DIR), outside the checkout.

@@ -17,10 +17,12 @@ from tests.private_servers import wait_for_http
 ROOT = Path(__file__).resolve().parent.parent
 
 # The files that take longest, longest first (`--durations` of a whole run). `make test` hands
-# files to the two workers in collection order (--no-loadscope-reorder); when these come last, one
-# worker runs the real model's tier alone for minutes while the other has finished.
+# files to the workers in collection order (--no-loadscope-reorder); when these come last, one
+# worker runs the real model's tier alone for minutes while the others have finished.
 LONGEST_FIRST = (
     "tests/real_llm/",
+    "tests/cognition/test_weak_local_model.py",
+    "tests/browser/test_accessibility.py",
     "tests/core/test_backup.py",
     "tests/memory/test_recall_scale.py",
     "tests/core/test_up.py",
@@ -31,7 +33,6 @@ LONGEST_FIRST = (
     "tests/cognition/test_quarantine.py",
     "tests/security/test_canaries.py",
     "tests/memory/test_eval_retrieval.py",
-    "tests/cognition/test_weak_local_model.py",
     "tests/core/test_up_web_processes.py",
 )
 

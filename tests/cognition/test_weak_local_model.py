@@ -1,7 +1,8 @@
 """A whole conversation with a weak local model, as llama.cpp with a small GGUF serves it.
 
 The stub behaves like that server: a 4,096-token window it refuses to exceed, no end of
-sequence (every reply runs on until max_tokens), 13 tokens a second, one request at a time.
+sequence (every reply runs on until max_tokens), 26 tokens a second (SmolLM2-135M on two CPU
+cores), one request at a time.
 Twelve turns over the real websocket consumer and a real Celery worker, one of them a
 6,000-character paste, most stating a fact about the user. Memory must form from what the user
 said, never from what the assistant wrote, and nothing may overflow, run away or fail.

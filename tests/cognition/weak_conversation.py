@@ -7,7 +7,7 @@ load it.
 from __future__ import annotations
 
 CONTEXT = 4096
-TOKENS_PER_SECOND = 13.0
+TOKENS_PER_SECOND = 26.0
 ANSWER_CAP = 40
 BACKGROUND_CAP = 96
 

@@ -22,7 +22,7 @@ from apps.imports.models import Import
 from tests.fuzz import mutants
 
 FIXTURES = Path(__file__).parent / "fixtures"
-FILES_PER_FORMAT = 200
+FILES_PER_FORMAT = 100
 # What a refusal must never show: the parser's or the validator's own words, or a traceback.
 RAW = re.compile(
     r"Traceback|Error|Expecting|Unterminated|Input should|validation error|pydantic|codec|"
