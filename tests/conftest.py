@@ -137,6 +137,13 @@ def user(django_user_model):
 
 
 @pytest.fixture
+def alice(client, user):
+    """The test client, signed in as `user` (alice)."""
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def other_user(django_user_model):
     return django_user_model.objects.create_user("mallory", password="correct-horse-battery-9")
 

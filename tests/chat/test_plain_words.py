@@ -13,12 +13,6 @@ from apps.memory.models import MemoryNode
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def alice(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_a_memory_off_chat_says_so_above_the_composer_before_the_first_message(alice, user):
     conversation = Conversation.objects.create(owner=user)
     url = reverse("chat:conversation", args=[conversation.pk])

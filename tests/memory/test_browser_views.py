@@ -17,12 +17,6 @@ from apps.memory.models import Episode, MemoryNode, Triple
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_atomic")]
 
 
-@pytest.fixture
-def alice(client, user):
-    client.force_login(user)
-    return client
-
-
 def _node(owner, text, *, source="admin", **fields):
     return services.memory_node_create(
         owner=owner, description=text, embed=False, source=source, **fields

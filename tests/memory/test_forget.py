@@ -287,12 +287,6 @@ def test_decay_forgets_the_events_that_quote_what_it_forgot(user):
     assert _rows_holding(CANARY) == []
 
 
-@pytest.fixture
-def alice(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_the_browser_shows_a_receipt_after_forgetting(alice, user):
     key, _ = _a_mind_that_knows_the_canary(user)
 

@@ -10,12 +10,6 @@ from apps.memory import services
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def alice(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_a_filter_with_no_results_says_so_not_that_memory_is_empty(alice, user):
     # Empty filter fields (a submitted form) filter nothing.
     nothing = alice.get(reverse("memory:list"), {"q": "", "kind": ""}).content.decode()

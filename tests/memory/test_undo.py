@@ -17,12 +17,6 @@ from apps.memory.models import CurrentMemoryCount, MemoryNode, Triple
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_outbound_in_atomic")]
 
 
-@pytest.fixture
-def alice(client, user):
-    client.force_login(user)
-    return client
-
-
 def _learnt(owner, text: str, *, city: str) -> tuple[MemoryNode, Triple]:
     """A memory and the triple restating it, taught by one turn as reflection writes them."""
     reply = Message.objects.create(

@@ -296,12 +296,6 @@ def test_reflection_leaves_the_world_state_alone(user, llm_stub, config):
 # --- the memory browser and the admin ---------------------------------------------------------
 
 
-@pytest.fixture
-def alice(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_the_browser_page_shows_my_world_state(alice, user, other_user):
     _apply(user, {"op": "set", "path": "project", "value": "Bakery website"})
     _apply(other_user, {"op": "set", "path": "project", "value": "Lock picking"})
