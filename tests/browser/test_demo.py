@@ -35,9 +35,12 @@ def test_after_a_demo_chat_the_mind_page_shows_the_memory_criticised_and_promote
     page.goto(f"{asgi_server}/dashboard/")
     page.locator("#live-status.on").wait_for()
     stream = page.locator("#mind-stream")
-    stream.locator(".kind-critique", has_text="your name is Ada").wait_for()
+    # Reflection is background work: on a loaded machine it may take longer than a click.
+    stream.locator(".kind-critique", has_text="your name is Ada").wait_for(timeout=45_000)
     assert "it holds, so I trust it more" in stream.locator(".kind-critique").first.inner_text()
 
     memory_tasks.promote_and_link.delay().get(timeout=20)
-    stream.locator(".kind-promotion", has_text="Kept 2 memories for the long term").wait_for()
+    stream.locator(".kind-promotion", has_text="Kept 2 memories for the long term").wait_for(
+        timeout=20_000
+    )
     assert set(MemoryNode.objects.values_list("state", flat=True)) == {"promoted"}
