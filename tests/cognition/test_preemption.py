@@ -4,7 +4,6 @@ real worker, the stub on one slot, an answer marked on the server while the call
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -25,15 +24,18 @@ SLOW = 1.5
 
 
 def _an_answer_arrives_while_asked(llm_stub, phrase: str) -> threading.Thread:
-    """Once the stub holds a request with `phrase`, an answer marked on the chat's server for
-    half a second (as the chat's streaming marks it)."""
+    """Once the stub holds a request with `phrase` (its scripted reply taken), an answer marked
+    on the chat's server (as the chat's streaming marks it) until that request gave way: the
+    stub gave its reply back for the next ask."""
     base_url = role_endpoint(CHAT).base_url
 
     def answer() -> None:
-        wait_for(lambda: _asked(llm_stub, phrase))
+        wait_for(lambda: _asked(llm_stub, phrase) and not llm_stub.pending)
         chat_active_mark(base_url=base_url, call_id="answer")
-        time.sleep(0.5)
-        chat_active_clear(base_url=base_url, call_id="answer")
+        try:
+            wait_for(lambda: llm_stub.pending)
+        finally:
+            chat_active_clear(base_url=base_url, call_id="answer")
 
     thread = threading.Thread(target=answer)
     thread.start()

@@ -364,7 +364,8 @@ def test_a_stream_the_client_abandons_frees_its_slot(stub: StubServer, client: O
     closed_at = time.monotonic()
     runaway.close()
     thread.join(timeout=10)
-    assert second["done"] - closed_at < 1
+    # Freed at the runaway's next token, not after the 20 s it had left.
+    assert second["done"] - closed_at < 5
     assert second["reply"][:2] == ("Stub reply to:", "length")
     assert stub.max_concurrent == 1
 
@@ -376,8 +377,11 @@ def test_a_resend_reply_its_client_left_goes_to_the_next_request(
     left = client.chat.completions.create(model="m", messages=user("q"), stream=True)
     next(iter(left))
     left.close()
-    stub.wait_for_requests(1)
-    time.sleep(0.2)  # the stub notices before its next token
+    # The stub gives the reply back when it notices, at its next token.
+    deadline = time.monotonic() + 5
+    while not stub.pending:
+        assert time.monotonic() < deadline, "the stub kept the reply of a client that left"
+        time.sleep(0.01)
 
     assert complete(client, "q again")[0].startswith("the one scripted answer")
     assert stub.pending == []
