@@ -153,7 +153,7 @@ def test_a_title_the_worker_gives_names_the_tab_too(
     page.evaluate("window.notReloaded = true")
     assert page.title() != "Beekeeping in Turin · Thalamus"
 
-    title_conversation.delay(conversation.pk).get(timeout=20)
+    title_conversation.delay(conversation.pk).get(timeout=45)  # background work
 
     page.locator("#chat-title", has_text="Beekeeping in Turin").wait_for()
     page.wait_for_function("document.title === 'Beekeeping in Turin · Thalamus'")
