@@ -182,18 +182,28 @@ async def others_listening(group: str, sender) -> bool:
 
 def conversation_changed(*, conversation: Conversation) -> None:
     """The sidebar entry of a conversation changed (title); push it to the owner's pages."""
-    html = render_to_string(
+    async_to_sync(push)(user_group(conversation.owner_id), render_conversation_item(conversation))
+    async_to_sync(push)(
+        conversation_group(conversation.pk), render_conversation_header(conversation)
+    )
+
+
+def render_conversation_item(conversation: Conversation) -> str:
+    """The conversation's sidebar entry, swapped in by its id."""
+    return render_to_string(
         "chat/_conversation_item.html", {"conversation": conversation, "oob": True}
     )
+
+
+def render_conversation_header(conversation: Conversation) -> str:
+    """The header of the conversation's page, with its name."""
     # A push cannot carry a <title> as an htmx response does (the rename's): chat.js sets the
     # tab's from the header's data-tab-title.
     shown = escape(conversation.display_title)
-    title = (
+    return (
         f'<h1 class="chat-title" id="chat-title" hx-swap-oob="true" '
         f'data-tab-title="{shown} · Thalamus">{shown}</h1>'
     )
-    async_to_sync(push)(user_group(conversation.owner_id), html)
-    async_to_sync(push)(conversation_group(conversation.pk), title)
 
 
 def branch_changed(*, conversation: Conversation) -> None:

@@ -152,6 +152,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         max_chars = self.max_chars
         if run is None:  # the limit was raised since this socket's last turn
             run = self._start(text)
+        # The conversation's first message names it at once, on its pages: its title is asked
+        # only once the user pauses (chat.tasks.title_conversation).
+        named = not conversation.title and not getattr(conversation, "opening_words", None)
+        if named:
+            conversation.opening_words = user_message.content
 
         def opening() -> str:
             return (
@@ -159,6 +164,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 + broadcasts.render_turn_status(reply.pk, run.states)
                 + broadcasts.render_composer(conversation, reply, max_chars=max_chars)
                 + broadcasts.render_error("")
+                + (
+                    broadcasts.render_conversation_item(conversation)
+                    + broadcasts.render_conversation_header(conversation)
+                    if named
+                    else ""
+                )
             )
 
         start_reply(

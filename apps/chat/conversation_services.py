@@ -3,15 +3,12 @@ expired."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 
 from django.db.models import Q
 from django.utils import timezone
 
 from apps.chat.models import TEMPORARY_LIFETIME, Conversation
-
-TITLE_FALLBACK_CHARS = 60
 
 
 def conversation_create(
@@ -54,26 +51,6 @@ def conversation_model_pick(*, conversation: Conversation, model: str) -> Conver
 
 def conversation_delete(*, conversation: Conversation) -> None:
     conversation.delete()
-
-
-# Where a sentence of the user's ends: ".", "!", "?" or "…" before a space.
-_SENTENCE_END = re.compile(r"[.!?…](?=\s)")
-
-
-def fallback_title(text: str) -> str:
-    """The user's first words, when the model gives no title: their first line as they wrote
-    it, punctuation kept; longer than TITLE_FALLBACK_CHARS, it ends with the last sentence that
-    fits ("Hi! My name is Laura."), or else at the last word that fits, with an ellipsis."""
-    line = next((line for line in text.splitlines() if line.strip()), "")
-    line = " ".join(line.split())
-    if len(line) <= TITLE_FALLBACK_CHARS:
-        return line
-    head = line[: TITLE_FALLBACK_CHARS + 1]
-    ends = [match.end() for match in _SENTENCE_END.finditer(head)]
-    if ends and ends[-1] >= TITLE_FALLBACK_CHARS // 3:
-        return head[: ends[-1]]
-    cut = head.rsplit(" ", 1)[0] if " " in head else line[:TITLE_FALLBACK_CHARS]
-    return cut.rstrip(",;:-–— ") + "…"
 
 
 # A claim older than the title task's time limit is its dead worker's: it may be taken again.

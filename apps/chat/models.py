@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from django.conf import settings
@@ -10,6 +11,26 @@ from django.db.models.functions import MD5, Coalesce
 
 # How long a temporary chat lives after it was started.
 TEMPORARY_LIFETIME = timedelta(hours=24)
+TITLE_FALLBACK_CHARS = 60
+# Where a sentence of the user's ends: ".", "!", "?" or "…" before a space.
+_SENTENCE_END = re.compile(r"[.!?…](?=\s)")
+
+
+def fallback_title(text: str) -> str:
+    """The user's first words, what an untitled conversation is called (and its title when the
+    model gives none): their first line as they wrote it, punctuation kept; longer than
+    TITLE_FALLBACK_CHARS, it ends with the last sentence that fits ("Hi! My name is Laura."), or
+    else at the last word that fits, with an ellipsis."""
+    line = next((line for line in text.splitlines() if line.strip()), "")
+    line = " ".join(line.split())
+    if len(line) <= TITLE_FALLBACK_CHARS:
+        return line
+    head = line[: TITLE_FALLBACK_CHARS + 1]
+    ends = [match.end() for match in _SENTENCE_END.finditer(head)]
+    if ends and ends[-1] >= TITLE_FALLBACK_CHARS // 3:
+        return head[: ends[-1]]
+    cut = head.rsplit(" ", 1)[0] if " " in head else line[:TITLE_FALLBACK_CHARS]
+    return cut.rstrip(",;:-–— ") + "…"
 
 
 class Conversation(models.Model):
@@ -37,7 +58,12 @@ class Conversation(models.Model):
 
     @property
     def display_title(self) -> str:
-        return self.title or ("Temporary chat" if self.temporary else "New conversation")
+        """Its title; until the model's lands (asked once the conversation goes quiet), the
+        user's first words, which the selectors read with it (`opening_words`)."""
+        if self.title:
+            return self.title
+        named = fallback_title(getattr(self, "opening_words", None) or "")
+        return named or ("Temporary chat" if self.temporary else "New conversation")
 
     @property
     def expires_at(self):

@@ -2,12 +2,14 @@ from __future__ import annotations
 
 from django.contrib.postgres.search import SearchQuery
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Left
 
 from apps.chat.models import OPEN_STATUSES, Conversation, Message
 
 # The sidebar's filters besides "all": the chats started here, and those /v1 started.
 VIA_FILTERS = ("chat", "api")
+# Enough of the first message for its first line's words (models.fallback_title).
+OPENING_CHARS = 300
 
 
 def conversations_for_user(*, user, query: str = "", via: str = "") -> QuerySet[Conversation]:
@@ -21,11 +23,33 @@ def conversations_for_user(*, user, query: str = "", via: str = "") -> QuerySet[
             conversation=OuterRef("pk"), search=SearchQuery(query, config="simple")
         )
         conversations = conversations.filter(Q(title__icontains=query) | Exists(matching_messages))
-    return conversations.order_by("-updated_at", "-pk")
+    return with_opening_words(conversations).order_by("-updated_at", "-pk")
+
+
+def later_reply(*, conversation_id: int, reply_id: int) -> bool:
+    """Whether a reply later than `reply_id` is complete or being written in the conversation:
+    the user wrote again since that reply."""
+    return Message.objects.filter(
+        conversation_id=conversation_id,
+        role=Message.Role.ASSISTANT,
+        pk__gt=reply_id,
+        status__in=[Message.Status.COMPLETE, *OPEN_STATUSES],
+    ).exists()
 
 
 def conversation_for_user(*, user, pk: int) -> Conversation | None:
-    return Conversation.objects.filter(owner=user, pk=pk).first()
+    return with_opening_words(Conversation.objects.filter(owner=user, pk=pk)).first()
+
+
+def with_opening_words(conversations: QuerySet[Conversation]) -> QuerySet[Conversation]:
+    """Annotate each conversation with the start of the user's first message shown
+    (`opening_words`): what it is called until its title lands (`display_title`)."""
+    first_question = (
+        Message.objects.filter(conversation=OuterRef("pk"), role=Message.Role.USER, active=True)
+        .order_by("created_at", "pk")
+        .values_list(Left("content", OPENING_CHARS))[:1]
+    )
+    return conversations.annotate(opening_words=Subquery(first_question))
 
 
 def messages_of(*, conversation: Conversation) -> QuerySet[Message]:

@@ -382,10 +382,10 @@ def message_queue_background(*, message: Message, learn: bool = True) -> None:
     """Queue what a complete reply starts: its conversation's title, and reflection on it
     unless the turn was not to `learn` (memory off for that call).
 
-    Memories form in the background, from sync code and only once the reply is saved (and the
-    conversation has gone quiet: cognition's reflection_timing). Each
-    task is a broker round trip of a few milliseconds. Both tasks call the LLM, a layer above
-    conversations, so they are sent by name.
+    Memories form in the background, from sync code and only once the reply is saved and the
+    conversation has gone quiet (cognition's reflection_timing); the title waits for the same
+    quiet. Each task is a broker round trip of a few milliseconds. Both tasks call the LLM, a
+    layer above conversations, so they are sent by name.
     """
     if message.status != Message.Status.COMPLETE:
         return
@@ -396,8 +396,15 @@ def message_queue_background(*, message: Message, learn: bool = True) -> None:
     )
     if conversation is None:
         return
+    quiet = runtime_config().reflection_quiet_seconds
     if not conversation["title"]:
-        task_send_on_commit("apps.chat.tasks.title_conversation", message.conversation_id)
+        # Named once the conversation is quiet (chat.tasks.title_conversation).
+        task_send_on_commit(
+            "apps.chat.tasks.title_conversation",
+            message.conversation_id,
+            message.pk,
+            countdown=quiet,
+        )
     # A call with memory off, a temporary chat, or a user who turned memory off, teaches the
     # memory nothing.
     if not learn or conversation["temporary"]:
@@ -412,7 +419,7 @@ def message_queue_background(*, message: Message, learn: bool = True) -> None:
         "cognition.reflect_when_quiet",
         message.conversation_id,
         message.pk,
-        countdown=runtime_config().reflection_quiet_seconds,
+        countdown=quiet,
     )
 
 

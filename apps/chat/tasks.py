@@ -3,7 +3,8 @@ from __future__ import annotations
 from celery import shared_task
 
 from apps.chat import broadcasts, conversation_services
-from apps.chat.models import Conversation, Message
+from apps.chat.models import Conversation, Message, fallback_title
+from apps.chat.selectors import later_reply
 from apps.cognition.titles import generate_title
 from apps.core.llm.outcomes import LLMError, Preempted
 from apps.core.llm.priority import again_when_preempted
@@ -11,9 +12,19 @@ from apps.core.llm.priority import again_when_preempted
 
 # A background LLM call may wait for the chat (background_wait_seconds) before its own time.
 @shared_task(bind=True, acks_late=True, time_limit=450, soft_time_limit=400)
-def title_conversation(self, conversation_id: int, preempted: int = 0) -> None:
-    """Name a conversation from its first exchange; a truncation when the LLM cannot. Asked
-    again later when its call gave the server to the chat."""
+def title_conversation(
+    self, conversation_id: int, reply_id: int | None = None, preempted: int = 0
+) -> None:
+    """Name a conversation from its first exchange; a truncation when the LLM cannot.
+
+    Each complete reply `reply_id` of an untitled conversation queues this task to run once
+    the conversation has been quiet for `reflection_quiet_seconds`, as reflection waits: when
+    the user wrote again meanwhile, the later reply's own task names it. So the model is asked
+    once the user pauses, not between two messages, where the next message would preempt it.
+    Preempted all the same (by a message here or in another chat), it is asked again after
+    the same quiet. Until then the conversation is called by the user's first words."""
+    if reply_id is not None and later_reply(conversation_id=conversation_id, reply_id=reply_id):
+        return
     with again_when_preempted(self, preempted=preempted):
         _title(conversation_id)
 
@@ -25,7 +36,7 @@ def _title(conversation_id: int) -> None:
     first = list(conversation.messages.filter(status=Message.Status.COMPLETE).order_by("pk")[:2])
     if not first:
         return
-    # Each reply until the title lands queues this task: the LLM is asked once.
+    # Tasks of replies that overlap (a busy worker pool) ask the LLM once.
     if not conversation_services.conversation_title_claim(conversation_id=conversation_id):
         return
     try:
@@ -35,7 +46,7 @@ def _title(conversation_id: int) -> None:
         raise
     except LLMError:
         title = ""
-    title = title or conversation_services.fallback_title(first[0].content)
+    title = title or fallback_title(first[0].content)
     if conversation_services.conversation_set_title_if_empty(
         conversation_id=conversation_id, title=title
     ):

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from apps.chat import conversation_services
-from apps.chat.models import Conversation, Message
+from apps.chat.models import TITLE_FALLBACK_CHARS, Conversation, Message, fallback_title
 
 pytestmark = pytest.mark.django_db
 
@@ -37,8 +37,8 @@ def alice_client(client, user):
     ],
 )
 def test_the_fallback_title_keeps_punctuation_and_ends_at_a_sentence_or_a_word(said, title):
-    assert conversation_services.fallback_title(said) == title
-    assert len(title) <= conversation_services.TITLE_FALLBACK_CHARS + 1
+    assert fallback_title(said) == title
+    assert len(title) <= TITLE_FALLBACK_CHARS + 1
 
 
 def test_a_model_without_a_title_names_the_chat_by_the_users_first_words(

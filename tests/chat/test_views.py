@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from apps.chat import conversation_services, services
+from apps.chat import services
 from apps.chat.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db
@@ -198,20 +198,15 @@ def test_a_busy_conversation_refuses_a_second_message(user):
     assert conversation.messages.filter(role="user").count() == 1
 
 
-def test_the_fallback_title_is_a_word_boundary_truncation():
-    text = "Please help me plan a two week trip through the north of Italy next spring"
-    title = conversation_services.fallback_title(text)
-    assert title.endswith("…") and len(title) <= 61 and text.startswith(title[:-1])
-
-
 def _complete_exchange(conversation, question="How do I bake bread?"):
     reply = services.message_send(conversation=conversation, content=question).reply
     return services.message_finish(message=reply, status="complete", content="Flour and water.")
 
 
 def test_a_worker_titles_a_conversation_from_its_first_exchange(
-    celery_worker, user, llm_stub, django_capture_on_commit_callbacks
+    celery_worker, user, llm_stub, config, django_capture_on_commit_callbacks
 ):
+    config(reflection_quiet_seconds=0)  # the title waits for a quiet conversation
     llm_stub.script({"content": "Baking Bread at Home", "match": "short title"})
     conversation = Conversation.objects.create(owner=user)
     with django_capture_on_commit_callbacks(execute=True):
@@ -224,8 +219,9 @@ def test_a_worker_titles_a_conversation_from_its_first_exchange(
 
 
 def test_the_title_falls_back_to_a_truncation_when_the_llm_fails(
-    celery_worker, user, llm_stub, django_capture_on_commit_callbacks
+    celery_worker, user, llm_stub, config, django_capture_on_commit_callbacks
 ):
+    config(reflection_quiet_seconds=0)  # the title waits for a quiet conversation
     llm_stub.set_defaults(fault="http_500")
     conversation = Conversation.objects.create(owner=user)
     with django_capture_on_commit_callbacks(execute=True):
@@ -238,8 +234,9 @@ def test_the_title_falls_back_to_a_truncation_when_the_llm_fails(
 
 
 def test_a_title_of_chat_template_tokens_falls_back_to_the_first_words(
-    celery_worker, user, llm_stub, django_capture_on_commit_callbacks
+    celery_worker, user, llm_stub, config, django_capture_on_commit_callbacks
 ):
+    config(reflection_quiet_seconds=0)  # the title waits for a quiet conversation
     llm_stub.script({"content": "<|im_end|>user", "match": "short title"})
     conversation = Conversation.objects.create(owner=user)
     with django_capture_on_commit_callbacks(execute=True):

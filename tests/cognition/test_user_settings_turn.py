@@ -152,7 +152,7 @@ def test_with_memory_on_the_same_message_is_shown_to_the_world_modifier_after_it
 def test_with_memory_off_the_title_is_still_written(
     celery_worker, user, llm_stub, config, django_capture_on_commit_callbacks
 ):
-    config(router_model_enabled=True)
+    config(router_model_enabled=True, reflection_quiet_seconds=0)
     account_services.user_settings_update(user=user, memory_enabled=False)
     llm_stub.script({"content": "A Gift for My Sister", "match": "short title"})
     reply = _reply(user, UNDECIDED)
