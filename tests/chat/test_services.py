@@ -59,6 +59,19 @@ def test_the_history_read_with_a_send_is_the_history_of_its_reply(user):
         Message.objects.filter(pk=sent.question.pk).delete()
 
 
+def _until_another_session_waits_on_this_one(connection, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
+            )
+            if cursor.fetchone()[0]:
+                return
+            time.sleep(0.02)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_sends_racing_in_one_conversation_save_one_turn(user):
     from django.db import IntegrityError, connection, transaction
@@ -71,8 +84,9 @@ def test_two_sends_racing_in_one_conversation_save_one_turn(user):
             with transaction.atomic():
                 services.message_send(conversation=conversation, content="one")
                 saved.set()
-                # Still uncommitted while the second send runs: its checks cannot see this turn.
-                time.sleep(1.5)
+                # Still uncommitted while the second send runs, until it waits on this turn's
+                # row: its checks cannot see this turn.
+                _until_another_session_waits_on_this_one(connection)
         finally:
             connection.close()
 

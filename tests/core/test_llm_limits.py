@@ -189,7 +189,7 @@ def test_a_reply_that_is_done_is_not_read_to_its_cap(llm_stub, config):
 
     assert completion.content.strip() == '{"ok": true}'
     assert completion.finish_reason == "stop"
-    assert time.monotonic() - started < 2, "500 rambling tokens at 50/s would take 10 s"
+    assert time.monotonic() - started < 5, "500 rambling tokens at 50/s would take 10 s"
 
 
 def test_the_turns_one_round_trip_reads_what_the_single_reads_would(llm_stub, config):
