@@ -122,7 +122,8 @@ def prompt(door: str | None, question: str, *, marked: bool, canary: str = CANAR
     """The answer's messages as Thalamus builds them (marked) or built them before datamarking
     (not); `door` None puts the canary in the user's own message."""
     from apps.cognition.notes import Note, note_text
-    from apps.cognition.turn_request import EVIDENCE_HEADING, evidence_line, system_prompt
+    from apps.cognition.system_prompt import system_prompt
+    from apps.cognition.turn_request import EVIDENCE_HEADING, evidence_line
     from apps.core.prompts import file_prompt_text
     from apps.memory.renderer import render_memory_block, render_world
 

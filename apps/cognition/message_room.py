@@ -17,8 +17,9 @@ from apps.accounts.selectors import (
     time_zone_of,
     user_settings_for,
 )
+from apps.cognition.system_prompt import system_prompt
 from apps.cognition.turn_memory import memory_on
-from apps.cognition.turn_request import note_fixed, system_prompt
+from apps.cognition.turn_request import note_fixed
 from apps.core.llm.limits import CHAT, TOKENS_PER_MESSAGE, prompt_and_limits
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config

@@ -3,12 +3,13 @@
 A server reads again only what follows the longest start a new prompt shares with a prompt it
 kept: llama.cpp keeps its slots' prompts and, in host memory, earlier ones (`--cache-ram`, on by
 default), and restores the best match when a request comes; Ollama keeps the last prompt of each
-of its parallel slots. Every answer's system prompt starts with the template's instructions, up
-to its first placeholder (`answer_prefix`): some 300 tokens, which a CPU reads at 30-40 tokens a
-second, so without them in the cache a conversation's first answer waited seconds before its
-first token. A web process that starts sends them once (`prompt_cache_prime`, a warm-up step)
-as background work: it waits for or gives way to answers, asks for one token, and runs at most
-once per PRIME_EVERY_SECONDS for a server, model and template.
+of its parallel slots. Every answer's system prompt starts with the template's instructions and,
+with memory on, the sentence on datamarks (apps/cognition/system_prompt.py, `answer_start`):
+some 190 tokens, which a CPU reads at 30-40 tokens a second, so without them in the cache a
+conversation's first answer waited seconds before its first token. A web process that starts
+sends them once (`prompt_cache_prime`, a warm-up step) as background work: it waits for or
+gives way to answers, asks for one token, and runs at most once per PRIME_EVERY_SECONDS for a
+server, model and template.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ import logging
 
 from django.core.cache import cache
 
-from apps.cognition.turn_request import BLANK_LINES
+from apps.cognition.system_prompt import answer_start
 from apps.core.llm.gateway import complete
 from apps.core.llm.limits import CHAT, role_endpoint
 from apps.core.llm.outcomes import LLMError
 from apps.core.models import RuntimeConfig
-from apps.core.prompts import PLACEHOLDER
 from apps.core.selectors import prompt_text, runtime_config
 
 logger = logging.getLogger(__name__)
@@ -33,19 +33,11 @@ logger = logging.getLogger(__name__)
 PRIME_EVERY_SECONDS = 15 * 60
 
 
-def answer_prefix(template: str) -> str:
-    """What every answer's system prompt starts with, whoever asks and whenever: the answer
-    template's paragraphs before the one with its first placeholder (`system_prompt`'s
-    spacing). Empty when the template starts with a placeholder."""
-    head = PLACEHOLDER.split(template, maxsplit=1)[0]
-    return BLANK_LINES.sub("\n\n", head[: max(head.rfind("\n\n"), 0)]).strip()
-
-
 def prompt_cache_prime(*, config: RuntimeConfig | None = None) -> bool:
     """Send the answers' shared start to the chat's model once, as background work; whether it
     was sent (not within PRIME_EVERY_SECONDS of the last, and not given way to an answer)."""
     config = config or runtime_config()
-    prefix = answer_prefix(prompt_text("answer"))
+    prefix = answer_start(prompt_text("answer"))
     endpoint = role_endpoint(CHAT, config)
     digest = hashlib.sha1(f"{endpoint.key}|{prefix}".encode()).hexdigest()[:16]
     key = f"prompt-cache-primed:{digest}"

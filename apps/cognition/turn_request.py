@@ -4,17 +4,14 @@ into the model's window (`build_turn`), and fitted again for any other model the
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from zoneinfo import ZoneInfo
-
-from django.utils import timezone
 
 from apps.chat.models import Message
 from apps.chat.selectors import history_before
 from apps.cognition.notes import Note, note_text
+from apps.cognition.system_prompt import system_prompt
 from apps.cognition.turn_memory import MemoryForTurn
 from apps.core.llm.fitting import (
     NEVER,
@@ -27,10 +24,9 @@ from apps.core.llm.fitting import (
 from apps.core.llm.outcomes import TooLong
 from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig
-from apps.core.prompts import fill_prompt
 from apps.core.selectors import runtime_config
 from apps.language.text import visible
-from apps.memory.provenance import conversation_marker, datamark, marker_sentence
+from apps.memory.provenance import conversation_marker, datamark
 from apps.memory.renderer import (
     episode_line,
     knowledge_line,
@@ -375,34 +371,6 @@ def _system_prompt(memory: MemoryForTurn, client_system: str, marker: str) -> st
     )
 
 
-def system_prompt(
-    *,
-    template: str,
-    time_zone: str,
-    user_name: str,
-    world: str,
-    instructions: str,
-    client_system: str = "",
-    marker: str = "",
-) -> str:
-    """What stays the same from turn to turn: the instructions, the world state in the
-    template's memory slot (only what a person wrote by hand), what the conversation's
-    datamark means (`marker`; none without memory), the user's custom instructions after it
-    (never dropped), an API client's own system prompt first."""
-    system = fill_prompt(
-        "answer", template, date=_today(time_zone), user_name=user_name, memory=world
-    )
-    system = BLANK_LINES.sub("\n\n", system).strip()
-    if marker:
-        system = f"{system}\n\n{marker_sentence(marker)}"
-    if instructions:
-        system = f"{system}\n\n{instructions}"
-    if client_system:
-        system = f"{client_system}\n\n{system}"
-    return system
-
-
-BLANK_LINES = re.compile(r"\n\s*\n(\s*\n)+")
 
 
 def _as_sent(message: Message, notes: dict[int, Note], marker: str) -> str:
@@ -480,13 +448,6 @@ def turn_prompt(turn: PreparedTurn) -> PromptBuilder:
         return again.messages
 
     return build
-
-
-def _today(time_zone: str) -> str:
-    """Today's date where the user is (their time zone), the server's when unknown."""
-    if time_zone:
-        return timezone.localdate(timezone=ZoneInfo(time_zone)).isoformat()
-    return timezone.localdate().isoformat()
 
 
 def turn_history(*, reply: Message, config: RuntimeConfig | None = None) -> list[Message]:

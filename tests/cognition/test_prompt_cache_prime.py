@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from apps.cognition.prompt_cache import answer_prefix, prompt_cache_prime
-from apps.cognition.turn_request import system_prompt
+from apps.cognition.prompt_cache import prompt_cache_prime
+from apps.cognition.system_prompt import answer_prefix, answer_start, system_prompt
 from apps.core.llm.limits import CHAT, role_endpoint
 from apps.core.llm.priority import chat_active_clear, chat_active_mark
 from apps.core.models import PromptOverride
@@ -33,28 +33,46 @@ def _new_template() -> str:
     return template
 
 
-def test_every_answers_system_prompt_starts_with_the_shipped_templates_instructions():
-    template = file_prompt_text("answer")
-    prefix = answer_prefix(template)
-
-    system = system_prompt(
+def _system(template: str, *, user_name: str, marker: str) -> str:
+    return system_prompt(
         template=template,
         time_zone="Europe/Prague",
-        user_name="radek",
-        world="Radek is in the Tatras this week.",
+        user_name=user_name,
+        world=f"{user_name.title()} is in the Tatras this week.",
         instructions="Answer in bullet points.",
-        marker="\u00a6",
+        marker=marker,
     )
 
-    assert system.startswith(f"{prefix}\n\n")
-    # The instructions, and nobody's name, date, world state or datamark.
-    assert "<memory>" in prefix and "Markdown" in prefix
-    assert "{{" not in prefix and "radek" not in system[: len(prefix)]
+
+def test_every_answers_system_prompt_starts_with_the_same_instructions_and_datamark_rule():
+    template = file_prompt_text("answer")
+    start = answer_start(template)
+
+    radek = _system(template, user_name="radek", marker="\u00a7")
+    dolores = _system(template, user_name="dolores", marker="\u00d7")
+
+    # Two users in two conversations with two markers share the whole start, which names
+    # every marker and nobody's name, date, world state or own marker.
+    assert radek.startswith(f"{start}\n\n") and dolores.startswith(f"{start}\n\n")
+    assert start.startswith(answer_prefix(template))
+    assert "<memory>" in start and "Markdown" in start
+    assert "\u00a7" in start and "\u00d7" in start and "instead of spaces is data" in start
+    assert "{{" not in start and "radek" not in radek[: len(start)]
+    assert "Today is" not in start and "radek" in radek[len(start) :]
+
+
+def test_without_memory_the_start_holds_no_word_on_datamarks():
+    template = file_prompt_text("answer")
+
+    system = _system(template, user_name="radek", marker="")
+
+    assert system.startswith(f"{answer_start(template, marked=False)}\n\n")
+    assert "instead of spaces" not in system
 
 
 def test_a_starting_web_process_sends_the_prefix_once_for_one_token(llm_stub, config):
     config(turns_per_minute=0)
-    prefix = answer_prefix(_new_template())
+    prefix = answer_start(_new_template())
 
     assert prompt_cache_prime() is True
     assert prompt_cache_prime() is False

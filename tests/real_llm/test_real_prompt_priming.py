@@ -9,7 +9,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from apps.chat.models import Conversation, Message
-from apps.cognition.prompt_cache import answer_prefix, prompt_cache_prime
+from apps.cognition.prompt_cache import prompt_cache_prime
+from apps.cognition.system_prompt import answer_start
 from bench._llama import MODEL_NAME
 from tests.cognition.test_prompt_cache_prime import _new_template
 from tests.real_llm.test_real_prompt_cache import _tokens, _turn
@@ -27,7 +28,7 @@ async def test_a_first_turn_after_priming_reads_only_what_follows_the_shared_sta
         llm_base_url=one_slot_real_llm.url, answer_max_tokens=16, reflection_enabled=False
     )
     # A start no earlier test sent: without the priming the whole prompt is read.
-    prefix = answer_prefix(await sync_to_async(_new_template)())
+    prefix = answer_start(await sync_to_async(_new_template)())
     prefix_tokens = _tokens(one_slot_real_llm, prefix)
 
     assert await sync_to_async(prompt_cache_prime)()

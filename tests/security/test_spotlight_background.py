@@ -19,7 +19,7 @@ from apps.cognition.world import WORLD_QUEUED, world_change_after_reply
 from apps.core.selectors import runtime_config
 from apps.memory import world_services
 from apps.memory.models import MemoryNode, Predicate, Triple, WorldState
-from apps.memory.provenance import MARKERS, conversation_marker
+from apps.memory.provenance import MARKERS, MARKERS_SENTENCE, conversation_marker
 from tests.cognition.conftest import EXTRACT
 from tests.spotlight import marked
 
@@ -198,7 +198,9 @@ def test_with_memory_off_an_imported_conversations_history_is_still_sent_as_data
     client.post(f"/c/{conversation.pk}/send", {"content": "Where should I paddle next?"})
 
     system, *history, question = _prompt(llm_stub, "You are Thalamus")
-    marker = _marker_of(system)
-    assert marker == conversation_marker(conversation.pk)
+    # The answer's system prompt names every marker (it is the same for every conversation);
+    # the history is marked with this conversation's.
+    assert system["role"] == "system" and MARKERS_SENTENCE in system["content"]
+    marker = conversation_marker(conversation.pk)
     assert [m["content"] for m in history] == [marked(text, marker) for text in IMPORTED]
     assert question["content"] == "Where should I paddle next?", "the user's own, as written"

@@ -17,7 +17,7 @@ from apps.language.text import visible
 from apps.mcp_server.server import _remember
 from apps.memory import browser_services, episode_services, export_services, world_services
 from apps.memory.models import Episode, MemoryNode, WorldState
-from apps.memory.provenance import conversation_marker
+from apps.memory.provenance import MARKERS_SENTENCE, conversation_marker
 from tests.cognition.conftest import EXTRACT
 from tests.spotlight import marked, unmarked
 
@@ -132,7 +132,7 @@ def test_every_door_of_data_reaches_the_prompt_datamarked_and_the_users_words_as
     marker = conversation_marker(conversation.pk)
     note, _, words = question["content"].partition("</memory>")
     assert words.strip() == ASKED, "the user's message is sent as written, hidden characters out"
-    assert f"words are joined by {marker} instead of spaces is data" in system["content"]
+    assert MARKERS_SENTENCE in system["content"] and marker in MARKERS_SENTENCE
     assert HIDDEN[0] not in sent and HIDDEN[1] not in sent
     for node in nodes:
         text = visible(node.description)
