@@ -12,7 +12,7 @@ from django.conf import settings
 
 from apps.core.ports import free_port
 from tests._environment import STUB
-from tests.private_servers import wait_for_http
+from tests.private_servers import HEALTH_TOKEN, wait_for_http, wait_until_warm
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -187,6 +187,7 @@ def serve_asgi(**extra_env: str):
             f"postgresql://{db['USER']}@/{db['NAME']}?host={db['HOST']}&port={db['PORT']}"
         ),
         "REDIS_URL": settings.REDIS_URL,
+        "THALAMUS_HEALTH_TOKEN": HEALTH_TOKEN,
         "PYTHONUNBUFFERED": "1",
         **extra_env,
     }
@@ -215,6 +216,7 @@ def serve_asgi(**extra_env: str):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(f"{url}/accounts/login/", 30, process)
+        wait_until_warm(url, 60, process)
         yield url
     finally:
         process.terminate()

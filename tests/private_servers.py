@@ -56,6 +56,28 @@ def wait_for_http(url: str, timeout: float, process: subprocess.Popen | None = N
     raise TimeoutError(f"nothing served {url} within {timeout} s")
 
 
+# The monitor token of the web servers tests start, to read their warm-up at /healthz.
+HEALTH_TOKEN = "test-servers-monitor"
+
+
+def wait_until_warm(url: str, timeout: float, process: subprocess.Popen | None = None) -> None:
+    """Until the web server at `url` has run its warm-up (apps/core/warmup.py), whose last step
+    sends the answers' shared start to the LLM: started while a test runs, that request could
+    take the reply the test scripted for its own, and count in what it measures."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} while warming up")
+        report = httpx.get(
+            f"{url}/healthz", headers={"Authorization": f"Bearer {HEALTH_TOKEN}"}, timeout=10
+        ).json()
+        if report.get("warm", {}).get("state") != "warming":  # no warm-up, done or failed
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url} still warming up after {timeout} s: {report['warm']}")
+        time.sleep(0.1)
+
+
 @contextmanager
 def _data_dir() -> Iterator[Path]:
     # Not pytest's tmp_path: another pytest run on the machine resets the permissions of its

@@ -32,11 +32,13 @@ from apps.core.management.commands.up import web_command
 from apps.core.ports import free_port
 from apps.memory import services as memory_services
 from tests.private_servers import (
+    HEALTH_TOKEN,
     chat_turn,
     database_url,
     logged_in_client,
     pool_children,
     wait_for_http,
+    wait_until_warm,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,6 +63,7 @@ def web_process(
         **os.environ,
         "DATABASE_URL": f"{database_url()}&application_name={name}",
         "REDIS_URL": settings.REDIS_URL,
+        "THALAMUS_HEALTH_TOKEN": HEALTH_TOKEN,
         "PYTHONUNBUFFERED": "1",
     }
     argv = web_command("127.0.0.1", port, processes)
@@ -70,6 +73,7 @@ def web_process(
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(f"{url}/accounts/login/", 60, process)
+        wait_until_warm(url, 60, process)
         yield url, process
     finally:
         with suppress(ProcessLookupError):

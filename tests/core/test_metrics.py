@@ -64,8 +64,9 @@ def _wait_for(condition, timeout: float = 20.0):
 
 @pytest.mark.django_db(transaction=True)
 def test_an_answer_in_the_web_process_and_a_title_in_the_worker_are_counted_at_metrics(
-    api_client, celery_worker, user, llm_stub, scrape
+    api_client, celery_worker, user, llm_stub, scrape, config
 ):
+    config(reflection_quiet_seconds=1)  # the title waits for a quiet conversation (20 s shipped)
     before = scrape()
     llm_stub.script({"content": "Hello there, Alice.", "ttft": 0.3})
 
