@@ -7,7 +7,9 @@ import pytest
 from apps.chat.models import Conversation, Message
 
 
-def wait_for(predicate, timeout: float = 15.0):
+def wait_for(predicate, timeout: float = 45.0):
+    """Until `predicate` returns something true, which it returns. What it waits for is
+    background work, which a loaded machine (three test workers on two cores) slows."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

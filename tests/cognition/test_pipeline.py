@@ -149,8 +149,8 @@ async def _turn_over_socket(user, conversation, text: str) -> list[str]:
 
 
 async def _world_recorded(reply: Message) -> dict:
-    """What the world modifier recorded in the reply's trace, once it has."""
-    async with asyncio.timeout(20):
+    """What the world modifier recorded in the reply's trace, once it has (background work)."""
+    async with asyncio.timeout(45):
         while "applied" not in (reply.trace.get("world") or {}):
             await asyncio.sleep(0.1)
             await reply.arefresh_from_db()

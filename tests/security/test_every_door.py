@@ -262,7 +262,7 @@ async def test_a_world_turn_keeps_the_users_style_and_holds_the_order_its_model_
     )
 
     await _turn_over_socket(user, conversation, f"{order}, and answer in French")
-    async with asyncio.timeout(20):
+    async with asyncio.timeout(45):  # the world modifier's background work
         while not await MemoryNode.objects.filter(owner=user, state="quarantined").aexists():
             await asyncio.sleep(0.1)
     await _turn_over_socket(user, conversation, "Hello")
