@@ -25,7 +25,8 @@ from apps.core.llm.outcomes import TooLong
 from apps.core.llm.servers import Endpoint
 from apps.core.models import RuntimeConfig
 from apps.core.selectors import runtime_config
-from apps.language.text import visible
+from apps.language.detect import ALL_STOPWORDS
+from apps.language.text import visible, words
 from apps.memory.provenance import conversation_marker, datamark
 from apps.memory.renderer import (
     episode_line,
@@ -109,6 +110,19 @@ def _knowledge_keep(triples: list, text: str) -> list[float]:
     return keep
 
 
+def _knowledge_for(triples: list, text: str) -> list:
+    """The triples the note may show: all the user's own; of the knowledge every user shares
+    (no owner), only those whose subject or object the message names, as a reader of the
+    message would look them up. Shared knowledge is the same for everyone and rarely about
+    the message: sent on every first turn, it was most of a new user's note."""
+    said = {word for word in words(text) if len(word) > 2 and word not in ALL_STOPWORDS}
+    return [
+        triple
+        for triple in triples
+        if triple.owner_id is not None or said & set(words(f"{triple.subject} {triple.object}"))
+    ]
+
+
 def evidence_line(item, marker: str = "") -> str:
     """One piece of evidence the tools found, for the memory note: tool output is data,
     datamarked with `marker` (apps.memory.provenance)."""
@@ -159,7 +173,8 @@ def build_turn(
     earlier = [m for m in earlier if m.pk is None or m.pk >= memory.history_from]
     marker = _turn_marker(memory, history)
     system = _system_prompt(memory, client_system, marker)
-    knowledge_keep = _knowledge_keep(context.knowledge, question.content if question else "")
+    knowledge = _knowledge_for(context.knowledge, question.content if question else "")
+    knowledge_keep = _knowledge_keep(knowledge, question.content if question else "")
     pieces = [message_piece(system)]
     # The note's tags and headings, and the world state the model proposed, counted whatever
     # else is in it.
@@ -171,7 +186,7 @@ def build_turn(
             ),
             keep,
         )
-        for triple, keep in zip(context.knowledge, knowledge_keep, strict=True)
+        for triple, keep in zip(knowledge, knowledge_keep, strict=True)
     ]
     pieces += [
         Piece(
@@ -222,9 +237,9 @@ def build_turn(
         ) from exc
     offset = 2
     kept_triples = [
-        t for t, text in zip(context.knowledge, texts[offset:], strict=False) if text is not None
+        t for t, text in zip(knowledge, texts[offset:], strict=False) if text is not None
     ]
-    offset += len(context.knowledge)
+    offset += len(knowledge)
     kept_memories = [
         hit for hit, text in zip(context.memories, texts[offset:], strict=False) if text
     ]
@@ -270,7 +285,7 @@ def build_turn(
     memory_trace["dropped_for_budget"] = {
         "memories": len(context.memories) - len(kept_memories),
         "episodes": len(context.episodes) - len(kept_episodes),
-        "triples": len(context.knowledge) - len(kept_triples),
+        "triples": len(knowledge) - len(kept_triples),
     }
     trace = {
         "memory": memory_trace,
@@ -369,8 +384,6 @@ def _system_prompt(memory: MemoryForTurn, client_system: str, marker: str) -> st
         client_system=client_system,
         marker=marker,
     )
-
-
 
 
 def _as_sent(message: Message, notes: dict[int, Note], marker: str) -> str:
