@@ -137,8 +137,11 @@ async def answer_reply(
     the final answer is streamed (the rewrite) or yielded in pieces (the draft).
     """
     started = time.perf_counter()
+    # The lease taken at the save is kept from now on: preparing the turn (recall, a cold
+    # embedder, a loaded machine) may outlast it, and a reply without one is taken for orphaned.
+    lease = asyncio.ensure_future(_keep_lease(reply_id))
     try:
-        turn = await turn
+        turn = await _prepared(turn, lease)
     except asyncio.CancelledError:
         # Stopped while the turn was prepared: nothing was asked of the LLM.
         await asyncio.shield(
@@ -164,7 +167,6 @@ async def answer_reply(
     streaming = asyncio.ensure_future(
         database_sync_to_async(_start_streaming, thread_sensitive=False)(turn=turn)
     )
-    lease = asyncio.ensure_future(_keep_lease(turn))
     kept = turn.reply.content  # a Continue writes on from the text so far
     written = ""
     thinking = ""
@@ -426,9 +428,19 @@ def _start_streaming(*, turn: PreparedTurn) -> None:
     )
 
 
-async def _keep_lease(turn: PreparedTurn) -> None:
-    """Renew the reply's lease while it is generated, so no one takes it for orphaned."""
+async def _prepared(turn: Awaitable[PreparedTurn], lease: asyncio.Future) -> PreparedTurn:
+    """The prepared turn; its reply's lease given up when there is none (stopped, too long)."""
+    try:
+        return await turn
+    except BaseException:
+        lease.cancel()
+        raise
+
+
+async def _keep_lease(reply_id: int) -> None:
+    """Renew the reply's lease while it is prepared and generated, so no one takes it for
+    orphaned."""
     renew = sync_to_async(open_replies.reply_lease_renew, thread_sensitive=False)
     while True:
         await asyncio.sleep(open_replies.REPLY_LEASE_SECONDS / 3)
-        await renew(reply_id=turn.reply.pk)
+        await renew(reply_id=reply_id)
