@@ -123,6 +123,13 @@ def _knowledge_for(triples: list, text: str) -> list:
     ]
 
 
+def _memories_for(hits: list) -> list:
+    """The memories the note may show: the user's own as recall ranked them; a shared one
+    (every user's) only when the message's words match it (the search's full-text part, which
+    stems them), not for being the nearest vector to a message about something else."""
+    return [hit for hit in hits if not hit.is_global or hit.components.get("text", 0.0) > 0]
+
+
 def evidence_line(item, marker: str = "") -> str:
     """One piece of evidence the tools found, for the memory note: tool output is data,
     datamarked with `marker` (apps.memory.provenance)."""
@@ -175,6 +182,7 @@ def build_turn(
     system = _system_prompt(memory, client_system, marker)
     knowledge = _knowledge_for(context.knowledge, question.content if question else "")
     knowledge_keep = _knowledge_keep(knowledge, question.content if question else "")
+    memories = _memories_for(context.memories)
     pieces = [message_piece(system)]
     # The note's tags and headings, and the world state the model proposed, counted whatever
     # else is in it.
@@ -192,7 +200,7 @@ def build_turn(
         Piece(
             memory_line(hit.description, source=hit.source, marker=marker), KEEP_MEMORY + hit.score
         )
-        for hit in context.memories
+        for hit in memories
     ]
     pieces += [
         Piece(
@@ -240,10 +248,8 @@ def build_turn(
         t for t, text in zip(knowledge, texts[offset:], strict=False) if text is not None
     ]
     offset += len(knowledge)
-    kept_memories = [
-        hit for hit, text in zip(context.memories, texts[offset:], strict=False) if text
-    ]
-    offset += len(context.memories)
+    kept_memories = [hit for hit, text in zip(memories, texts[offset:], strict=False) if text]
+    offset += len(memories)
     kept_episodes = [
         hit for hit, text in zip(context.episodes, texts[offset:], strict=False) if text
     ]
@@ -283,7 +289,7 @@ def build_turn(
     memory_trace["episodes"] = [e for e in memory_trace["episodes"] if e["id"] in kept_episode_ids]
     memory_trace["triples"] = [t for t in memory_trace["triples"] if t["id"] in kept_triple_ids]
     memory_trace["dropped_for_budget"] = {
-        "memories": len(context.memories) - len(kept_memories),
+        "memories": len(memories) - len(kept_memories),
         "episodes": len(context.episodes) - len(kept_episodes),
         "triples": len(knowledge) - len(kept_triples),
     }
