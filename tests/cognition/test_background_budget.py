@@ -41,9 +41,14 @@ def _is_title(request: dict) -> bool:
     return TITLE_PROMPT in request["body"]["messages"][-1]["content"]
 
 
-async def _settled(llm_stub) -> None:
-    """Until no request has reached the stub for QUIET_SECONDS (the background work is done)."""
+async def _settled(llm_stub, conversation: Conversation) -> None:
+    """Until the conversation has its title (asked once it is quiet, as the last reflection
+    is) and then no request has reached the stub for QUIET_SECONDS (the background work is
+    done): a loaded machine may pause longer than that before the title."""
+    titled = Conversation.objects.filter(pk=conversation.pk).exclude(title="")
     async with asyncio.timeout(120):
+        while not await titled.aexists():
+            await asyncio.sleep(0.2)
         seen, since = len(llm_stub.requests), time.monotonic()
         while time.monotonic() - since < QUIET_SECONDS:
             await asyncio.sleep(0.2)
@@ -64,7 +69,7 @@ async def test_a_conversation_and_its_quiet_period_cost_at_most_two_background_r
         await asyncio.sleep(1.5)
     await communicator.disconnect()
 
-    await _settled(llm_stub)
+    await _settled(llm_stub, conversation)
 
     requests = _chat_requests(llm_stub)
     answers = [r for r in requests if _is_answer(r)]
