@@ -42,12 +42,12 @@ def _is_title(request: dict) -> bool:
 
 
 async def _settled(llm_stub, conversation: Conversation) -> None:
-    """Until the conversation has its title (asked once it is quiet, as the last reflection
-    is) and then no request has reached the stub for QUIET_SECONDS (the background work is
-    done): a loaded machine may pause longer than that before the title."""
-    titled = Conversation.objects.filter(pk=conversation.pk).exclude(title="")
+    """Until the last reply is reflected on, once the conversation is quiet, and then no
+    request has reached the stub for QUIET_SECONDS (the background work is done): a loaded
+    machine may pause longer than that before the last reflection."""
+    last = Message.objects.filter(conversation=conversation, role="assistant").order_by("-pk")
     async with asyncio.timeout(120):
-        while not await titled.aexists():
+        while "reflection" not in (await last.afirst()).trace:
             await asyncio.sleep(0.2)
         seen, since = len(llm_stub.requests), time.monotonic()
         while time.monotonic() - since < QUIET_SECONDS:
