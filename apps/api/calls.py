@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Awaitable
-from concurrent.futures import Future
 from typing import NamedTuple
 
 import pydantic
@@ -26,7 +25,7 @@ from apps.chat.errors import ChatError, ChatRateLimited
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, history_kept
 from apps.chat.services import SentTurn
-from apps.cognition.context import RecallBusy, start_turn_embedding
+from apps.cognition.context import OwnSearch, RecallBusy, turn_search_start
 from apps.cognition.pipeline import start_turn
 from apps.cognition.turn_request import PreparedTurn
 from apps.cognition.turn_state import CallOptions
@@ -192,8 +191,9 @@ class Call(NamedTuple):
     earlier: list[tuple[str, str]]
     # The conversation the call continues; None: a new one.
     conversation: Conversation | None
-    # The message's embedding under way, for the recall (None: the recall embeds it).
-    embedded: Future | None
+    # The message's embedding and search under way, for the recall (None: the recall starts
+    # them).
+    own: OwnSearch | None
 
 
 def call_accept(request, raw_body: bytes) -> Call:
@@ -217,18 +217,18 @@ def call_accept(request, raw_body: bytes) -> Call:
     config = runtime_config()
     slot = _admit(key, config)
     try:
-        embedded = None
+        own = None
         # When the embedding pool is full the recall embeds the message on its own thread.
         if options.remember:
             with contextlib.suppress(RecallBusy):
-                embedded = start_turn_embedding(text=text, config=config)
+                own = turn_search_start(user_id=key.user_id, text=text, config=config)
         if raw_id is None:
-            # Matched by the history it shares while the message is embedded.
+            # Matched by the history it shares while the message is embedded and searched.
             conversation = conversation_sharing_history(user=key.user, turns=earlier)
     except BaseException:
         stream_slot_release(user_id=key.user_id, slot=slot)
         raise
-    return Call(key, body, options, slot, config, text, earlier, conversation, embedded)
+    return Call(key, body, options, slot, config, text, earlier, conversation, own)
 
 
 async def call_start_turn(call: Call) -> tuple[Message, Awaitable[PreparedTurn]]:
@@ -240,7 +240,7 @@ async def call_start_turn(call: Call) -> tuple[Message, Awaitable[PreparedTurn]]
         conversation=conversation,
         text=call.text,
         config=call.config,
-        embedded=call.embedded,
+        own=call.own,
         options=call.options,
     )
     try:

@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future
 from functools import partial
 
 from channels.consumer import get_handler_name
@@ -17,7 +16,7 @@ from apps.chat.models import Conversation, Message
 from apps.chat.replying import start_reply
 from apps.chat.selectors import conversation_for_user, message_of, open_reply
 from apps.cognition.branching import deleted_notice, message_delete, message_edit
-from apps.cognition.context import start_turn_embedding
+from apps.cognition.context import OwnSearch, turn_search_start
 from apps.cognition.message_room import message_room
 from apps.cognition.pipeline import TurnRun, start_turn
 from apps.core.db import on_pool_thread
@@ -137,7 +136,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # Else the save most likely refuses it.
             if self.remember and text and len(text) <= self.max_chars:
                 # RecallBusy (a ChatError) when the recall's pools are full.
-                run = self._start(text, start_turn_embedding(text=text, config=self.config))
+                own = turn_search_start(user_id=user_id, text=text, config=self.config)
+                run = self._start(text, own)
             user_message, reply, history, config = await on_pool_thread(_save_message)(
                 user=self.scope["user"], conversation=self.conversation, content=content
             )
@@ -183,10 +183,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             release=partial(admission.stream_slot_release, user_id=user_id, slot=slot),
         )
 
-    def _start(self, text: str, embedded: Future | None = None) -> TurnRun:
+    def _start(self, text: str, own: OwnSearch | None = None) -> TurnRun:
         """The turn's pipeline, started as the message arrives (apps/cognition/pipeline.py)."""
         return start_turn(
-            user=self.scope["user"], conversation=self.conversation, text=text, embedded=embedded
+            user=self.scope["user"], conversation=self.conversation, text=text, own=own
         )
 
     async def _reopen(self, message_id: int | None, reopen: Callable[..., Message]) -> None:

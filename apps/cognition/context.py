@@ -32,6 +32,8 @@ from apps.memory.search_selectors import (
     MemoryHit,
     Weights,
     memory_search,
+    memory_search_ranked,
+    memory_text_match,
 )
 from apps.memory.selectors import default_plan_steps, plan_and_knowledge, turn_plan_steps
 
@@ -145,6 +147,18 @@ def _embed_turn_text(text: str, config: RuntimeConfig) -> tuple[dict[str, list[f
     return _embed_queries(embedder, [_own_step(text, config.max_memory_results).search_text])
 
 
+def turn_search_start(*, user_id: int, text: str, config: RuntimeConfig) -> OwnSearch:
+    """Embed the user's message and search with it on the pools from the moment it arrives,
+    before anything else of the turn is read: it only submits, so an event loop can call it.
+    Raises RecallBusy when the embedding pool is full."""
+    return own_search_start(
+        user_id=user_id,
+        text=text,
+        config=config,
+        embedded=start_turn_embedding(text=text, config=config),
+    )
+
+
 class OwnSearch(NamedTuple):
     """The search of the user's own message under way: its embedding, and the search that
     waits on it on a pool thread (None when that pool is full: the turn's thread searches)."""
@@ -189,15 +203,21 @@ def _in_pool(function, /, **kwargs):
         connection.close_if_unusable_or_obsolete()
 
 
-def _search_when_embedded(*, embedded: Future, step: PlanStep, **search) -> list[MemoryHit]:
-    vectors, _ = embedded.result()
-    return memory_search(
+def _search_when_embedded(
+    *, embedded: Future, step: PlanStep, user_id: int, weights: Weights
+) -> list[MemoryHit]:
+    """The search of `step`: its words matched while the message is embedded, so that only the
+    vectors' half waits for the embedding (for a user with many memories whose words are
+    common, the words' half is the longer one)."""
+    match = memory_text_match(
+        user_id=user_id,
         text=step.search_text,
-        vector=vectors.get(step.search_text),
         limit=step.limit,
         kinds=step.types,
-        **search,
+        weights=weights,
     )
+    vectors, _ = embedded.result()
+    return memory_search_ranked(match, vector=vectors.get(step.search_text))
 
 
 def memory_context_for_turn(

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import Future
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
@@ -33,6 +32,7 @@ from django.utils import timezone
 from apps.chat.models import Conversation, Message
 from apps.chat.turn_status import recall_counts, recall_words
 from apps.cognition.answer import answer_reply
+from apps.cognition.context import OwnSearch
 from apps.cognition.route import (
     ANSWER,
     GATHER,
@@ -79,14 +79,14 @@ def route(*, text: str, history: list[Message]) -> RouteDecision:
     return route_by_rule(text, has_history=len(history) > 1) or PERSONAL_DIRECT
 
 
-def recall(*, inp: TurnInput, embedded: Future | None = None) -> MemoryForTurn:
+def recall(*, inp: TurnInput, own: OwnSearch | None = None) -> MemoryForTurn:
     """Step 2: what memory holds for the message (never raises on an embedding failure)."""
     return memory_for_turn(
         user=inp.user,
         conversation=inp.conversation,
         text=inp.text,
         config=inp.config,
-        embedded=embedded,
+        own=own,
         recall=inp.options.remember,
     )
 
@@ -150,7 +150,7 @@ def start_turn(
     conversation,
     text: str,
     config: RuntimeConfig | None = None,
-    embedded: Future | None = None,
+    own: OwnSearch | None = None,
     status: StatusSink | None = None,
     options: CallOptions | None = None,
 ) -> TurnRun:
@@ -165,13 +165,13 @@ def start_turn(
         time_zone=timezone.get_current_timezone_name(),
         options=options or CallOptions(),
     )
-    return TurnRun(Turn(inp), embedded=embedded, status=status)
+    return TurnRun(Turn(inp), own=own, status=status)
 
 
 class TurnRun:
     """One turn in an event loop: the steps in order, the slow ones on threads."""
 
-    def __init__(self, turn: Turn, *, embedded: Future | None, status: StatusSink | None):
+    def __init__(self, turn: Turn, *, own: OwnSearch | None, status: StatusSink | None):
         self.turn = turn
         self.status = status
         # The status line: subsystem -> (state, text), as the steps report.
@@ -179,9 +179,7 @@ class TurnRun:
         self._notify("session", "running", "turn started")
         self._recall_span = turn.spans.open("recall")
         self.recalled = asyncio.ensure_future(
-            database_sync_to_async(recall, thread_sensitive=False)(
-                inp=turn.input, embedded=embedded
-            )
+            database_sync_to_async(recall, thread_sensitive=False)(inp=turn.input, own=own)
         )
         # Read as the message arrives, not from the page's copy: another page may have picked.
         # (The API starts a turn before its conversation is known: then at `prepare`.)

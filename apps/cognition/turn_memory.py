@@ -5,7 +5,6 @@ request is built."""
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from apps.accounts.models import UserSettings
@@ -15,7 +14,7 @@ from apps.accounts.selectors import (
     time_zone_of,
     user_settings_for,
 )
-from apps.cognition.context import MemoryContext
+from apps.cognition.context import MemoryContext, OwnSearch
 from apps.cognition.debate import rule_lines
 from apps.cognition.notes import Note, conversation_replay
 from apps.core.llm.limits import CHAT, ModelLimits, TokenCounter, prompt_and_limits
@@ -92,39 +91,37 @@ def memory_for_turn(
     conversation,
     text: str,
     config: RuntimeConfig | None = None,
-    embedded: Future | None = None,
+    own: OwnSearch | None = None,
     recall: bool = True,
 ) -> MemoryForTurn:
     """What the memory knows for this turn; callers may run it while the message is saved.
 
-    `embedded`: the embedding of `text` already under way (`start_turn_embedding`). Without
+    `own`: the embedding and search of `text` already under way (`turn_search_start`). Without
     `recall` (memory off for an API call) the memory, the rules and the world state stay empty.
     """
-    from apps.cognition.context import memory_context_for_turn, own_search_start
+    from apps.cognition.context import memory_context_for_turn
     from apps.memory.provenance import conversation_marker
     from apps.memory.renderer import render_world
     from apps.memory.selectors import rules_and_preferences_for, world_state_for
 
     started = time.perf_counter()
     config = config or runtime_config()
-    # With the message's embedding under way (the caller expects memory to be on), its search
-    # starts first and runs while the reads below wait on the database: for a user with many
-    # memories it is the longest of them. Its result is not read when memory turns out to be
-    # off for the turn; without an embedding, nothing is embedded before the settings say so.
-    searching = None
-    if embedded is not None and recall and not getattr(conversation, "temporary", False):
-        searching = own_search_start(user_id=user.pk, text=text, config=config, embedded=embedded)
+    # The message's search, started as it arrived (the caller expects memory to be on), runs
+    # while the reads below wait on the database: for a user with many memories it is the
+    # longest of them. Its result is not read when memory turns out to be off for the turn;
+    # without it, nothing is embedded before the settings say so.
+    searching = own if recall and not getattr(conversation, "temporary", False) else None
     # Read before the recall, which spends most of its time waiting on the embedding, rather
     # than after it, when the answer waits on this.
     template, limits, counter = prompt_and_limits("answer", CHAT, config)
     prefs = user_settings_for(user=user)
     language = knowledge_language_of(prefs, config)
-    own = {
+    chosen = {
         "instructions": custom_instructions(prefs),
         "time_zone": time_zone_of(prefs),
         "remember": memory_on(user=user, conversation=conversation, prefs=prefs),
     }
-    remember = recall and own["remember"]
+    remember = recall and chosen["remember"]
     replay = conversation_replay(
         conversation_id=getattr(conversation, "pk", None),
         limit=config.short_term_window,
@@ -140,7 +137,7 @@ def memory_for_turn(
                 language=language,
                 user=user,
             ),
-            **{**own, "remember": False},
+            **{**chosen, "remember": False},
             ms=(time.perf_counter() - started) * 1000,
             template=template,
             user_name=user.get_full_name() or user.get_username(),
@@ -153,7 +150,6 @@ def memory_for_turn(
         conversation=conversation,
         text=text,
         config=config,
-        embedded=embedded,
         language=language,
         own=searching,
         # Read while the message is embedded, rather than once the search is done.
@@ -182,5 +178,5 @@ def memory_for_turn(
         world_data=render_world(state, language=language, proposed=True, marker=marker),
         marker=marker,
         world_state=state,
-        **own,
+        **chosen,
     )

@@ -27,6 +27,7 @@ from apps.memory.search_sql import (
     NO_NEAREST,
     SEARCH_FORMS_SQL,
     SEARCH_SCORES_SQL,
+    TEXT_MATCH_SQL,
     VISIBLE_ROWS_SQL,
     WINDOW_SQL,
     WORDS_LOOKED_UP,
@@ -135,27 +136,34 @@ def _variant_pairs(words: list[str]) -> dict[str, list[str]]:
     }
 
 
-def memory_search_query(
+@dataclass
+class TextMatch:
+    """A search's first half, which needs no vector: the memories the words match best, with
+    their text scores, and what the second half (`memory_search_ranked`) is asked with."""
+
+    params: dict
+    weights: Weights
+    kinds: list[str]
+    # (id, text score) of the words' candidates.
+    matched: list[tuple[int, float]]
+
+
+def memory_text_query(
     *,
     user_id: int,
     text: str,
-    vector: list[float] | None,
     limit: int,
     kinds: Iterable[str] = (),
     weights: Weights | None = None,
 ) -> tuple[str, dict]:
+    """The words' statement of a search and its parameters, the owner's visible rows counted
+    first (they choose its shape)."""
     weights = weights or Weights.from_config()
     kinds = [str(kind) for kind in kinds]
-    # Without a vector the vector weight leaves the total, so scores keep their 0..1 scale.
-    w_vector = weights.vector if vector is not None else 0.0
-    w_total = w_vector + weights.text + weights.recency + weights.importance + weights.confidence
     dates = named_dates(text)
-    # Only a query that names a date gives the date match a weight: scores keep their scale.
-    w_date = weights.date_match * w_total if dates else 0.0
     candidates = max(limit * 4, 40)
     params = {
         "owner": int(user_id),
-        "vector": QueryVector(vector) if vector is not None else None,
         "words": (words := query_words(text)),
         # Each word with the words it is searched by: (word, itself), (word, its lemma), …
         **_variant_pairs(words),
@@ -170,17 +178,9 @@ def memory_search_query(
         "kinds": kinds,
         "half_life": RECENCY_HALF_LIFE_DAYS,
         "neighbour": f"{weights.neighbour_seconds} seconds",
-        "w_vector": w_vector,
-        "w_text": weights.text,
-        "w_recency": weights.recency,
-        "w_importance": weights.importance,
-        "w_confidence": weights.confidence,
-        "w_date": w_date,
         "date_from": [start for start, _ in dates.spans],
         "date_to": [end for _, end in dates.spans],
         "months": dates.months,
-        "w_total": (w_total + w_date) or 1.0,
-        "w_context": weights.context,
         "limit": limit,
     }
     ((params["visible"],),) = fetch_hot(
@@ -191,6 +191,66 @@ def memory_search_query(
             "visible_max": EXACT_SCAN_MAX_ROWS + 1,
         },
     )
+    looked_up = params["visible"] >= FORM_LOOKUP_MIN_ROWS
+    params["window"] = TEXT_WINDOW_ROWS if looked_up else FORM_LOOKUP_MIN_ROWS
+    words = WORDS_LOOKED_UP if looked_up else WORDS_NOT_LOOKED_UP
+    all_words = "false"
+    if looked_up and len(params["words"]) > 1:
+        all_words = " AND ".join(
+            ALL_WORDS.format(number=number) for number in range(1, len(params["words"]) + 1)
+        )
+    sql = ("WITH" + SEARCH_FORMS_SQL + WINDOW_SQL + words + TEXT_MATCH_SQL).format(
+        kinds="AND kind = ANY(%(kinds)s)" if kinds else "",
+        short_text=SHORT_TEXT_MAX_BYTES,
+        all_words=all_words,
+    )
+    return sql, params
+
+
+def memory_text_match(
+    *,
+    user_id: int,
+    text: str,
+    limit: int,
+    kinds: Iterable[str] = (),
+    weights: Weights | None = None,
+) -> TextMatch:
+    """The first half of `memory_search`, which needs no vector: a turn runs it while its
+    message is embedded. A message without words matches nothing, and is not asked."""
+    weights = weights or Weights.from_config()
+    kinds = [str(kind) for kind in kinds]
+    sql, params = memory_text_query(
+        user_id=user_id, text=text, limit=limit, kinds=kinds, weights=weights
+    )
+    matched = fetch_hot(sql, params) if params["words"] else []
+    return TextMatch(params, weights, kinds, [(id, float(text)) for id, text in matched])
+
+
+def memory_ranking_query(match: TextMatch, *, vector: list[float] | None) -> tuple[str, dict]:
+    """The scores' statement of a search and its parameters: the words' candidates, the nearest
+    vectors (exact or HNSW by the owner's visible rows) and their neighbours, ranked."""
+    weights = match.weights
+    # Without a vector the vector weight leaves the total, so scores keep their 0..1 scale.
+    w_vector = weights.vector if vector is not None else 0.0
+    w_total = w_vector + weights.text + weights.recency + weights.importance + weights.confidence
+    # Only a query that names a date gives the date match a weight: scores keep their scale.
+    w_date = (
+        weights.date_match * w_total if match.params["date_from"] or match.params["months"] else 0.0
+    )
+    params = {
+        **match.params,
+        "vector": QueryVector(vector) if vector is not None else None,
+        "matched_ids": [id for id, _ in match.matched],
+        "matched_texts": [text for _, text in match.matched],
+        "w_vector": w_vector,
+        "w_text": weights.text,
+        "w_recency": weights.recency,
+        "w_importance": weights.importance,
+        "w_confidence": weights.confidence,
+        "w_date": w_date,
+        "w_total": (w_total + w_date) or 1.0,
+        "w_context": weights.context,
+    }
     # The candidates' cosine comes from the half-precision copy too: the full vector of a row is
     # out of line (TOAST), and reading 80-160 of them cost ~2 ms of a 10k-row owner's 14 ms
     # search; the two agree to ~1e-3 (bench/README.md, issue #29 item 3).
@@ -205,39 +265,16 @@ def memory_search_query(
         nearest = EXACT_NEAREST.format(**column)
     else:
         nearest = APPROXIMATE_NEAREST
-    looked_up = params["visible"] >= FORM_LOOKUP_MIN_ROWS
-    params["window"] = TEXT_WINDOW_ROWS if looked_up else FORM_LOOKUP_MIN_ROWS
-    words = WORDS_LOOKED_UP if looked_up else WORDS_NOT_LOOKED_UP
-    all_words = "false"
-    if looked_up and len(params["words"]) > 1:
-        all_words = " AND ".join(
-            ALL_WORDS.format(number=number) for number in range(1, len(params["words"]) + 1)
-        )
-    sql = ("WITH" + nearest + SEARCH_FORMS_SQL + WINDOW_SQL + words + SEARCH_SCORES_SQL).format(
-        kinds="AND kind = ANY(%(kinds)s)" if kinds else "",
-        short_text=SHORT_TEXT_MAX_BYTES,
-        all_words=all_words,
-        **column,
+    sql = ("WITH" + nearest + SEARCH_SCORES_SQL).format(
+        kinds="AND kind = ANY(%(kinds)s)" if match.kinds else "", **column
     )
     return sql, params
 
 
-def memory_search(
-    *,
-    user_id: int,
-    text: str,
-    vector: list[float] | None,
-    limit: int,
-    kinds: Iterable[str] = (),
-    weights: Weights | None = None,
-) -> list[MemoryHit]:
-    """Hybrid search over the user's current memories and the global ones, best first.
-
-    Without a vector (the embedder is down) it ranks by full text and the other signals alone.
-    """
-    sql, params = memory_search_query(
-        user_id=user_id, text=text, vector=vector, limit=limit, kinds=kinds, weights=weights
-    )
+def memory_search_ranked(match: TextMatch, *, vector: list[float] | None) -> list[MemoryHit]:
+    """The second half of `memory_search`, once the message's vector is made (None: the
+    embedder is down)."""
+    sql, params = memory_ranking_query(match, vector=vector)
     # The connection runs HNSW scans iteratively (settings.HNSW_SESSION_OPTIONS): a filtered scan
     # otherwise stops after ef_search neighbours, most of them other users' rows, and returns
     # fewer than `limit` (see DESIGN.md, measured traps).
@@ -263,3 +300,21 @@ def memory_search(
         )
         for row in rows
     ]
+
+
+def memory_search(
+    *,
+    user_id: int,
+    text: str,
+    vector: list[float] | None,
+    limit: int,
+    kinds: Iterable[str] = (),
+    weights: Weights | None = None,
+) -> list[MemoryHit]:
+    """Hybrid search over the user's current memories and the global ones, best first: the
+    words' half (`memory_text_match`), then the scores' (`memory_search_ranked`).
+
+    Without a vector (the embedder is down) it ranks by full text and the other signals alone.
+    """
+    match = memory_text_match(user_id=user_id, text=text, limit=limit, kinds=kinds, weights=weights)
+    return memory_search_ranked(match, vector=vector)

@@ -1,6 +1,7 @@
-"""The SQL of the hybrid memory search, in the pieces `search_selectors.memory_search_query`
-puts together: the nearest vectors (exact or HNSW), the message's word forms, the window of
-recent rows, the rare words' rows, and the scores."""
+"""The SQL of the hybrid memory search, in the pieces `search_selectors` puts together into its
+two statements: the words' (the message's word forms, the window of recent rows, the rare words'
+rows, the text scores), which needs no vector, and the scores' (the nearest vectors, exact or
+HNSW, with the words' candidates and their neighbours)."""
 
 # Candidates come from three places: an exact vector scan (small owners) or the HNSW index (big
 # ones), and a full-text match. The text score is an IDF-weighted count of the query's words
@@ -185,7 +186,9 @@ any_asked AS MATERIALIZED (
     SELECT string_agg(quote_literal(form), ' | ')::tsquery AS query FROM stemmed
 ),
 """
-SEARCH_SCORES_SQL = """
+# The words' half of a search, which needs no vector (search_selectors.memory_text_match): the
+# candidates the words find, with their text scores, best first.
+TEXT_MATCH_SQL = """
 hits AS MATERIALIZED (
     SELECT id, kind, created_at, term, true AS in_window FROM window_hits
     UNION ALL
@@ -214,6 +217,16 @@ matched AS MATERIALIZED (
     HAVING bool_or(selective)
      ORDER BY text DESC, created_at DESC, id DESC
      LIMIT %(candidates)s
+)
+SELECT id, text FROM matched
+"""
+# The second half, once the message has its vector: the words' candidates as the first half
+# found them, the nearest vectors and the neighbours of both, scored and ranked. A candidate
+# closed since the first half (moments ago) is left out with the rest.
+SEARCH_SCORES_SQL = """
+matched AS MATERIALIZED (
+    SELECT id, text FROM unnest(%(matched_ids)s::bigint[], %(matched_texts)s::float8[])
+                         AS found(id, text)
 ),
 components AS MATERIALIZED (
     SELECT n.id, n.kind, n.topic, n.description, n.owner_id IS NULL AS is_global, n.created_at,
@@ -250,7 +263,7 @@ components AS MATERIALIZED (
               LIMIT %(neighbours_max)s)) AS candidates
       JOIN memory_memorynode AS n USING (id)
       LEFT JOIN matched USING (id)
-     WHERE n.state <> 'quarantined'
+     WHERE n.state <> 'quarantined' AND n.valid_to IS NULL
        -- Past its end, a fact is no longer true, though decay has not closed it yet.
        AND (n.valid_until IS NULL OR n.valid_until > now())
 ),

@@ -72,7 +72,7 @@ def test_a_turn_continuing_a_conversation_reaches_its_answer_in_few_statements(u
             conversation=conversation,
             text=call.text,
             config=call.config,
-            embedded=call.embedded,
+            own=call.own,
         )
     assert memory.remember
     assert len(recalled) <= 4, _statements(recalled)

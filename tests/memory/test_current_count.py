@@ -119,13 +119,10 @@ def test_the_search_weighs_and_routes_by_the_kept_count(django_user_model, monke
     for i in range(4):
         _insert_sql(user.pk, f"own memory {i}")
     _insert_sql(None, "a global memory")
-    _, params = search_selectors.memory_search_query(
-        user_id=user.pk, text="memory", vector=None, limit=5
-    )
-    assert params["visible"] == 5
+    match = search_selectors.memory_text_match(user_id=user.pk, text="memory", limit=5)
+    assert match.params["visible"] == 5
     # Past the exact scan's limit the search takes the HNSW path, by the count alone.
     monkeypatch.setattr(search_selectors, "EXACT_SCAN_MAX_ROWS", 4)
-    sql, _ = search_selectors.memory_search_query(
-        user_id=user.pk, text="memory", vector=[0.1] * 8, limit=5
-    )
+    match = search_selectors.memory_text_match(user_id=user.pk, text="memory", limit=5)
+    sql, _ = search_selectors.memory_ranking_query(match, vector=[0.1] * 8)
     assert "approximate AS MATERIALIZED" in sql

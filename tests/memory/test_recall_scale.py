@@ -356,9 +356,7 @@ def test_a_common_word_is_ranked_in_a_bounded_window_and_a_rare_one_in_every_row
         created_at=timezone.now() - timezone.timedelta(days=1000)
     )
     text = "turin zanzibar"
-    sql, params = search_selectors.memory_search_query(
-        user_id=user.pk, text=text, vector=None, limit=10
-    )
+    sql, params = search_selectors.memory_text_query(user_id=user.pk, text=text, limit=10)
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
         plan = cursor.fetchone()[0][0]["Plan"]
@@ -403,9 +401,8 @@ def test_a_search_reads_each_candidates_neighbours_by_range_when_one_owner_holds
     planner once joined every row of the owner to every candidate instead (70 ms at 10k rows)."""
     (owner,) = _generate(django_user_model, [3000], globals_=0, seed=3)
     vector = _unit_vector(random.Random(3))
-    sql, params = search_selectors.memory_search_query(
-        user_id=owner, text="garden", vector=vector, limit=10
-    )
+    match = search_selectors.memory_text_match(user_id=owner, text="garden", limit=10)
+    sql, params = search_selectors.memory_ranking_query(match, vector=vector)
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
         plan = cursor.fetchone()[0][0]["Plan"]

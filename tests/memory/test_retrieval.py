@@ -231,10 +231,16 @@ def through_the_hnsw_index(monkeypatch):
     _take_the_big_table_path(monkeypatch)
 
 
-def _plan(user_id: int, vector: list[float]) -> str:
-    sql, params = search_selectors.memory_search_query(
-        user_id=user_id, text="", vector=vector, limit=10, weights=VECTOR_ONLY
+def _ranking_query(user_id: int, vector: list[float]) -> tuple[str, dict]:
+    """The scores' statement of a vector-only search (its words' half has nothing to match)."""
+    match = search_selectors.memory_text_match(
+        user_id=user_id, text="", limit=10, weights=VECTOR_ONLY
     )
+    return search_selectors.memory_ranking_query(match, vector=vector)
+
+
+def _plan(user_id: int, vector: list[float]) -> str:
+    sql, params = _ranking_query(user_id, vector)
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + sql, params)
         return "\n".join(row[0] for row in cursor.fetchall())
@@ -245,9 +251,7 @@ def test_without_iterative_scans_the_filtered_index_returns_fewer_than_k(
 ):
     owners = _bulk_memories(django_user_model, users=100, per_user=40)
     vector = _random_unit_vector(random.Random(3))
-    sql, params = search_selectors.memory_search_query(
-        user_id=owners[0], text="", vector=vector, limit=10, weights=VECTOR_ONLY
-    )
+    sql, params = _ranking_query(owners[0], vector)
 
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.iterative_scan = off")
