@@ -9,7 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import NamedTuple
 
-from django.db import DEFAULT_DB_ALIAS, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, transaction
 from django.utils import timezone
 
 from apps.accounts.selectors import memory_enabled_for
@@ -255,10 +255,19 @@ def _open_turn(params: dict, *, limit: int) -> tuple:
 
 
 def _send_statement(params: dict) -> tuple:
-    # A transaction of its own, or a savepoint inside the caller's, so that a refusal never
-    # spoils an enclosing transaction.
-    with busy_on_conflict(), transaction.atomic():
-        return fetch_hot(_SEND_SQL, params)[0]
+    # One statement is a transaction of its own; inside the caller's it gets a savepoint, so
+    # that a refusal never spoils the enclosing transaction. The savepoint functions do nothing
+    # outside a transaction, where atomic() would cost two round trips (BEGIN, COMMIT) before
+    # the answer can be asked for.
+    with busy_on_conflict():
+        savepoint = transaction.savepoint()
+        try:
+            row = fetch_hot(_SEND_SQL, params)[0]
+        except DatabaseError:
+            transaction.savepoint_rollback(savepoint)
+            raise
+        transaction.savepoint_commit(savepoint)
+        return row
 
 
 def _saved(**fields) -> Message:

@@ -58,10 +58,10 @@ def test_a_turn_continuing_a_conversation_reaches_its_answer_in_few_statements(u
     assert call.conversation == conversation
     assert len(accepted) <= 3, _statements(accepted)
 
-    # Saved in one statement, in its own transaction: none around it, so no savepoint.
+    # Saved in one statement, a transaction of its own: no BEGIN, COMMIT nor savepoint.
     with CaptureQueriesContext(connection) as saved:
         sent = _save_turn(call.key, call.conversation, call.text, call.config)
-    assert _statements(saved) == ["BEGIN", "WITH", "COMMIT"]
+    assert _statements(saved) == ["WITH"]
     assert [m.content for m in sent.history][-1] == "Where do my bees live?"
 
     # Recalled: the settings, the notes to replay, the plan with the graph, the world state

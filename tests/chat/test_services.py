@@ -73,7 +73,12 @@ def _until_another_session_waits_on_this_one(connection, timeout: float = 10) ->
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_sends_racing_in_one_conversation_save_one_turn(user):
+@pytest.mark.parametrize("in_a_transaction", [False, True], ids=["alone", "in a transaction"])
+def test_two_sends_racing_in_one_conversation_save_one_turn(user, in_a_transaction):
+    """The send statement is a transaction of its own; inside the caller's, the refusal leaves
+    the caller's transaction usable (a savepoint)."""
+    from contextlib import nullcontext
+
     from django.db import IntegrityError, connection, transaction
 
     conversation = Conversation.objects.create(owner=user)
@@ -93,8 +98,10 @@ def test_two_sends_racing_in_one_conversation_save_one_turn(user):
     racer = threading.Thread(target=first_send)
     racer.start()
     assert saved.wait(10)
-    with pytest.raises(services.ChatError, match="Wait for the current answer") as caught:
-        services.message_send(conversation=conversation, content="two")
+    with transaction.atomic() if in_a_transaction else nullcontext():
+        with pytest.raises(services.ChatError, match="Wait for the current answer") as caught:
+            services.message_send(conversation=conversation, content="two")
+        assert Conversation.objects.filter(pk=conversation.pk).exists()
     racer.join()
     assert isinstance(caught.value.__cause__, IntegrityError), "settled by the constraint"
     assert list(conversation.messages.values_list("role", "content")) == [
