@@ -134,8 +134,10 @@ def test_on_one_slot_a_preempted_reflection_is_stopped_by_the_server_at_once(
 
     (preempted,) = outcome
     assert preempted.generated > 0
-    assert closed < 0.5, "the stream closed within a check or two of the answer's mark"
-    assert freed < 1.0, "llama-server stopped generating and freed its slot"
+    # At once, not after the seconds the rest of its 400 tokens take: a check is every 0.05 s,
+    # and a machine busy with other tests (and this server's threads) adds its own delays.
+    assert closed < 1.0, "the stream closed within a check or two of the answer's mark"
+    assert freed < 2.0, "llama-server stopped generating and freed its slot"
 
 
 def _chat() -> Conversation:
