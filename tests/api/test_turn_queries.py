@@ -57,6 +57,8 @@ def test_a_turn_continuing_a_conversation_reaches_its_answer_in_few_statements(u
         call = call_accept(*_call(secret, history))
     assert call.conversation == conversation
     assert len(accepted) <= 3, _statements(accepted)
+    # The message's embedding and search left with the accept, on threads of their own.
+    assert call.own is not None and call.own.search is not None
 
     # Saved in one statement, a transaction of its own: no BEGIN, COMMIT nor savepoint.
     with CaptureQueriesContext(connection) as saved:
