@@ -1,16 +1,17 @@
 """Time to first token through /v1 (the official openai SDK, streaming) against the websocket path.
 
 Both against the same running server (`manage.py up`) and the same stub with a fixed time to
-first token, one user, the two paths' turns interleaved (a busy moment on the machine costs both):
-added TTFT = first streamed text at the client − the stub's TTFT. The /v1 client calls as Open
-WebUI does: the whole history on every call, no header.
+first token, the paths' turns interleaved (a busy moment on the machine costs all of them):
+added TTFT = first streamed text at the client − the stub's TTFT. The /v1 clients call as Open
+WebUI does: the whole history on every call, no header. Three users: one on the websocket, two
+through /v1 asking the same things, a new one and one with `--memories` memories.
 
 Run: .venv/bin/python -m bench.api_ttft [--turns 60] [--memories 10000]
 
-`--memories N` gives the /v1 user N memories first (random unit vectors, six words each from
-bench.retrieval's 26-word vocabulary) and asks each /v1 turn about three of those words, so the
-message's words are in about half of the memories: issue #29's heavy user. Run it with N = 0 and
-N = 10000 and compare the added TTFT.
+`--memories N` gives the second /v1 user N memories first (random unit vectors, six words each
+from bench.retrieval's 26-word vocabulary), and every /v1 turn asks about three of those words,
+so the message's words are in about half of the memories: issue #29's heavy user, compared turn
+by turn with the new user in the same run. With N = 0 the two /v1 users show the run's noise.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from bench.turn_overhead import STUB_TTFT, _serve_stub, _setup_users, ws_turn
 
 WARM_UP = 5
 THINK = 0.5
+# The two /v1 users: a new one, and one given `--memories` memories.
+NEW = "new user"
+HEAVY = "user with memories"
 
 
 def _api_key(username: str) -> str:
@@ -104,42 +108,44 @@ def asks(turn: int) -> str:
 
 
 async def _interleaved(
-    port: int, user: tuple[str, int], secret: str, stub_url: str, turns: int
+    port: int, user: tuple[str, int], secrets: dict[str, str], stub_url: str, turns: int
 ) -> dict:
-    """A websocket turn, then a /v1 turn, then the next pair: both paths see the same machine,
-    so a busy moment costs both. Before each /v1 call, the round trip of an authenticated
-    GET /v1/models (the HTTP, middleware and key check every call pays before its turn starts);
-    after it, the same SDK call straight to the stub: the SDK's own cost at that history's
-    length, which grows with it (it checks and copies every message before sending)."""
+    """A websocket turn, then a /v1 turn of each /v1 user (`secrets`: their keys by label),
+    then the next round: all paths see the same machine, so a busy moment costs all. Before
+    the /v1 calls, the round trip of an authenticated GET /v1/models (the HTTP, middleware and
+    key check every call pays before its turn starts); after each, the same SDK call straight
+    to the stub: the SDK's own cost at that history's length, which grows with it (it checks
+    and copies every message before sending)."""
     session_key, conversation_id = user
     uri = f"ws://127.0.0.1:{port}/ws/c/{conversation_id}/"
     headers = {"Cookie": f"sessionid={session_key}", "Origin": f"http://127.0.0.1:{port}"}
-    client = openai.AsyncOpenAI(
-        base_url=f"http://127.0.0.1:{port}/v1", api_key=secret, max_retries=0, timeout=30
-    )
-    direct = openai.AsyncOpenAI(base_url=stub_url, api_key="bench", max_retries=0, timeout=30)
-    found: dict[str, list[float]] = {
-        "websocket": [],
-        "/v1 stream": [],
-        "stub direct": [],
-        "/v1/models": [],
+    clients = {
+        label: openai.AsyncOpenAI(
+            base_url=f"http://127.0.0.1:{port}/v1", api_key=secret, max_retries=0, timeout=30
+        )
+        for label, secret in secrets.items()
     }
-    history: list[dict] = []
+    direct = openai.AsyncOpenAI(base_url=stub_url, api_key="bench", max_retries=0, timeout=30)
+    found: dict[str, list[float]] = {"websocket": [], "/v1/models": []}
+    histories: dict[str, list[dict]] = {label: [] for label in clients}
     async with websockets.connect(uri, additional_headers=headers, max_size=None) as ws:
         for turn in range(turns):
             sent, first, _ = await ws_turn(ws, turn)
             found["websocket"].append((first - sent - STUB_TTFT) * 1000)
             await asyncio.sleep(THINK)  # as a user reads the answer
             listed = time.perf_counter()
-            await client.models.list()
+            await next(iter(clients.values())).models.list()
             found["/v1/models"].append((time.perf_counter() - listed) * 1000)
-            history.append({"role": "user", "content": f"turn {turn} hello {asks(turn)}"})
-            added, text = await _sdk_turn(client, history)
-            found["/v1 stream"].append(added)
-            found["stub direct"].append((await _sdk_turn(direct, history))[0])
-            history.append({"role": "assistant", "content": text})
-            await asyncio.sleep(THINK)
-    await client.close()
+            for label, client in clients.items():
+                history = histories[label]
+                history.append({"role": "user", "content": f"turn {turn} hello {asks(turn)}"})
+                through, text = await _sdk_turn(client, history)
+                straight = (await _sdk_turn(direct, history))[0]
+                found.setdefault(label, []).append(through - straight)
+                history.append({"role": "assistant", "content": text})
+                await asyncio.sleep(THINK)
+    for client in clients.values():
+        await client.close()
     await direct.close()
     return {label: values[WARM_UP:] for label, values in found.items()}
 
@@ -162,22 +168,23 @@ def _server_side(username: str) -> str:
 
 
 async def _run(
-    port: int, users: list[tuple[str, int]], secret: str, stub_url: str, turns: int
+    port: int, users: list[tuple[str, int]], secrets: dict[str, str], stub_url: str, turns: int
 ) -> None:
     print(f"CPU reference (cpu_reference_ms): {cpu_reference_ms():.0f} ms", flush=True)
-    found = await _interleaved(port, users[0], secret, stub_url, turns)
-    ours = [api - sdk for api, sdk in zip(found["/v1 stream"], found["stub direct"], strict=True)]
-    gaps = [api - ws for api, ws in zip(ours, found["websocket"], strict=True)]
+    found = await _interleaved(port, users[0], secrets, stub_url, turns)
+    new, heavy = found[NEW], found[HEAVY]
     lines = [
         f"websocket: added TTFT {summary(found['websocket'])}",
-        f"/v1 stream (openai SDK): TTFT beyond the stub's {summary(found['/v1 stream'])}",
-        f"the same SDK call straight to the stub: {summary(found['stub direct'])}",
-        f"/v1 stream: added TTFT (through Thalamus − straight to the stub) {summary(ours)}",
-        f"/v1 added − websocket added, turn by turn: {summary(gaps)}",
+        f"/v1 stream, {NEW}: added TTFT (through Thalamus − straight to the stub) {summary(new)}",
+        f"/v1 stream, {HEAVY}: added TTFT {summary(heavy)}",
+        f"/v1 {HEAVY} − {NEW}, turn by turn: "
+        f"{summary([h - n for h, n in zip(heavy, new, strict=True)])}",
+        f"/v1 {NEW} − websocket, turn by turn: "
+        f"{summary([n - w for n, w in zip(new, found['websocket'], strict=True)])}",
         f"/v1/models round trip (the key checked, no turn): {summary(found['/v1/models'])}",
     ]
     print("\n".join(lines), flush=True)
-    for label, username in (("websocket", "bench0"), ("/v1 stream", "bench1")):
+    for label, username in (("websocket", "bench0"), (NEW, "bench2"), (HEAVY, "bench1")):
         ends = await sync_to_async(_server_side)(username)
         print(f"{label}: server-side medians, ms from the turn's start: {ends}", flush=True)
 
@@ -186,11 +193,13 @@ def main() -> None:
     logging.getLogger("httpx2").setLevel(logging.WARNING)
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=60)
-    parser.add_argument("--memories", type=int, default=0, help="the /v1 user's memories")
+    parser.add_argument(
+        "--memories", type=int, default=0, help="the memories of the second /v1 user"
+    )
     args = parser.parse_args()
     context = multiprocessing.get_context("spawn")
     control, stub_end = context.Pipe()
-    stub = context.Process(target=_serve_stub, args=(args.turns * 6, 40, stub_end), daemon=True)
+    stub = context.Process(target=_serve_stub, args=(args.turns * 8, 40, stub_end), daemon=True)
     stub.start()
     stub_url = control.recv()
     with tempfile.TemporaryDirectory(prefix="thalamus-api-ttft-") as tmp:
@@ -199,14 +208,14 @@ def main() -> None:
         process = start_up(data_dir, port, Path(tmp) / "up.log", THALAMUS_LLM_BASE_URL=stub_url)
         try:
             wait_for_page(f"http://127.0.0.1:{port}/accounts/login/", process)
-            users = _setup_users(data_dir, 2)
-            secret = _api_key("bench1")
+            users = _setup_users(data_dir, 3)
+            secrets = {NEW: _api_key("bench2"), HEAVY: _api_key("bench1")}
             if args.memories:
                 started = time.perf_counter()
                 _heavy("bench1", args.memories)
                 seconds = time.perf_counter() - started
                 print(f"{args.memories} memories for bench1 in {seconds:.0f} s", flush=True)
-            asyncio.run(_run(port, users, secret, stub_url, args.turns))
+            asyncio.run(_run(port, users, secrets, stub_url, args.turns))
         finally:
             stop_up(process)
             control.send("stop")
