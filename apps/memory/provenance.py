@@ -28,8 +28,9 @@ The marker is one character from `MARKERS`, chosen per conversation from the ser
 the notes replayed with earlier messages keep their marking, so a server's prompt cache still
 re-reads only the new message. The answers' system prompt names every marker
 (`MARKERS_SENTENCE`) right after the template's instructions, the same for every user and
-conversation, so that a web process primes it once for all of them. Each marker is one token of SmolLM2's vocabulary, so marking costs about
-a token per space (bench/README.md, Datamarking).
+conversation, so that a web process primes it once for all of them. Each marker is one token
+of SmolLM2's vocabulary, so marking costs about a token per space (bench/README.md,
+Datamarking).
 """
 
 from __future__ import annotations
