@@ -5,6 +5,8 @@ nothing was said in the conversation since, it reflects, in one call, on every r
 conversation not yet reflected on; when the user wrote again, the newer reply's own check
 will. So a chat goes on without a reflection started, and given way, between each answer, and
 a user who never pauses still has their turns reflected every `reflection_every_turns`.
+A reflection that gave the server's slot to the chat (preempted) waits for the quiet: neither
+its own run again nor that rule starts it between two messages, to give way again.
 Replies that a lost task never reached (Redis restarted, a worker killed) are found by the
 beat's sweep (`conversations_never_reflected`).
 """
@@ -13,9 +15,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.core.cache import cache
 from django.utils import timezone
 
-from apps.chat.models import Message
+from apps.chat.models import Conversation, Message
+from apps.chat.open_replies import live_open_reply
 from apps.cognition import reflection
 from apps.core.models import RuntimeConfig
 
@@ -65,11 +69,40 @@ def replies_waiting(*, conversation_id: int, limit: int) -> list[int]:
 
 def reflection_due(*, conversation_id: int, reply_id: int, config: RuntimeConfig) -> bool:
     """Whether the conversation of `reply_id` is due its reflection now: nothing was said in
-    it since that reply, or `reflection_every_turns` of its replies wait for one."""
+    it since that reply, or `reflection_every_turns` of its replies wait for one (unless its
+    reflection gave way to the chat since the last one)."""
     if not Message.objects.filter(conversation_id=conversation_id, pk__gt=reply_id).exists():
         return True
+    if cache.get(_gave_way_key(conversation_id)):
+        return False
     waiting = replies_waiting(conversation_id=conversation_id, limit=config.reflection_every_turns)
     return len(waiting) >= config.reflection_every_turns
+
+
+def conversation_quiet(*, conversation_id: int, seconds: int) -> bool:
+    """Whether nothing was sent or answered in the conversation for `seconds` (a send and a
+    reply's end move its updated_at) and no reply is being written (one a dead process left
+    open is failed, as a page looking at it would)."""
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None:
+        return True
+    if conversation.updated_at > timezone.now() - timedelta(seconds=seconds):
+        return False
+    return live_open_reply(conversation=conversation) is None
+
+
+def _gave_way_key(conversation_id: int) -> str:
+    return f"cognition:reflection-gave-way:{conversation_id}"
+
+
+def reflection_gave_way(*, conversation_id: int) -> None:
+    """The conversation's reflection gave the server to the chat: it waits for the quiet
+    until one is done (at most SWEEP_AFTER, the sweep's wait)."""
+    cache.set(_gave_way_key(conversation_id), True, SWEEP_AFTER.total_seconds())
+
+
+def reflection_done(*, conversation_id: int) -> None:
+    cache.delete(_gave_way_key(conversation_id))
 
 
 def conversations_never_reflected(*, limit: int) -> list[int]:

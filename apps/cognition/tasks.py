@@ -10,7 +10,8 @@ trace: each reply's trace holds its reflection's and its critic's outcome, and e
 conversation ends in an episode or an EpisodeFailure. Reflection waits for a conversation to go
 quiet and takes its waiting turns in one call (reflection_timing). A task whose call gave the
 server's slot to the chat (`Preempted`) is queued again to run when the user is quiet
-(`priority.again_when_preempted`), without spending its retries.
+(`priority.again_when_preempted`), without spending its retries, and put off again while its
+conversation still talks (`_put_off_while_talking`).
 """
 
 from __future__ import annotations
@@ -101,8 +102,31 @@ def reflect_conversation(
     config = runtime_config()
     if not config.reflection_enabled:
         return
+    if _put_off_while_talking(self, conversation_id=conversation_id, preempted=preempted):
+        return
     with again_when_preempted(self, preempted=preempted):
-        _reflect_waiting(self, conversation_id, invalid_replies=invalid_replies, config=config)
+        try:
+            _reflect_waiting(self, conversation_id, invalid_replies=invalid_replies, config=config)
+        except Preempted:
+            reflection_timing.reflection_gave_way(conversation_id=conversation_id)
+            raise
+
+
+def _put_off_while_talking(task, *, conversation_id: int | None, preempted: int) -> bool:
+    """Whether a task run again after giving way to the chat (`preempted`) is put off once
+    more, the user still talking in its conversation: queued again for after the quiet, it asks
+    the model then, not between two messages where the next one would preempt it again."""
+    seconds = runtime_config().reflection_quiet_seconds
+    if not preempted or not seconds or conversation_id is None:
+        return False
+    if reflection_timing.conversation_quiet(conversation_id=conversation_id, seconds=seconds):
+        return False
+    task.apply_async(args=task.request.args, kwargs=task.request.kwargs, countdown=seconds)
+    return True
+
+
+def _conversation_of(message_id: int) -> int | None:
+    return Message.objects.filter(pk=message_id).values_list("conversation_id", flat=True).first()
 
 
 def _reflect_waiting(task, conversation_id: int, *, invalid_replies: int, config) -> None:
@@ -118,6 +142,8 @@ def _reflect_waiting(task, conversation_id: int, *, invalid_replies: int, config
         outcomes = _reflect(
             task, reply_ids=reply_ids, invalid_replies=invalid_replies, retry_args=[conversation_id]
         )
+    if outcomes:
+        reflection_timing.reflection_done(conversation_id=conversation_id)
     if outcomes and len(reply_ids) == limit:
         reflect_conversation.delay(conversation_id)
 
@@ -255,6 +281,9 @@ def _after_reflection(outcomes: dict[int, dict]) -> None:
 @shared_task(name="cognition.change_world", **LLM_TASK)
 def change_world(self, message_id: int, preempted: int = 0) -> None:
     """The world modifier on a saved reply's message, once (its failures are in the trace)."""
+    conversation_id = _conversation_of(message_id)
+    if _put_off_while_talking(self, conversation_id=conversation_id, preempted=preempted):
+        return
     with again_when_preempted(self, preempted=preempted):
         world.world_change_after_reply(reply_id=message_id)
 
@@ -264,6 +293,9 @@ def criticise(self, message_id: int, preempted: int = 0) -> None:
     """A node the critic cannot judge is recorded as it goes (critic.criticise_turn); an LLM
     error is retried, and the last one, or a fault of ours, is recorded on the reply. Preempted,
     it goes on from the first node it had not judged."""
+    conversation_id = _conversation_of(message_id)
+    if _put_off_while_talking(self, conversation_id=conversation_id, preempted=preempted):
+        return
     try:
         with again_when_preempted(self, preempted=preempted):
             critic.criticise_turn(message_id=message_id)
@@ -302,6 +334,8 @@ def summarise_episode(
     max_retries, both with backoff; then the stretch is marked failed, so neither the sweep
     nor the next turn runs it again until the conversation moves on. Preempted, it is queued
     again (the parts of a long stretch already summarised stay episodes)."""
+    if _put_off_while_talking(self, conversation_id=conversation_id, preempted=preempted):
+        return
     attempts = self.request.retries + 1
     with again_when_preempted(self, preempted=preempted):
         try:

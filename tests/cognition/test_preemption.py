@@ -4,16 +4,19 @@ real worker, the stub on one slot, an answer marked on the server while the call
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from apps.chat.models import Conversation, Message
-from apps.cognition import tasks
+from apps.cognition import reflection_timing, tasks
 from apps.core.llm.limits import CHAT, role_endpoint
 from apps.core.llm.outcomes import Preempted
 from apps.core.llm.priority import chat_active_clear, chat_active_mark
 from apps.core.metrics import metrics_text
 from apps.core.models import Event
+from apps.core.selectors import runtime_config
 from apps.memory.models import MemoryNode
 from tests.cognition.conftest import EXTRACT, reflection, wait_for
 
@@ -91,3 +94,66 @@ def test_a_preempted_title_is_asked_again_not_replaced_by_the_first_words(
     wait_for(lambda: Conversation.objects.get(pk=conversation.pk).title)
     assert Conversation.objects.get(pk=conversation.pk).title == "Painting birds"
     assert len(_asked(llm_stub, "short title")) == 2
+
+
+def _quiet_for_a_minute(conversation: Conversation) -> None:
+    Conversation.objects.filter(pk=conversation.pk).update(
+        updated_at=timezone.now() - timedelta(minutes=1)
+    )
+
+
+def test_a_reflection_run_again_after_giving_way_waits_while_the_user_talks(
+    celery_worker, user, turn, llm_stub, config
+):
+    config(critic_enabled=False, reflection_quiet_seconds=30)
+    llm_stub.script(reflection("I have a collection of old stamps"))
+    reply = turn("I have a collection of old stamps", "Lovely.")
+    conversation = reply.conversation
+
+    # The user wrote a moment ago (a send moves the conversation's updated_at).
+    tasks.reflect_conversation.delay(conversation.pk, preempted=1).get(timeout=20)
+    assert _asked(llm_stub, EXTRACT) == []
+
+    _quiet_for_a_minute(conversation)
+    tasks.reflect_conversation.delay(conversation.pk, preempted=1).get(timeout=20)
+    assert len(_asked(llm_stub, EXTRACT)) == 1
+    reply.refresh_from_db()
+    assert "error" not in reply.trace["reflection"]
+
+
+def test_a_reflection_that_gave_way_waits_for_the_quiet_not_for_every_few_turns(
+    celery_worker, user, turn, llm_stub, config
+):
+    config(
+        critic_enabled=False,
+        reflection_quiet_seconds=30,
+        reflection_every_turns=2,
+        background_wait_seconds=30,
+    )
+    llm_stub.set_defaults(slots=1)
+    replies = [turn(f"I have {n} old stamps", "Lovely.") for n in ("two", "three", "four")]
+    conversation = replies[0].conversation
+    _quiet_for_a_minute(conversation)
+    due = reflection_timing.reflection_due
+    settings = runtime_config()
+    assert due(conversation_id=conversation.pk, reply_id=replies[0].pk, config=settings)
+    said = reflection(
+        "I have two old stamps",
+        message_2=["I have three old stamps"],
+        message_3=["I have four old stamps"],
+    )
+    llm_stub.script({**said, "ttft": SLOW, "resend": True})
+    answer = _an_answer_arrives_while_asked(llm_stub, EXTRACT)
+
+    tasks.reflect_conversation.delay(conversation.pk).get(timeout=30)
+    answer.join()
+
+    # Two turns wait, but the user talks: only the quiet after their latest reply is due.
+    assert not due(conversation_id=conversation.pk, reply_id=replies[0].pk, config=settings)
+    assert due(conversation_id=conversation.pk, reply_id=replies[-1].pk, config=settings)
+    tasks.reflect_conversation.delay(conversation.pk).get(timeout=30)
+    assert len(_asked(llm_stub, EXTRACT)) == 2
+    assert all("reflection" in r.trace for r in Message.objects.filter(role="assistant"))
+    # Once a reflection is done, the rule holds again.
+    later = [turn(f"I have {n} old coins", "Nice.") for n in ("two", "three")]
+    assert due(conversation_id=conversation.pk, reply_id=later[0].pk, config=settings)
