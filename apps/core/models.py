@@ -178,7 +178,9 @@ class RuntimeConfig(models.Model):
         default=20,
         validators=[MaxValueValidator(3600)],
         help_text="Reflection starts once a conversation has had no new message for this long, "
-        "over every turn of it not yet reflected on, in one call. 0: after each reply.",
+        "over every turn of it not yet reflected on, in one call; the conversation's title is "
+        "asked for then too, and background work the chat interrupted runs again. "
+        "0: after each reply.",
     )
     reflection_every_turns = models.PositiveIntegerField(
         default=4,
