@@ -385,6 +385,7 @@ CELERY_TASK_ROUTES = {
         "cognition.summarise_episode",
         "imports.learn",
         "apps.chat.tasks.title_conversation",
+        "cognition.prime_prompt_cache",
     )
 }
 CELERY_TASK_ACKS_LATE = True

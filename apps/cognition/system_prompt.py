@@ -1,13 +1,13 @@
 """The answer's system prompt: a start every answer shares, then what is the user's.
 
 The start is the answer template's instructions (its paragraphs before the one with the first
-placeholder) and, with memory on, what datamarks mean (`MARKERS_SENTENCE`, which names every
-marker, so it is the same in every conversation). It holds nobody's name, date or world, so
-a server's prompt cache keeps one copy of it for every user and conversation, and a starting
-web process sends it once (apps/cognition/prompt_cache.py): a conversation's first turn then
-reads only what follows. After it come today's date and the user's name, the world state a
-person wrote by hand, and the user's custom instructions; an API client's own system prompt
-leads.
+placeholder), with memory on what datamarks mean (`MARKERS_SENTENCE`, which names every marker,
+so it is the same in every conversation), and the template's paragraphs after them that hold
+only today's date. It holds nobody's name, world or instructions, so a server's prompt cache
+keeps one copy of it for every user and conversation of a day, and a web process sends it
+(apps/cognition/prompt_cache.py): a conversation's first turn then reads only what follows.
+After it come the world state a person wrote by hand (the template's memory slot) and the
+user's custom instructions; an API client's own system prompt leads.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from django.utils import timezone
 
 from apps.core.prompts import PLACEHOLDER, fill_prompt
-from apps.memory.provenance import MARKERS_SENTENCE
+from apps.memory.provenance import MARKERS, MARKERS_SENTENCE
 
 BLANK_LINES = re.compile(r"\n\s*\n(\s*\n)+")
 
@@ -30,11 +30,25 @@ def answer_prefix(template: str) -> str:
     return BLANK_LINES.sub("\n\n", head[: max(head.rfind("\n\n"), 0)]).strip()
 
 
-def answer_start(template: str, *, marked: bool = True) -> str:
-    """What every answer's system prompt starts with, whoever asks and whenever: the template's
-    instructions, then (`marked`: memory on) the sentence on datamarks."""
-    parts = [answer_prefix(template), MARKERS_SENTENCE if marked else ""]
-    return "\n\n".join(part for part in parts if part)
+def answer_start(template: str, *, marked: bool = True, time_zone: str = "") -> str:
+    """What every answer's system prompt starts with, whoever asks, on the day it is in
+    `time_zone` (the server's when blank): the template's instructions, then (`marked`: memory
+    on) the sentence on datamarks, then the paragraphs that hold only the date."""
+    system = system_prompt(
+        template=template,
+        time_zone=time_zone,
+        user_name=_SOMEONE,
+        world=_SOMEONE,
+        instructions="",
+        marker=MARKERS[0] if marked else "",
+    )
+    paragraphs = system.split("\n\n")
+    mine = next(i for i, paragraph in enumerate(paragraphs) if _SOMEONE in paragraph)
+    return "\n\n".join(paragraphs[:mine])
+
+
+# Stands for what is one user's in `answer_start`: nothing a template says holds it.
+_SOMEONE = "\x00someone\x00"
 
 
 def system_prompt(
@@ -47,11 +61,11 @@ def system_prompt(
     client_system: str = "",
     marker: str = "",
 ) -> str:
-    """What stays the same from turn to turn: the shared start (`answer_start`; the sentence on
-    datamarks when the conversation has a `marker`, none without memory), then the rest of
-    the template with the world state in its memory slot (only what a person wrote by hand),
-    the user's custom instructions after it (never dropped), an API client's own system prompt
-    first."""
+    """What stays the same from turn to turn: the template's instructions and the sentence on
+    datamarks when the conversation has a `marker` (none without memory), then the rest of the
+    template (today's date; the world state in its memory slot, only what a person wrote by
+    hand), the user's custom instructions after it (never dropped), an API client's own system
+    prompt first. Its start is `answer_start`'s."""
     system = fill_prompt(
         "answer", template, date=_today(time_zone), user_name=user_name, memory=world
     )
@@ -59,7 +73,7 @@ def system_prompt(
     prefix = answer_prefix(template)
     if marker and system.startswith(prefix):
         rest = system[len(prefix) :].strip()
-        system = "\n\n".join(part for part in [answer_start(template), rest] if part)
+        system = "\n\n".join(part for part in [prefix, MARKERS_SENTENCE, rest] if part)
     if instructions:
         system = f"{system}\n\n{instructions}"
     if client_system:

@@ -25,7 +25,7 @@ from celery.utils.time import get_exponential_backoff_interval
 from django.core.cache import cache
 
 from apps.chat.models import Message
-from apps.cognition import critic, episodes, reflection, reflection_timing, world
+from apps.cognition import critic, episodes, prompt_cache, reflection, reflection_timing, world
 from apps.core.llm.outcomes import InvalidReply, Preempted, Refused, TooLong, Unreachable
 from apps.core.llm.priority import again_when_preempted
 from apps.core.selectors import runtime_config
@@ -405,3 +405,13 @@ def episodes_sweep() -> int:
     for conversation_id in due:
         summarise_episode.delay(conversation_id)
     return len(due)
+
+
+@shared_task(
+    name="cognition.prime_prompt_cache", acks_late=True, soft_time_limit=100, time_limit=120
+)
+def prime_prompt_cache() -> bool:
+    """Beat, every 15 minutes: the answers' shared start, which holds today's date, sent to the
+    chat's server when it has not been within PRIME_EVERY_SECONDS (a new day, a server
+    restarted, Ollama's slot taken by other work); web processes send it as they start."""
+    return prompt_cache.prompt_cache_prime()

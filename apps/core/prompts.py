@@ -23,6 +23,10 @@ PROMPT_PLACEHOLDERS: dict[str, frozenset[str]] = {
     "debate": frozenset({"rules", "question", "draft"}),
     "world": frozenset({"state", "history", "message"}),
 }
+# Placeholders a template may leave out: the shipped answer template no longer names the user
+# (it would be the one line of the system prompt no two users share, read before every first
+# answer; the name the user gives is in memory), an admin's may.
+OPTIONAL_PLACEHOLDERS: dict[str, frozenset[str]] = {"answer": frozenset({"user_name"})}
 
 
 class PromptError(ValueError):
@@ -54,7 +58,7 @@ def validate_template(name: str, text: str) -> list[str]:
     problems = []
     for unknown in sorted(found - expected):
         problems.append(f"prompt {name!r} uses {{{{{unknown}}}}}, which nothing fills")
-    for missing in sorted(expected - found):
+    for missing in sorted(expected - found - OPTIONAL_PLACEHOLDERS.get(name, frozenset())):
         problems.append(f"prompt {name!r} lacks {{{{{missing}}}}}, which it must keep")
     return problems
 

@@ -36,7 +36,8 @@ def test_the_request_is_the_system_prompt_and_the_last_n_messages(user, llm_stub
     system, *history = turn.messages
     assert system["role"] == "system" and "{{" not in system["content"]
     assert timezone.localdate().isoformat() in system["content"]
-    assert "You are talking with alice." in system["content"]
+    # Nobody's name: the system prompt's start is every user's (apps/cognition/system_prompt).
+    assert "alice" not in system["content"]
     # Thirteen messages, a window of four moving in steps of two: the last three, from the
     # user's.
     assert history == [
