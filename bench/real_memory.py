@@ -78,8 +78,9 @@ def _memories(username: str) -> list[dict]:
     return [{**row, "found_by": found_by.get(str(row["pk"]), "?")} for row in rows]
 
 
-def _holds(text: str, words: list[str]) -> bool:
-    return all(word.casefold() in text for word in words)
+def _holds(text: str, words: list) -> bool:
+    # YAML reads a bare number (a grandmother's age: 94) as an int.
+    return all(str(word).casefold() in text for word in words)
 
 
 def _score(conversation: dict, memories: list[dict]) -> dict:
