@@ -129,8 +129,14 @@ CLOSE_NOTICE = (
 )
 
 
+# No notice: what a send that went through puts in the notice's place.
+NO_NOTICE = '<div id="chat-notice"></div>'
+
+
 def render_notice(text: str) -> str:
     """A sentence under the messages that is not an error (what a deletion forgot)."""
+    if not text:
+        return NO_NOTICE
     return (
         f'<div id="chat-notice" class="chat-notice" role="status" data-seconds="12">'
         f"{escape(text)} {CLOSE_NOTICE}</div>"
@@ -138,6 +144,9 @@ def render_notice(text: str) -> str:
 
 
 def render_error(text: str) -> str:
+    """An error under the messages; "" clears the last one."""
+    if not text:
+        return NO_NOTICE
     return (
         f'<div id="chat-notice" class="chat-notice error" role="alert">'
         f"{escape(text)} {CLOSE_NOTICE}</div>"

@@ -100,6 +100,9 @@ def test_a_user_sending_too_fast_is_told_when_to_try_again(
     page.wait_for_selector(".msg-assistant.complete")
     page.wait_for_selector("#composer textarea:not([disabled])")
     assert box.get_attribute("maxlength") == "32000", "the pushed composer lost the limit"
+    # A send that went through clears the notice's place: no empty box with a lone ×.
+    assert page.locator("#chat-notice").bounding_box()["height"] == 0
+    assert page.locator("#chat-notice [data-close-notice]").count() == 0
     page.fill("#composer textarea", "second")
     page.keyboard.press("Enter")
     notice = page.locator("#chat-notice", has_text="You are sending messages too fast")
