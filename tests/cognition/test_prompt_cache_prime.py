@@ -4,10 +4,12 @@ server's prompt cache (apps/cognition/prompt_cache.py)."""
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from datetime import timedelta
 
 import pytest
+from django.apps import apps as django_apps
 from django.utils import timezone
 
 from apps.cognition.prompt_cache import prompt_cache_prime
@@ -132,6 +134,11 @@ def test_beat_sends_the_start_again_once_the_date_in_it_changes(llm_stub, config
 
     config(turns_per_minute=0)
     _new_template()
+    # The migration's schedule (a transactional test before this one may have flushed it).
+    migration = importlib.import_module(
+        "apps.core.migrations.0023_prime_the_prompt_cache_every_15_minutes"
+    )
+    migration.create_schedule(django_apps, None)
     assert PeriodicTask.objects.get(task="cognition.prime_prompt_cache").interval.every == 15
 
     assert prime_prompt_cache() is True
