@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -241,12 +242,36 @@ def chromium():
 
 
 @pytest.fixture
-def page(chromium):
+def page(chromium, django_db_blocker):
     context = chromium.new_context()
     page = context.new_page()
     page.set_default_timeout(10_000)
     yield page
     context.close()
+    _database_quiet(django_db_blocker)
+
+
+def _database_quiet(django_db_blocker, *, seconds: float = 5.0) -> None:
+    """Wait until no other connection to the test database runs a statement: a closed page's
+    last requests and socket disconnects still run in the test server, and a transactional
+    test's flush that truncates the tables meanwhile can deadlock with them."""
+    from django.db import connection
+    from django.db.utils import Error
+
+    deadline = time.monotonic() + seconds
+    with django_db_blocker.unblock():
+        try:
+            while time.monotonic() < deadline:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND pid <> pg_backend_pid() AND state <> 'idle'"
+                    )
+                    if not cursor.fetchone()[0]:
+                        return
+                time.sleep(0.05)
+        except Error:  # no test database (a test without one): nothing to wait for
+            return
 
 
 @pytest.fixture
