@@ -288,9 +288,9 @@ def test_the_picker_offers_chat_models_only_and_the_pick_is_kept_and_answers(
     assert head["top"] <= picker["top"] and picker["bottom"] <= head["bottom"]
     title = page.evaluate(SHOWN_BOX, "#chat-title")
     # Beside the title on a wide screen, under it on a phone: never over it.
-    assert (
-        title["right"] <= picker["left"] + 0.5 or title["bottom"] <= picker["top"] + 0.5
-    ), "the picker covers the title"
+    assert title["right"] <= picker["left"] + 0.5 or title["bottom"] <= picker["top"] + 0.5, (
+        "the picker covers the title"
+    )
 
     with page.expect_response(lambda r: r.url.endswith(f"/c/{conversation.pk}/model")) as sent:
         page.select_option("#chat-model", "demo")
