@@ -164,6 +164,12 @@ def _server_side(username: str) -> str:
         steps.setdefault("server ttft", []).append(ttft)
         for span in trace.get("spans", []):
             steps.setdefault(span["name"], []).append(span["start_ms"] + span["ms"])
+        for name, ms in trace.get("timings_ms", {}).items():
+            steps.setdefault(name, []).append(ms)
+        for part, value in trace.items():
+            timings = value.get("timings_ms", {}) if isinstance(value, dict) else {}
+            for name, ms in timings.items():
+                steps.setdefault(f"{part}.{name}", []).append(ms)
     return ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in steps.items())
 
 
