@@ -26,15 +26,21 @@ def conversations_for_user(*, user, query: str = "", via: str = "") -> QuerySet[
     return with_opening_words(conversations).order_by("-updated_at", "-pk")
 
 
-def later_reply(*, conversation_id: int, reply_id: int) -> bool:
-    """Whether a reply later than `reply_id` is complete or being written in the conversation:
-    the user wrote again since that reply."""
-    return Message.objects.filter(
-        conversation_id=conversation_id,
-        role=Message.Role.ASSISTANT,
-        pk__gt=reply_id,
-        status__in=[Message.Status.COMPLETE, *OPEN_STATUSES],
-    ).exists()
+def later_reply(*, conversation_id: int, reply_id: int) -> str | None:
+    """The user wrote again since `reply_id`: "complete" when a later reply in the conversation
+    is complete, else "open" when one is being written; None when neither (none, or only
+    failed and stopped ones)."""
+    later = set(
+        Message.objects.filter(
+            conversation_id=conversation_id,
+            role=Message.Role.ASSISTANT,
+            pk__gt=reply_id,
+            status__in=[Message.Status.COMPLETE, *OPEN_STATUSES],
+        ).values_list("status", flat=True)
+    )
+    if Message.Status.COMPLETE in later:
+        return "complete"
+    return "open" if later else None
 
 
 def conversation_for_user(*, user, pk: int) -> Conversation | None:

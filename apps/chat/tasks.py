@@ -8,6 +8,7 @@ from apps.chat.selectors import later_reply
 from apps.cognition.titles import generate_title
 from apps.core.llm.outcomes import LLMError, Preempted
 from apps.core.llm.priority import again_when_preempted
+from apps.core.selectors import runtime_config
 
 
 # A background LLM call may wait for the chat (background_wait_seconds) before its own time.
@@ -22,9 +23,20 @@ def title_conversation(
     the user wrote again meanwhile, the later reply's own task names it. So the model is asked
     once the user pauses, not between two messages, where the next message would preempt it.
     Preempted all the same (by a message here or in another chat), it is asked again after
-    the same quiet. Until then the conversation is called by the user's first words."""
-    if reply_id is not None and later_reply(conversation_id=conversation_id, reply_id=reply_id):
-        return
+    the same quiet. Until then the conversation is called by the user's first words.
+
+    A later reply still being written names the conversation once complete; should it fail
+    instead, no task of its would, so this one looks again after the same quiet."""
+    if reply_id is not None:
+        later = later_reply(conversation_id=conversation_id, reply_id=reply_id)
+        if later == "open":
+            self.apply_async(
+                args=(conversation_id, reply_id),
+                kwargs={"preempted": preempted},
+                countdown=runtime_config().reflection_quiet_seconds,
+            )
+        if later is not None:
+            return
     with again_when_preempted(self, preempted=preempted):
         _title(conversation_id)
 

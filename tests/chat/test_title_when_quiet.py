@@ -90,6 +90,33 @@ async def test_a_title_the_next_message_preempts_is_asked_again_once_quiet(
     assert _asked(llm_stub) == ["answer", "title", "answer", "title"]
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_a_title_waiting_on_a_reply_that_then_fails_is_still_asked_once(
+    user, llm_stub, celery_worker, config
+):
+    await sync_to_async(config)(reflection_quiet_seconds=QUIET, reflection_enabled=False)
+    llm_stub.script({"content": "Painting birds", "match": TITLE_PROMPT})
+    # The second answer is still being written when the first reply's title task runs; then
+    # its connection drops: a failed reply queues no title task of its own.
+    llm_stub.script(
+        {
+            "content": "Sparrows and pigeons sit still for a long while.",
+            "match": "sit still",
+            "ttft": QUIET + 1,
+            "fault": "drop",
+        }
+    )
+    conversation = await Conversation.objects.acreate(owner=user)
+    communicator = await connect_socket(user, conversation.pk)
+    await _turn(communicator, SAID)
+    await send_action(communicator, action="send", content="Which birds sit still long enough?")
+    await receive_until(communicator, "msg-error", timeout=30)
+    await communicator.disconnect()
+
+    assert await _titled(conversation.pk) == "Painting birds"
+    assert _asked(llm_stub).count("title") == 1
+
+
 @pytest.mark.django_db
 def test_an_untitled_conversation_is_called_by_the_users_first_words(alice, user):
     untitled = Conversation.objects.create(owner=user)
