@@ -24,7 +24,7 @@ _JOBS = {
         chiropractor dietitian nutritionist social worker counsellor counselor carer
         warehouse operative forklift driver trucker lorry electrician gardener""",
     "it": """infermiere infermiera medico dottore dottoressa chirurgo dentista veterinario
-        veterinaria farmacista ostetrica insegnante maestro maestra professore professoressa
+        veterinaria farmacista ostetrica insegnante maestro maestra professore professoressa prof
         studente studentessa ricercatore ricercatrice scienziato ingegnere sviluppatore
         sviluppatrice programmatore programmatrice architetto designer artista pittore
         pittrice musicista cantante scrittore scrittrice giornalista traduttore traduttrice
@@ -77,7 +77,7 @@ _JOBS = {
         physiotherapeutin pflegefachkraft lehrer steuerberater steuerberaterin busfahrer
         busfahrerin""",
     "es": """enfermero enfermera médico médica doctor doctora cirujano cirujana dentista
-        veterinario veterinaria farmacéutico farmacéutica matrona profesor profesora maestro
+        veterinario veterinaria farmacéutico farmacéutica matrona profesor profesora profe maestro
         maestra estudiante investigador investigadora científico científica ingeniero
         ingeniera desarrollador desarrolladora programador programadora arquitecto
         arquitecta diseñador diseñadora artista pintor pintora músico música cantante

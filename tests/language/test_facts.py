@@ -31,6 +31,7 @@ STATED = [
     ("fr", "je m'appelle {v}", "name", ["Julie", "Mamadou"]),
     ("fr", "j'habite à {v}", "home", ["Lyon", "Nantes"]),
     ("fr", "je suis {v}", "occupation", ["infirmière", "boulanger"]),
+    ("fr", "je bosse comme {v}", "occupation", ["serveur", "infirmière"]),
     ("fr", "j'ai {v} ans", "age", ["34", "52"]),
     ("de", "ich heiße {v}", "name", ["Jonas", "Anke"]),
     ("de", "ich wohne in {v}", "home", ["Leipzig", "Graz"]),
@@ -39,6 +40,7 @@ STATED = [
     ("es", "me llamo {v}", "name", ["Lucía", "Andrés"]),
     ("es", "vivo en {v}", "home", ["Sevilla", "Zaragoza"]),
     ("es", "trabajo como {v}", "occupation", ["enfermera", "electricista"]),
+    ("es", "trabajo de {v}", "occupation", ["profe de inglés", "camarero"]),
     ("es", "tengo {v} años", "age", ["36", "63"]),
 ]
 # How people type the same sentence.
@@ -114,6 +116,32 @@ DECOYS = [
 def test_no_class_of_decoy_states_a_single_valued_fact_of_the_user(language, sentence):
     single = [f for f in _facts(sentence, language) if f.of_user and f.fact in facts.SINGLE_VALUED]
     assert single == [], sentence
+
+
+@pytest.mark.parametrize(
+    ("language", "sentence", "said"),
+    [
+        (
+            "de",
+            "bin Veganer seit drei Jahren, also bitte keine Rezepte mit Fleisch",
+            "Der Nutzer ist Veganer",
+        ),
+        ("de", "ich bin Pescetarierin", "Der Nutzer ist Pescetarierin"),
+        ("de", "ich esse keine Eier", "Der Nutzer isst kein Eier"),
+        ("fr", "je suis végétarienne", "L'utilisateur est végétarienne"),
+        ("fr", "je ne mange pas de porc", "L'utilisateur ne mange pas porc"),
+        ("es", "Soy Vegana", "El usuario es Vegana"),
+        ("es", "no como carne", "El usuario no come carne"),
+        ("it", "sono vegetariano da anni", "L'utente è vegetariano"),
+        ("en", "I'm vegan", "The user is vegan"),
+        ("en", "I don't eat pork", "The user does not eat pork"),
+    ],
+)
+def test_a_diet_kept_is_told_from_a_food_gone_without_and_is_never_a_name(language, sentence, said):
+    from apps.language.facts.describe import description
+
+    (fact,) = _facts(sentence, language)
+    assert (fact.fact, description(fact)) == ("diet", said)
 
 
 def test_another_persons_fact_stays_theirs():

@@ -178,18 +178,22 @@ def _template_key(fact: Fact) -> str:
         return frame.template
     if frame is not None and fact.fact == "answers" and frame.template in ("whole", "without"):
         return f"answers_{frame.template}"
-    if (
-        fact.fact == "diet"
-        and " " not in fact.value
-        and re.search(
-            r"(?:ari[ao]?n|an[oa]?|ier|ier(?:in)?|eri[ao]|iano?|tari[ao]|ano|ana|keto|halal|kosher|based)$",
-            fact.value.casefold(),
-        )
-    ):
+    if fact.fact == "diet" and _names_a_diet(fact):
         return "diet_is"
     if fact.fact == "health" and frame is not None and frame.template in ("has", "is"):
         return f"health_{frame.template}"
     return fact.fact
+
+
+def _names_a_diet(fact: Fact) -> bool:
+    """Whether a diet's value is a diet the user keeps ("vegan", "Veganerin", "végétarienne"),
+    not a food they go without ("Eier", "meat"): a word of the language's list of diets."""
+    from apps.language.facts import grammar_for
+
+    words = fact.value.split()
+    return len(words) == 1 and bool(
+        grammar_for(fact.language).regex("diets").fullmatch(words[0].casefold())
+    )
 
 
 def _of_relative(fact: Fact, templates: dict[str, str]) -> str:

@@ -97,6 +97,7 @@ def person_name(value: str, grammar: Grammar, *, strength: str, at_start: bool =
             or folded in _CALENDAR
             or folded in grammar.vague
             or folded in _pronouns(grammar) | occupations.LANGUAGE_NAMES
+            or grammar.regex("diets").fullmatch(folded) is not None
         )
         capital = _capitalised(token) and not (at_start and index == 0)
         if index and (common or not (capital or (typed_lower and names.is_first_name(token)))):

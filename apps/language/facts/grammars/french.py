@@ -84,7 +84,7 @@ GRAMMAR = Grammar(
         Frame("studies", r"je fais (?:des études|mes études)\s+(?:de|d'|en)\s*(?P<v>.+)"),
         Frame("studies", r"je suis (?:en\s+\S+\s+année\s+)?(?:étudiante?|en licence|en master|en thèse|en doctorat)\s+(?:en|de|d')\s*(?P<v>.+)"),
         Frame("studies", r"(?:je fais|je prépare)\s+(?:un master|une licence|un doctorat|une thèse|un bts|un dut)\s+(?:en|de|d'|sur)\s*(?P<v>.+)"),
-        Frame("occupation", r"je\s+(?:{ADV})?travaille\s+comme\s+(?P<v>.+?)(?:\s+(?:chez|pour|à)\s+(?P<org>.+))?$", explicit=True),
+        Frame("occupation", r"je\s+(?:{ADV})?(?:travaille|bosse)\s+comme\s+(?P<v>.+?)(?:\s+(?:chez|pour|à)\s+(?P<org>.+))?$", explicit=True),
         Frame("occupation", r"(?:mon métier|ma profession|mon boulot|mon travail|mon job)(?:,)?\s+(?:c'est|est)\s+(?P<v>.+)|de métier,? je suis\s+(?P<v2>.+)"),
         Frame("occupation", r"(?:côté |niveau |question )?(?:métier|profession|boulot|travail|job|taf)\s*:\s*(?P<v>.+)"),
         Frame("occupation", r"je suis\s+(?:{ADV})?(?:un |une )?(?P<v>.+?)(?:\s+(?:chez|à l'|au|à la)\s+(?P<org>.+))?$", decoy=False),

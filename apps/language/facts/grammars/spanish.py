@@ -79,7 +79,7 @@ GRAMMAR = Grammar(
         Frame("studies", _YO + r"estudio\s+(?P<v>.+)"),
         Frame("studies", r"(?:estoy\s+)?estudiando\s+(?P<v>.+)|soy estudiante de\s+(?P<v2>.+)"),
         Frame("studies", r"(?:hago|estoy haciendo|curso)\s+(?:un máster|un grado|la carrera|un doctorado|el doctorado|un ciclo)\s+(?:en|de)\s+(?P<v>.+)"),
-        Frame("occupation", _YO + r"trabajo\s+(?:{ADV})?(?:como|de)\s+(?P<v>.+?)(?:\s+(?:en|para)\s+(?P<org>.+))?$", explicit=True),
+        Frame("occupation", _YO + r"(?:trabajo|curro)\s+(?:{ADV})?(?:como|de)\s+(?P<v>.+?)(?:\s+(?:en|para)\s+(?P<org>.+))?$", explicit=True),
         Frame("occupation", r"mi (?:trabajo|profesión|oficio|curro)\s+es\s+(?P<v>.+)|de (?:profesión|oficio),? (?:soy\s+)?(?P<v2>.+)"),
         Frame("occupation", r"(?:en cuanto (?:a|al)\s+|respecto (?:a|al)\s+|de\s+)?(?:trabajo|profesión|oficio|curro)\s*:\s*(?P<v>.+)"),
         Frame("occupation", _YO + r"soy\s+(?:{ADV})?(?:un|una)?\s*(?P<v>.+?)(?:\s+en\s+(?P<org>[a-záéíóúñ].+))?$", decoy=False),
