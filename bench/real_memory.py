@@ -15,6 +15,7 @@ conversation the runner waits until every reply is reflected on (the reply's tra
   printed for a reader to judge.
 
 Run: .venv/bin/python -m bench.real_memory [--pace 8] [--slots 1] [--only en-radek]
+     [--conversations bench/real_memory_fr_de_es.yaml]
 """
 
 from __future__ import annotations
@@ -199,8 +200,9 @@ def main() -> None:
     parser.add_argument("--pace", type=float, default=8.0, help="seconds between messages")
     parser.add_argument("--slots", type=int, default=1, help="llama-server -np; 0: its default")
     parser.add_argument("--only", action="append", help="a conversation id (repeatable)")
+    parser.add_argument("--conversations", type=Path, default=CONVERSATIONS, help="a YAML file")
     args = parser.parse_args()
-    conversations = yaml.safe_load(CONVERSATIONS.read_text())
+    conversations = yaml.safe_load(args.conversations.read_text())
     if args.only:
         by_id = {conversation["id"]: conversation for conversation in conversations}
         conversations = [by_id[name] for name in args.only]
