@@ -98,10 +98,10 @@ DECOYS = [
     ("de", "{v}", ["ich bin kein Arzt", "ich wohne nicht mehr in Berlin",
                    "früher wohnte ich in Köln", "ich möchte in Rom wohnen",
                    "wenn ich in Oslo wohnen würde", "ich bin aus dem Schneider",
-                   "ich bin fix und fertig"]),
+                   "ich bin fix und fertig", "ich bin Kaffee-Junkie", "ich bin Pescetarier"]),
     ("es", "{v}", ["no soy médico", "ya no vivo en Madrid", "antes vivía en Lima",
                    "me gustaría vivir en Roma", "si viviera en Oslo esquiaría", "llámame luego",
-                   "no me llamo Pablo", "estoy en las nubes"]),
+                   "no me llamo Pablo", "estoy en las nubes", "Soy Vegana"]),
 ]  # fmt: skip
 
 

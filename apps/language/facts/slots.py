@@ -98,6 +98,7 @@ def person_name(value: str, grammar: Grammar, *, strength: str, at_start: bool =
             or folded in grammar.vague
             or folded in _pronouns(grammar) | occupations.LANGUAGE_NAMES
             or grammar.regex("diets").fullmatch(folded) is not None
+            or _compound_of_words(token, grammar)
         )
         capital = _capitalised(token) and not (at_start and index == 0)
         if index and (common or not (capital or (typed_lower and names.is_first_name(token)))):
@@ -108,6 +109,15 @@ def person_name(value: str, grammar: Grammar, *, strength: str, at_start: bool =
             return ""
         name.append(token)
     return " ".join(name)
+
+
+def _compound_of_words(token: str, grammar: Grammar) -> bool:
+    """A hyphenated word with an ordinary word after its first part ("Schalke-Fan",
+    "Kaffee-Junkie"), unless every part is a given name ("Jean-Marc", "Anne-Sophie")."""
+    parts = token.split("-")
+    return any(
+        lemmas.is_dictionary_word(part.casefold(), language=grammar.code) for part in parts[1:]
+    ) and not all(names.is_first_name(part) for part in parts)
 
 
 def person_names(value: str, grammar: Grammar) -> str:
