@@ -67,7 +67,7 @@ GRAMMAR = Grammar(
         Frame("age", r"i'm\s+(?:{ADV})?(?P<v>\d{1,3})(?:\s+years)?(?=$|\s*,|\s+(?:and|but|so|btw|lol)\b)"),
         Frame("age", r"(?:i've |i have |i )?(?:just )?turned\s+(?P<v>\d{1,3})\b"),
         Frame("age", r"age\s*:\s*(?P<v>\d{1,3})$"),
-        Frame("home", _I + r"(?:live|reside)\s+in\s+(?P<v>.+)"),
+        Frame("home", _I + r"(?:live|reside)\s+(?:with\s+(?:my|our)\s+[^,]+?\s+)?in\s+(?P<v>.+)"),
         Frame("home", r"(?:i've\s+|i have\s+)?been\s+(?:living|livin|based)\s+in\s+(?P<v>.+)"),
         Frame("home", r"i(?:'ve| have)\s+(?:{ADV})?lived\s+in\s+(?P<v>.+?)\s+(?:for|since)\b.*"),
         Frame("home", _I_AM + r"(?:based|living|livin|located|settled)\s+(?:in|near|outside)\s+(?P<v>.+)"),

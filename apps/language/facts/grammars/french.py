@@ -72,7 +72,7 @@ GRAMMAR = Grammar(
         Frame("home", r"j'habite\s+(?:{ADV})?(?:à|a|en|au|aux|dans|près de|à côté de|sur|vers)\s+(?P<v>.+)"),
         Frame("home", r"j'habite\s+(?P<v>[A-Za-zÀ-ÿ].+)"),
         Frame("home", r"(?:nous habitons|on habite|nous vivons|on vit)\s+(?:à|a|en|au|aux|dans|près de)\s+(?P<v>.+)"),
-        Frame("home", r"je\s+(?:{ADV})?(?:vis|réside|demeure)\s+(?:{ADV})?(?:à|a|en|au|aux|dans|près de)\s+(?P<v>.+)"),
+        Frame("home", r"(?:je\s+(?:{ADV})?(?:vis|réside|demeure)|j'habite)\s+(?:{ADV})?(?:avec\s+(?:mon|ma|mes|notre|nos)\s+[^,]+?\s+)?(?:à|a|en|au|aux|dans|près de)\s+(?P<v>.+)"),
         Frame("home", r"(?:je\s+)?(?:viens de m'installer|me suis installée?|suis installée?|viens de déménager|ai déménagé|suis basée?)\s+(?:à|a|en|au|dans|sur)\s+(?P<v>.+)"),
         Frame("home", r"(?:installée?|basée?)\s+(?:à|a|en|au)\s+(?P<v>.+)|(?:ville|domicile)\s*:\s*(?P<v2>.+)"),
         Frame("origin", r"je\s+(?:{ADV})?viens\s+(?:{ADV})?(?:de|d'|du|des)\s*(?P<v>.+)"),

@@ -68,7 +68,7 @@ GRAMMAR = Grammar(
         Frame("name", r"(?P<v>\S+) hier$", template="here", decoy=False),
         Frame("age", _ICH + r"bin\s+(?:{ADV})?(?P<v>\d{1,3})(?:\s+jahre(?:\s+alt)?)?(?=$|\s*,|\s+(?:und|aber)\b)|bin ich\s+(?P<v3>\d{1,3})(?:\s+jahre(?:\s+alt)?)?$|alter\s*:\s*(?P<v2>\d{1,3})"),
         Frame("age", r"ich bin (?:gerade |vor kurzem )?(?P<v>\d{1,3}) geworden|ich bin\s+(?P<v2>\d{1,3})\s+jahre"),
-        Frame("home", _ICH + r"(?:wohne?|lebe)\s+(?:{ADV})?(?:seit\s+\S+(?:\s+jahren)?\s+)?(?:in|im|bei|nahe|in der nähe von|am rand von|außerhalb von)\s+(?P<v>.+)"),
+        Frame("home", r"(?:" + _ICH + r"(?:wohne?|lebe)|wir\s+(?:wohnen|leben))\s+(?:{ADV})?(?:seit\s+\S+(?:\s+jahren)?\s+)?(?:mit\s+(?:meine[mnr]?|unsere[mnr]?)\s+[^,]+?\s+)?(?:in|im|bei|nahe|in der nähe von|am rand von|außerhalb von)\s+(?P<v>.+)"),
         Frame("home", r"(?:schon lange\s+|seit \S+(?:\s+jahren)?\s+)?in\s+(?P<v>.+?)\s+(?:zuhause|zu hause|daheim)\b"),
         Frame("home", _FRONTED + r"(?:wohne|lebe) ich\s+(?:{ADV})?(?:in|im|bei|nahe)\s+(?P<v>.+)"),
         Frame("home", r"(?:ich\s+)?bin\s+(?:{ADV})?(?:vor kurzem\s+|gerade\s+)?nach\s+(?P<v>.+?)\s+(?:gezogen|umgezogen)\b"),

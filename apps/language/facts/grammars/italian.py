@@ -73,7 +73,7 @@ GRAMMAR = Grammar(
         Frame("name", r"(?P<v>\S+) qui$|qui (?:è|e') (?P<v2>\S+)$", template="here", decoy=False),
         Frame("age", _IO + r"ho\s+(?P<v>\d{1,3})\s+anni\b"),
         Frame("age", r"(?:ho\s+)?(?:appena\s+)?compiuto\s+(?P<v>\d{1,3})\s+anni|età\s*:\s*(?P<v2>\d{1,3})"),
-        Frame("home", _IO + r"(?:vivo|abito|risiedo)\s+(?:{ADV})?(?:a|ad|in|nel|nella|nei|vicino a|alle porte di|fuori|dalle parti di)\s+(?P<v>.+)"),
+        Frame("home", _IO + r"(?:vivo|abito|risiedo)\s+(?:{ADV})?(?:con\s+(?:(?:la|il|i|le)\s+)?(?:mia|mio|miei|mie|nostr[aoie])\s+[^,]+?\s+)?(?:a|ad|in|nel|nella|nei|vicino a|alle porte di|fuori|dalle parti di)\s+(?P<v>.+)"),
         Frame("home", r"(?:abitiamo|viviamo|stiamo)\s+(?:{ADV})?(?:a|ad|in|nel|nella|vicino a)\s+(?P<v>.+)"),
         Frame("home", r"(?:io\s+)?(?:{ADV})?sto\s+(?:{ADV})?(?:a|ad|in)\s+(?P<v>.+)"),
         Frame("home", r"(?:casa mia|la mia casa) è\s+(?:a|ad|in)\s+(?P<v>.+)"),

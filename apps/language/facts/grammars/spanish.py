@@ -68,7 +68,7 @@ GRAMMAR = Grammar(
         Frame("age", _YO + r"tengo\s+(?P<v>\d{1,3})\s+años\b|edad\s*:\s*(?P<v2>\d{1,3})"),
         Frame("age", _YO + r"tengo\s+(?P<v>\d{1,3})(?=$|\s*,|\s+(?:y|pero)\b)"),
         Frame("age", r"(?:acabo de cumplir|cumplí)\s+(?P<v>\d{1,3})\b"),
-        Frame("home", _YO + r"(?:vivo|resido)\s+(?:{ADV})?(?:en|cerca de|a las afueras de|al lado de|por)\s+(?P<v>.+)"),
+        Frame("home", _YO + r"(?:vivo|resido)\s+(?:{ADV})?(?:con\s+(?:mi|mis|nuestr[oa]s?)\s+[^,]+?\s+)?(?:en|cerca de|a las afueras de|al lado de|por)\s+(?P<v>.+)"),
         Frame("home", r"(?:me (?:acabo de mudar|mudé|he mudado|vine)|nos (?:mudamos|hemos mudado))\s+a\s+(?P<v>.+)"),
         Frame("home", r"mi casa está\s+en\s+(?P<v>.+)"),
         Frame("home", r"(?:vivimos)\s+(?:en|cerca de)\s+(?P<v>.+)|llevo\s+(?:\S+\s+){0,3}viviendo\s+en\s+(?P<v2>.+)"),
