@@ -149,6 +149,28 @@ def test_a_diet_kept_is_told_from_a_food_gone_without_and_is_never_a_name(langua
     assert (fact.fact, description(fact)) == ("diet", said)
 
 
+@pytest.mark.parametrize(
+    ("language", "sentence", "said"),
+    [
+        ("es", "mi hermana vive en Sevilla y siempre me dice que me mude allí jaja",
+         "La hermana del usuario vive en Sevilla"),
+        ("fr", "ma fille Chloé a 8 ans et m'appelle tous les soirs",
+         "La fille de l'utilisateur, Chloé, a 8 ans"),
+        ("de", "meine Schwester wohnt in Köln und sagt mir immer, ich soll hinziehen",
+         "Die Schwester des Nutzers wohnt in Köln"),
+        ("it", "mia sorella vive a Torino e mi dice sempre di trasferirmi",
+         "La sorella dell'utente vive a Torino"),
+        ("es", "mi hijo Mateo tiene cinco años y le encantan los trenes",
+         "El hijo del usuario, Mateo, tiene cinco años y le encantan los trenes"),
+    ],
+)  # fmt: skip
+def test_a_relatives_fact_ends_where_the_sentence_turns_to_the_user(language, sentence, said):
+    from apps.language.facts.describe import description
+
+    (fact,) = _facts(sentence, language)
+    assert description(fact) == said
+
+
 def test_another_persons_fact_stays_theirs():
     (fact,) = _facts("My friend Oskar lives in Oslo", "en")
     assert (fact.fact, fact.value, fact.relation_name, fact.of_user) == (
