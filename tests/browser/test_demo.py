@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from apps.memory import tasks as memory_tasks
 from apps.memory.models import MemoryNode
@@ -36,11 +37,13 @@ def test_after_a_demo_chat_the_mind_page_shows_the_memory_criticised_and_promote
     page.locator("#live-status.on").wait_for()
     stream = page.locator("#mind-stream")
     # Reflection is background work: on a loaded machine it may take longer than a click.
-    stream.locator(".kind-critique", has_text="your name is Ada").wait_for(timeout=45_000)
-    assert "it holds, so I trust it more" in stream.locator(".kind-critique").first.inner_text()
+    # Each memory gets its own critique, pushed as it is made: read the one waited for.
+    critique = stream.locator(".kind-critique", has_text="your name is Ada").first
+    critique.wait_for(timeout=45_000)
+    expect(critique).to_contain_text("it holds, so I trust it more")
 
-    memory_tasks.promote_and_link.delay().get(timeout=20)
+    memory_tasks.promote_and_link.delay().get(timeout=45)  # background work
     stream.locator(".kind-promotion", has_text="Kept 2 memories for the long term").wait_for(
-        timeout=20_000
+        timeout=45_000
     )
     assert set(MemoryNode.objects.values_list("state", flat=True)) == {"promoted"}
