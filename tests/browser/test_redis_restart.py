@@ -19,8 +19,8 @@ RECOVERY_SECONDS = 30
 LONG_ANSWER = " ".join(f"w{i}" for i in range(40))
 
 
-def _send(page, text: str) -> None:
-    page.wait_for_selector("#composer textarea:not([disabled])")
+def _send(page, text: str, *, timeout: float | None = None) -> None:
+    page.wait_for_selector("#composer textarea:not([disabled])", timeout=timeout)
     page.fill("#composer textarea", text)
     page.keyboard.press("Enter")
 
@@ -57,7 +57,8 @@ def test_a_redis_restart_mid_answer_loses_no_saved_message_and_the_page_recovers
         page.wait_for_selector(
             ".chat[data-live='on']", state="attached", timeout=RECOVERY_SECONDS * 1000
         )
-        _send(page, "third question")
+        # The box opens once the long answer ends, ten seconds after it began.
+        _send(page, "third question", timeout=RECOVERY_SECONDS * 1000)
         page.locator(".msg-assistant.complete", has_text="Third answer.").wait_for(
             timeout=RECOVERY_SECONDS * 1000
         )
