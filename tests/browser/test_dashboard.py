@@ -8,6 +8,7 @@ import time
 import pytest
 from django.test import Client
 from django.urls import reverse
+from playwright.sync_api import expect
 
 from apps.core.services import event_record
 from apps.memory import services
@@ -105,7 +106,7 @@ def test_the_dashboard_never_polls_and_shows_a_memory_added_in_the_admin_within_
     _in_a_thread(lambda: _admin_adds_memory(admin, user, "Alice sells honey at the market"))
     shown = _seconds_until(page, "#mind-stream .stream-summary", "Alice sells honey")
     shown += _seconds_until(page, "#graph-status[data-nodes='2']")
-    assert page.locator("#counter-volatile").inner_text() == "2"
+    expect(page.locator("#counter-volatile")).to_have_text("2")
     assert shown < 1.0 + push, f"shown in {shown:.2f} s; a push takes {push:.2f} s"
     assert requests == [] and errors == []
 

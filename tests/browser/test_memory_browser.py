@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from playwright.sync_api import expect
 
 from apps.chat.models import Conversation, Message
 from apps.core.models import Event
@@ -157,11 +158,11 @@ def test_a_user_forgets_a_memory_and_reads_what_went(page, asgi_server, log_in, 
 
     _row(page, tea).wait_for(state="detached")
     page.locator("#memory-undo .undo-dismiss").click()  # no Undo: forgotten for good now
-    receipt = page.locator("#forget-receipt")
-    receipt.wait_for(state="visible")
-    assert "Forgot 1 memory, 1 critique, 1 link, 1 event." in receipt.inner_text()
+    expect(page.locator("#forget-receipt")).to_contain_text(
+        "Forgot 1 memory, 1 critique, 1 link, 1 event."
+    )
     assert not MemoryNode.objects.filter(pk=tea.pk).exists()
-    assert _row(page, bees).is_visible()
+    expect(_row(page, bees)).to_be_visible()
 
 
 def test_a_user_approves_a_world_state_order_the_world_modifier_held(
