@@ -93,7 +93,8 @@ DECOYS = [
                    "I'm dying to see it", "I'm on fire today", "I never worked as a nurse"]),
     # Questions, other people.
     ("en", "{v}", ["do I live in Turin?", "what's my name?", "my friend Oskar is a doctor in Oslo",
-                   "my boss said 'I'm moving to Dubai'"]),
+                   "my boss said 'I'm moving to Dubai'", "do I live in Turin, do you know?",
+                   "what's my name, do you remember?"]),
     ("it", "{v}", ["non sono un medico", "non vivo più a Roma", "vivevo a Parigi",
                    "vorrei vivere a Roma", "se vivessi a Oslo sarei felice", "vivo nella paura",
                    "chiamami quando vuoi", "mi chiamo come mio nonno?"]),
@@ -103,7 +104,8 @@ DECOYS = [
     ("de", "{v}", ["ich bin kein Arzt", "ich wohne nicht mehr in Berlin",
                    "früher wohnte ich in Köln", "ich möchte in Rom wohnen",
                    "wenn ich in Oslo wohnen würde", "ich bin aus dem Schneider",
-                   "ich bin fix und fertig", "ich bin Kaffee-Junkie", "ich bin Pescetarier"]),
+                   "ich bin fix und fertig", "ich bin Kaffee-Junkie", "ich bin Pescetarier",
+                   "ich bin der Meinung, dass du recht hast"]),
     ("es", "{v}", ["no soy médico", "ya no vivo en Madrid", "antes vivía en Lima",
                    "me gustaría vivir en Roma", "si viviera en Oslo esquiaría", "llámame luego",
                    "no me llamo Pablo", "estoy en las nubes", "Soy Vegana"]),
@@ -147,6 +149,22 @@ def test_a_diet_kept_is_told_from_a_food_gone_without_and_is_never_a_name(langua
 
     (fact,) = _facts(sentence, language)
     assert (fact.fact, description(fact)) == ("diet", said)
+
+
+@pytest.mark.parametrize(
+    ("language", "sentence", "fact"),
+    [
+        ("en", "I'm Marta, and you?", ("name", "Marta")),
+        ("en", "my name is Ana, what's yours?", ("name", "Ana")),
+        ("en", "I live in Leeds, where do you live?", ("home", "Leeds")),
+        ("fr", "moi c'est Léa, et toi ?", ("name", "Léa")),
+        ("de", "ich wohne in Wien, und wo wohnst du?", ("home", "Wien")),
+        ("es", "me llamo Marta, ¿y tú?", ("name", "Marta")),
+        ("it", "mi chiamo Chiara, e tu?", ("name", "Chiara")),
+    ],
+)
+def test_what_is_said_before_a_question_asked_back_is_read(language, sentence, fact):
+    assert [(f.fact, f.value) for f in _facts(sentence, language)] == [fact]
 
 
 @pytest.mark.parametrize(

@@ -31,10 +31,43 @@ _NAME = r"[A-ZÀ-Þ][^\W\d_]*"
 _TIME_LEAD = re.compile(r"^(?:since|from|da|dal|desde|seit|depuis)\s+\S+(?:\s+\d{4})?\s+")
 
 
+# A question asked back after saying something of oneself: "I'm Marta, and you?", "my name
+# is Ana, what's yours?". Its words: the conjunction or question word it opens with, and a
+# word for the one asked ("you", "toi", "du", "tú", "tu").
+_ASKED_BACK = {
+    "en": (r"and|what|what's|whats|where|where's|how|how's|who|which|when|why|wbu|hbu",
+           r"you|u|your|yours|yourself|wbu|hbu"),
+    "fr": (r"et|qu'est-ce|que|quel|quelle|quels|où|comment|qui|pourquoi|quand",
+           r"toi|tu|t'\w+|vous|ton|ta|tes|votre|vos"),
+    "de": (r"und|was|wo|wie|wer|welche\w*|wann|warum|woher",
+           r"du|dich|dir|dein\w*|sie|ihr|euch|ihnen"),
+    "es": (r"y|qué|que|dónde|donde|cómo|como|quién|cuál|cuándo|por qué|de dónde",
+           r"tú|tu|tus|usted|ustedes|te|ti|vos"),
+    "it": (r"e|che|cosa|dove|come|chi|quale|quando|perché|di dove",
+           r"tu|te|ti|tuo|tua|tuoi|tue|voi|lei"),
+}  # fmt: skip
+
+
+def _asked_back(text: str, grammar: Grammar) -> re.Match | None:
+    """The question a sentence ends with when it asks the assistant back, after a comma."""
+    words = _ASKED_BACK.get(grammar.code)
+    if words is None:
+        return None
+    opens, you = words
+    return re.search(
+        rf"[,;]\s*¿?(?:{opens})\b[^,;]{{0,40}}?(?<!\w)(?:{you})(?!\w)[^,;]*\?\s*$",
+        text,
+        re.IGNORECASE,
+    )
+
+
 def clauses_of(sentence: str, grammar: Grammar) -> list[Clause]:
     """The clauses of a sentence, each with the facts it states in `grammar`'s language."""
     text = _QUOTED.sub(" ", plain(sentence)).strip()
     question = text.rstrip().endswith("?")
+    if question and (asked := _asked_back(text, grammar)) is not None:
+        # What comes before the question asked back is said, not asked.
+        text, question = text[: asked.start()], False
     text = text.strip().rstrip(".!?…").strip()
     # "my daughter, Liv, can't…", "two cats, Miso and Tofu": the names are the relative's.
     relation = rf"\b((?:{grammar.relation_words})s?)"

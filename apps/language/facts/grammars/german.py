@@ -63,7 +63,7 @@ GRAMMAR = Grammar(
         Frame("name", r"(?:ich\s+)?(?:heiße|heisse)\s+(?P<v>.+)|(?:[^\s,]+\s+)?(?:heiße|heisse) ich\s+(?P<v2>.+)"),
         Frame("name", r"meine? name ist\s+(?P<v>.+)|name\s*:\s*(?P<v2>.+)"),
         Frame("name", r"(?:du kannst mich|sie können mich|nenn mich|nennt mich)\s+(?P<v>.+?)(?:\s+nennen)?$", template="weak"),
-        Frame("name", r"(?:ich\s+)?bin (?:der|die)\s+(?P<v>[^\s,]+)$"),
+        Frame("name", r"(?:ich\s+)?bin (?:der|die)\s+(?P<v>[^\s,]+)$", template="weak"),
         Frame("name", r"ich bin\s*(?P<v>[^\s,]+)$|hier ist\s+(?P<v2>[^\s,]+)$", template="weak", decoy=False),
         Frame("name", r"(?P<v>\S+) hier$", template="here", decoy=False),
         Frame("age", _ICH + r"bin\s+(?:{ADV})?(?P<v>\d{1,3})(?:\s+jahre(?:\s+alt)?)?(?=$|\s*,|\s+(?:und|aber)\b)|bin ich\s+(?P<v3>\d{1,3})(?:\s+jahre(?:\s+alt)?)?$|alter\s*:\s*(?P<v2>\d{1,3})"),
