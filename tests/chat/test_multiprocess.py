@@ -86,8 +86,11 @@ def web_process(
             process.wait(5)
 
 
-@pytest.fixture
-def two_processes():
+# Once for the module: starting and warming up two servers took longer than the tests that use
+# them (8-16 s a test), and no test leaves anything in them for the next one, which makes its own
+# user and conversation after the database is emptied.
+@pytest.fixture(scope="module")
+def two_processes(django_db_setup):
     with web_process() as first, web_process() as second:
         yield first[0], second[0]
 
