@@ -39,6 +39,7 @@ class MindConsumer(AsyncWebsocketConsumer):
         self.graph = selectors.EMPTY_GRAPH
         self.graph_limit = selectors.GRAPH_LIMIT
         self.pending: asyncio.Task | None = None
+        self.stale = False
         await self.channel_layer.group_add(self.mind.group, self.channel_name)
         await self.channel_layer.group_add(user_sockets_group(user.pk), self.channel_name)
         await self.accept()
@@ -68,15 +69,20 @@ class MindConsumer(AsyncWebsocketConsumer):
         await self.close(code=SIGNED_OUT_CLOSE_CODE)
 
     async def mind_event(self, event):
+        # An event announced while a refresh reads may have committed after it read: it gets
+        # a refresh of its own.
+        self.stale = True
         if self.pending is None or self.pending.done():
             self.pending = asyncio.create_task(self._refresh_soon())
 
     async def _refresh_soon(self):
-        await asyncio.sleep(REFRESH_DELAY)
-        try:
-            await self.refresh()
-        except Exception:
-            logger.exception("dashboard refresh failed")
+        while self.stale:
+            await asyncio.sleep(REFRESH_DELAY)
+            self.stale = False
+            try:
+                await self.refresh()
+            except Exception:
+                logger.exception("dashboard refresh failed")
 
     async def refresh(self):
         html, self.graph, self.last_event_id = await on_pool_thread(render_refresh)(
