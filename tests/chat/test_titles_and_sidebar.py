@@ -51,7 +51,7 @@ def test_a_model_without_a_title_names_the_chat_by_the_users_first_words(
     said = "Hi! My name is Laura. I live in Lisbon and I love painting birds on Sundays."
     Message.objects.create(conversation=conversation, role="user", content=said)
 
-    title_conversation.delay(conversation.pk).get(timeout=20)
+    title_conversation.delay(conversation.pk).get(timeout=45)
 
     conversation.refresh_from_db()
     assert conversation.title == "Hi! My name is Laura."

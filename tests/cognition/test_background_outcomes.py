@@ -90,7 +90,7 @@ def test_a_reflection_that_cannot_succeed_is_marked_failed_with_why_and_not_swep
     assert reflection_timing.conversations_never_reflected(limit=10) == [reply.conversation_id]
     words = _arrange(REFLECTION_FAULTS[fault], llm_stub, config, monkeypatch)
 
-    tasks.reflect_unreflected.delay().get(timeout=15)
+    tasks.reflect_unreflected.delay().get(timeout=45)
     outcome = wait_for(lambda: Message.objects.get(pk=reply.pk).trace.get("reflection"), 40)
 
     assert outcome["failed"] is True and words in outcome["error"], outcome
@@ -114,7 +114,7 @@ def test_a_critique_that_cannot_succeed_is_recorded_on_the_reply_and_not_swept_a
     config(critic_enabled=True)
     words = _arrange(CRITIC_FAULTS[fault], llm_stub, config, monkeypatch)
 
-    tasks.criticise.delay(reply.pk).get(timeout=30)
+    tasks.criticise.delay(reply.pk).get(timeout=45)
 
     outcome = Message.objects.get(pk=reply.pk).trace["critic"]
     assert outcome["judged"] == []
@@ -136,7 +136,7 @@ def test_a_critique_records_its_verdicts_on_the_reply(celery_worker, user, turn,
     config(critic_enabled=True)
     llm_stub.script({"json": {"debate": "For: said so.", "verdict": "withstands"}, "match": CRITIC})
 
-    tasks.criticise.delay(reply.pk).get(timeout=30)
+    tasks.criticise.delay(reply.pk).get(timeout=45)
 
     outcome = Message.objects.get(pk=reply.pk).trace["critic"]
     assert outcome["judged"] == [{"node": node.pk, "verdict": "withstands", "delta": 1}]
@@ -153,13 +153,13 @@ def test_an_episode_that_cannot_succeed_is_marked_failed_once_and_not_swept_agai
     _quiet(last.conversation_id, minutes=11)
     words = _arrange(EPISODE_FAULTS[fault], llm_stub, config, monkeypatch)
 
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 1
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 1
     failure = wait_for(lambda: EpisodeFailure.objects.first(), timeout=40)
 
     assert failure.through_message_id == last.pk and words in failure.error, failure.error
     [error] = Event.objects.filter(owner=user, kind="error", payload__step="episode")
     assert words in error.payload["error"]
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 0
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 0
     assert not Episode.objects.exists()
 
 
@@ -190,12 +190,12 @@ def test_a_stretch_too_long_for_the_window_is_summarised_in_parts(
     llm_stub.set_defaults(context=1024, overflow="reject")
     conversation = _long_import(user, messages=40, words=80)
 
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 1
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 1
     covered = Message.objects.filter(conversation=conversation, episodes__isnull=False)
     wait_for(lambda: covered.count() >= 37, timeout=60)
     # The last few (fewer than the short-term window) wait for the next sweep.
     if covered.count() < 40:
-        assert tasks.episodes_sweep.delay().get(timeout=15) == 1
+        assert tasks.episodes_sweep.delay().get(timeout=45) == 1
         wait_for(lambda: covered.count() == 40, timeout=30)
 
     parts = list(Episode.objects.order_by("started_at"))
@@ -209,7 +209,7 @@ def test_a_stretch_too_long_for_the_window_is_summarised_in_parts(
     assert not EpisodeFailure.objects.exists()
     asked = [r["body"] for r in llm_stub.requests if EPISODE in str(r["body"])]
     assert len(asked) == len(parts)
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 0
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 0
 
 
 def test_a_stretch_whose_smallest_part_does_not_fit_is_marked_failed_once(
@@ -221,10 +221,10 @@ def test_a_stretch_whose_smallest_part_does_not_fit_is_marked_failed_once(
     llm_stub.set_defaults(context=30, overflow="reject")
     conversation = _long_import(user, messages=6, words=80)
 
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 1
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 1
     failure = wait_for(lambda: EpisodeFailure.objects.first(), timeout=30)
 
     assert failure.conversation_id == conversation.pk and "tokens" in failure.error
     assert len([r for r in llm_stub.requests if EPISODE in str(r["body"])]) == 1
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 0
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 0
     assert not Episode.objects.exists()

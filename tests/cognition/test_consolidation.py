@@ -80,7 +80,7 @@ def test_promotion_links_supersedes_the_contradicted_fact_and_merges_duplicates(
         node=turin, owner=user, verdict="withstands", debate="d", delta=1, contradicts=[milan.pk]
     )
 
-    promoted = memory_tasks.promote_and_link.delay().get(timeout=15)
+    promoted = memory_tasks.promote_and_link.delay().get(timeout=45)
 
     states = dict(MemoryNode.objects.filter(valid_to=None).values_list("pk", "state"))
     assert promoted == 4
@@ -99,7 +99,7 @@ def test_promotion_links_supersedes_the_contradicted_fact_and_merges_duplicates(
     kinds = set(user.events.values_list("kind", flat=True))
     assert {"promotion", "link"} <= kinds
 
-    assert memory_tasks.promote_and_link.delay().get(timeout=15) == 0
+    assert memory_tasks.promote_and_link.delay().get(timeout=45) == 0
 
 
 def test_decay_deletes_only_stale_unconfirmed_volatile_nodes_and_spares_one_touched_meanwhile(
@@ -126,7 +126,7 @@ def test_decay_deletes_only_stale_unconfirmed_volatile_nodes_and_spares_one_touc
         result = memory_tasks.decay.delay()
         # The DELETE must be running and waiting on the touched row before we commit.
         wait_for(lambda: _a_delete_waits_on_a_lock())
-    deleted = result.get(timeout=15)
+    deleted = result.get(timeout=45)
 
     assert deleted == 2
     remaining = set(MemoryNode.objects.values_list("pk", flat=True))

@@ -46,7 +46,7 @@ def test_the_critic_is_shown_a_promoted_memory_and_a_fact_that_could_contradict_
     )
     llm_stub.script(verdict("withstands"))
 
-    tasks.criticise_unreviewed.delay().get(timeout=15)
+    tasks.criticise_unreviewed.delay().get(timeout=45)
 
     (prompt,) = critic_prompts(llm_stub)
     # An inferred memory and a fact are data: datamarked (apps.memory.provenance).
@@ -74,7 +74,7 @@ def test_a_contradicts_verdict_links_the_memories_and_lowers_confidence_by_one(
         )
     )
 
-    tasks.criticise_unreviewed.delay().get(timeout=15)
+    tasks.criticise_unreviewed.delay().get(timeout=45)
 
     node.refresh_from_db()
     assert node.confidence_score == 0
@@ -94,7 +94,7 @@ def test_a_supports_verdict_links_the_memories_and_raises_confidence_by_one(
     )
     llm_stub.script(verdict("withstands", supports=[lives_in_rome.pk]))
 
-    tasks.criticise_unreviewed.delay().get(timeout=15)
+    tasks.criticise_unreviewed.delay().get(timeout=45)
 
     node.refresh_from_db()
     assert node.confidence_score == 2
@@ -118,14 +118,14 @@ def test_the_sweep_reviews_at_most_its_bound_oldest_first_and_never_twice(
     )
     llm_stub.script(*[verdict("withstands") for _ in range(2 * critic.SWEEP_MAX_NODES + 2)])
 
-    assert tasks.criticise_unreviewed.delay().get(timeout=15) == critic.SWEEP_MAX_NODES
+    assert tasks.criticise_unreviewed.delay().get(timeout=45) == critic.SWEEP_MAX_NODES
 
     reviewed = set(Critique.objects.filter(message=None).values_list("node_id", flat=True))
     assert reviewed == {node.pk for node in nodes[1 : critic.SWEEP_MAX_NODES + 1]}
     assert len(critic_prompts(llm_stub)) == critic.SWEEP_MAX_NODES
 
-    assert tasks.criticise_unreviewed.delay().get(timeout=15) == 1
-    assert tasks.criticise_unreviewed.delay().get(timeout=15) == 0
+    assert tasks.criticise_unreviewed.delay().get(timeout=45) == 1
+    assert tasks.criticise_unreviewed.delay().get(timeout=45) == 0
 
     assert len(critic_prompts(llm_stub)) == critic.SWEEP_MAX_NODES + 1
     assert Critique.objects.filter(node=already).count() == 1
@@ -139,7 +139,7 @@ def test_a_disabled_critic_sweeps_nothing(celery_worker, user, llm_stub, config)
     config(critic_enabled=False)
     memory_services.memory_node_create(owner=user, description="The user likes tea", source="admin")
 
-    assert tasks.criticise_unreviewed.delay().get(timeout=15) == 0
+    assert tasks.criticise_unreviewed.delay().get(timeout=45) == 0
 
     assert not critic_prompts(llm_stub)
 

@@ -33,7 +33,7 @@ def test_a_failing_summary_is_retried_three_times_then_marked_and_skipped_by_the
     # Every structured reply is an empty object: no summary can be read from it.
     llm_stub.set_defaults(json_junk="empty")
 
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 1
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 1
     failure = wait_for(lambda: EpisodeFailure.objects.first(), timeout=40)
 
     assert (failure.conversation_id, failure.attempts) == (first.conversation_id, 3)
@@ -43,7 +43,7 @@ def test_a_failing_summary_is_retried_three_times_then_marked_and_skipped_by_the
     errors = Event.objects.filter(owner=user, kind="error", payload__step="episode")
     assert [e.payload["error"][:24] for e in errors] == ["gave up after 3 attempts"]
 
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 0
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 0
     assert not episodes.due_after_turn(conversation_id=first.conversation_id)
     assert _episode_requests(llm_stub) == 6
     assert not Episode.objects.exists()
@@ -52,6 +52,6 @@ def test_a_failing_summary_is_retried_three_times_then_marked_and_skipped_by_the
     llm_stub.set_defaults(json_junk=None)
     turn("And the hotel?", "Near the river.")
     _idle(first.conversation_id)
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 1
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 1
     episode = wait_for(lambda: Episode.objects.first())
     assert episode.messages.count() == 6

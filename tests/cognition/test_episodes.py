@@ -41,15 +41,15 @@ def test_an_idle_conversation_becomes_one_episode_with_its_embedding(
     )
     llm_stub.script(EPISODE)
 
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 1
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 1
     episode = wait_for(lambda: Episode.objects.filter(embedding_status="ready").first())
 
     assert episode.conversation_id == first.conversation_id and episode.owner == user
     assert (episode.decisions, episode.lesson) == ("Go in May.", "Ask about budget first.")
     assert episode.messages.count() == 4
     assert user.events.filter(kind="episode").count() == 1
-    assert tasks.episodes_sweep.delay().get(timeout=15) == 0
-    tasks.summarise_episode.delay(first.conversation_id).get(timeout=15)
+    assert tasks.episodes_sweep.delay().get(timeout=45) == 0
+    tasks.summarise_episode.delay(first.conversation_id).get(timeout=45)
     assert Episode.objects.count() == 1
 
 

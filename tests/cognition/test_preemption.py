@@ -62,7 +62,7 @@ def test_a_preempted_reflection_runs_again_and_remembers(
     )
     answer = _an_answer_arrives_while_asked(llm_stub, EXTRACT)
 
-    tasks.reflect.delay(reply.pk).get(timeout=30)
+    tasks.reflect.delay(reply.pk).get(timeout=45)
     answer.join()
     node = wait_for(lambda: MemoryNode.objects.filter(owner=user).first())
 
@@ -88,7 +88,7 @@ def test_a_preempted_title_is_asked_again_not_replaced_by_the_first_words(
     Message.objects.create(conversation=conversation, role="user", content=said)
     answer = _an_answer_arrives_while_asked(llm_stub, "short title")
 
-    title_conversation.delay(conversation.pk).get(timeout=20)
+    title_conversation.delay(conversation.pk).get(timeout=45)
     answer.join()
 
     wait_for(lambda: Conversation.objects.get(pk=conversation.pk).title)
@@ -111,11 +111,11 @@ def test_a_reflection_run_again_after_giving_way_waits_while_the_user_talks(
     conversation = reply.conversation
 
     # The user wrote a moment ago (a send moves the conversation's updated_at).
-    tasks.reflect_conversation.delay(conversation.pk, preempted=1).get(timeout=20)
+    tasks.reflect_conversation.delay(conversation.pk, preempted=1).get(timeout=45)
     assert _asked(llm_stub, EXTRACT) == []
 
     _quiet_for_a_minute(conversation)
-    tasks.reflect_conversation.delay(conversation.pk, preempted=1).get(timeout=20)
+    tasks.reflect_conversation.delay(conversation.pk, preempted=1).get(timeout=45)
     assert len(_asked(llm_stub, EXTRACT)) == 1
     reply.refresh_from_db()
     assert "error" not in reply.trace["reflection"]
@@ -145,13 +145,13 @@ def test_a_reflection_that_gave_way_waits_for_the_quiet_not_for_every_few_turns(
     llm_stub.script({**said, "ttft": SLOW, "resend": True})
     answer = _an_answer_arrives_while_asked(llm_stub, EXTRACT)
 
-    tasks.reflect_conversation.delay(conversation.pk).get(timeout=30)
+    tasks.reflect_conversation.delay(conversation.pk).get(timeout=45)
     answer.join()
 
     # Two turns wait, but the user talks: only the quiet after their latest reply is due.
     assert not due(conversation_id=conversation.pk, reply_id=replies[0].pk, config=settings)
     assert due(conversation_id=conversation.pk, reply_id=replies[-1].pk, config=settings)
-    tasks.reflect_conversation.delay(conversation.pk).get(timeout=30)
+    tasks.reflect_conversation.delay(conversation.pk).get(timeout=45)
     assert len(_asked(llm_stub, EXTRACT)) == 2
     assert all("reflection" in r.trace for r in Message.objects.filter(role="assistant"))
     # Once a reflection is done, the rule holds again.

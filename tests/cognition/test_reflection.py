@@ -81,8 +81,8 @@ def test_reflection_run_twice_writes_once(celery_worker, user, turn, llm_stub, c
 
     first = tasks.reflect.delay(reply.pk)
     second = tasks.reflect.delay(reply.pk)
-    first.get(timeout=15)
-    second.get(timeout=15)
+    first.get(timeout=45)
+    second.get(timeout=45)
 
     node = MemoryNode.objects.get(owner=user)
     assert (node.description, node.fact_key) == ("The user's sister is called Anna", "sister_name")
@@ -289,7 +289,7 @@ def test_garbage_json_is_repaired_once_per_attempt_then_the_turn_is_marked_faile
     reply = turn("I have a collection of old stamps", "Nice!")
     llm_stub.script(*_garbage_on_every_attempt())
 
-    tasks.reflect.delay(reply.pk).get(timeout=30)
+    tasks.reflect.delay(reply.pk).get(timeout=45)
 
     error = Event.objects.get(owner=user, kind="error")
     assert error.payload["step"] == "reflection" and error.payload["message_id"] == reply.pk
@@ -311,7 +311,7 @@ def test_a_model_that_never_answers_usably_still_leaves_what_the_rules_place(
     reply = turn("I have a cat named Miso", "Cute!")
     llm_stub.script(*_garbage_on_every_attempt())
 
-    tasks.reflect.delay(reply.pk).get(timeout=30)
+    tasks.reflect.delay(reply.pk).get(timeout=45)
 
     node = MemoryNode.objects.get(owner=user)
     assert (node.description, node.source, node.quote) == (
@@ -340,7 +340,7 @@ def test_a_repaired_reply_is_used(celery_worker, user, turn, llm_stub, config):
         },
     )
 
-    tasks.reflect.delay(reply.pk).get(timeout=15)
+    tasks.reflect.delay(reply.pk).get(timeout=45)
 
     node = MemoryNode.objects.get(owner=user)
     assert (node.description, node.topic) == ("The user is vegetarian", "health")

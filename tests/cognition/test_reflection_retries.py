@@ -29,7 +29,7 @@ def test_a_model_that_answers_unusably_once_then_well_forms_the_memory(
         reflection("I am learning Japanese"),
     )
 
-    tasks.reflect.delay(reply.pk).get(timeout=30)
+    tasks.reflect.delay(reply.pk).get(timeout=45)
 
     assert MemoryNode.objects.get(owner=user).description == "The user is learning Japanese"
     reply.refresh_from_db()
@@ -45,7 +45,7 @@ def test_placeholder_quotes_are_rejected_without_asking_again(
     reply = turn("I have a collection of old stamps", "Sounds lovely.")
     llm_stub.script(reflection("N/A", "string"))
 
-    tasks.reflect.delay(reply.pk).get(timeout=30)
+    tasks.reflect.delay(reply.pk).get(timeout=45)
 
     reply.refresh_from_db()
     outcome = reply.trace["reflection"]
@@ -62,8 +62,8 @@ def test_a_failed_reflection_is_marked_once_however_often_it_is_delivered(
     reply = turn("I collect old stamps", "Nice.")
     llm_stub.set_defaults(json_junk="empty")
 
-    tasks.reflect.delay(reply.pk).get(timeout=30)
-    tasks.reflect.delay(reply.pk).get(timeout=30)
+    tasks.reflect.delay(reply.pk).get(timeout=45)
+    tasks.reflect.delay(reply.pk).get(timeout=45)
 
     assert Event.objects.filter(owner=user, kind="error").count() == 1
     reply.refresh_from_db()

@@ -117,7 +117,7 @@ def test_a_turn_with_memory_off_is_never_reflected_on_with_the_others(
     Message.objects.filter(pk=private.pk).update(trace={"memory": {"off": True}})
     reply = turn("I moved to Rome last week", "Welcome!")
 
-    tasks.reflect_conversation.delay(reply.conversation_id).get(timeout=30)
+    tasks.reflect_conversation.delay(reply.conversation_id).get(timeout=45)
 
     assert _reflected(reply) and not _reflected(private)
     (asked,) = _asked(llm_stub)
@@ -134,7 +134,7 @@ def test_reflecting_a_conversation_twice_asks_the_model_once(
 
     first = tasks.reflect_conversation.delay(reply.conversation_id)
     second = tasks.reflect_conversation.delay(reply.conversation_id)
-    first.get(timeout=30), second.get(timeout=30)
+    first.get(timeout=45), second.get(timeout=45)
 
     assert _reflected(reply)
     assert len(_asked(llm_stub)) == 1
@@ -149,7 +149,7 @@ def test_a_reflection_of_a_conversation_already_under_way_comes_back_after_it(
     under_way = f"cognition:reflecting:{reply.conversation_id}"
     cache.add(under_way, 1, 60)
 
-    tasks.reflect_conversation.delay(reply.conversation_id).get(timeout=30)
+    tasks.reflect_conversation.delay(reply.conversation_id).get(timeout=45)
     assert _asked(llm_stub) == []
     cache.delete(under_way)
 
@@ -181,7 +181,7 @@ def test_a_reply_queued_before_the_upgrade_is_reflected_alone(
     reply = turn("I moved to Rome last week", "Welcome!")
     Message.objects.filter(pk__in=[earlier.pk, reply.pk]).update(status=Message.Status.COMPLETE)
 
-    tasks.reflect.delay(reply.pk).get(timeout=30)
+    tasks.reflect.delay(reply.pk).get(timeout=45)
 
     assert _reflected(reply) and not _reflected(earlier)
 
@@ -222,7 +222,7 @@ def test_the_sweep_finds_replies_no_reflection_reached_in_conversations_that_tea
     llm_stub.script(reflection("I moved to Rome last week"))
 
     assert reflection_timing.conversations_never_reflected(limit=10) == [lost.conversation_id]
-    assert tasks.reflect_unreflected.delay().get(timeout=30) == 1
+    assert tasks.reflect_unreflected.delay().get(timeout=45) == 1
 
     wait_for(lambda: _reflected(lost), timeout=30)
     assert not _reflected(temporary) and not _reflected(memory_off_now)

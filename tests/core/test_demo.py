@@ -24,7 +24,7 @@ from llm_stub import StubServer, demo_statements, demo_structured_reply
 ADA = "Hi! My name is Ada and I build synthesizers. I prefer tea."
 
 
-def wait_for(predicate, timeout: float = 20.0):
+def wait_for(predicate, timeout: float = 45.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -235,7 +235,7 @@ def test_a_demo_chat_forms_criticises_promotes_and_links_memories(
     assert Triple.objects.filter(owner=user, object="Ada").exists()
     wait_for(lambda: MemoryNode.objects.filter(owner=user, confidence_score=2).count() == 3)
 
-    memory_tasks.promote_and_link.delay().get(timeout=20)
+    memory_tasks.promote_and_link.delay().get(timeout=45)
     assert set(MemoryNode.objects.filter(owner=user).values_list("state", flat=True)) == {
         MemoryNode.State.PROMOTED
     }
@@ -246,7 +246,7 @@ def test_a_demo_chat_forms_criticises_promotes_and_links_memories(
             description="The user loves green tea", confidence_score=2
         ).first()
     )
-    memory_tasks.promote_and_link.delay().get(timeout=20)
+    memory_tasks.promote_and_link.delay().get(timeout=45)
 
     green_tea.refresh_from_db()
     assert green_tea.state == MemoryNode.State.PROMOTED

@@ -53,7 +53,7 @@ def api_client(asgi_server):
     return make
 
 
-def _wait_for(condition, timeout: float = 20.0):
+def _wait_for(condition, timeout: float = 45.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if value := condition():

@@ -86,5 +86,5 @@ def test_a_workers_tasks_after_a_fast_postgresql_restart_succeed(settings):
         assert memory_tasks.promote_and_link.delay().get(timeout=60) == 0
         postgres.stop()  # pg_ctl -m fast: the worker's session is ended
         postgres.start()
-        results = [memory_tasks.promote_and_link.delay().get(timeout=30) for _ in range(3)]
+        results = [memory_tasks.promote_and_link.delay().get(timeout=45) for _ in range(3)]
     assert results == [0, 0, 0]

@@ -32,7 +32,7 @@ def test_a_worker_keeps_its_database_connection_from_one_task_to_the_next(settin
             memory_tasks.promote_and_link.delay().get(timeout=60)
             after_one = _worker_backends(url)
             for _ in range(3):
-                memory_tasks.promote_and_link.delay().get(timeout=30)
+                memory_tasks.promote_and_link.delay().get(timeout=45)
             after_four = _worker_backends(url)
 
     assert after_one, "no connection was left open after the task"

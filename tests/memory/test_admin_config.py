@@ -174,7 +174,7 @@ def test_a_worker_uses_the_admins_new_model_and_prompt_from_its_next_task(
     conversation = Conversation.objects.create(owner=user)
     Message.objects.create(conversation=conversation, role="user", content="I keep bees")
 
-    title_conversation.delay(conversation.pk).get(timeout=20)
+    title_conversation.delay(conversation.pk).get(timeout=45)
 
     sent = [r["body"] for r in llm_stub.requests if r["path"].endswith("/chat/completions")][-1]
     assert sent["model"] == "admin-picked:1b"

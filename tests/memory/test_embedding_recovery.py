@@ -11,7 +11,7 @@ from apps.memory.embedding import EmbeddingConfigError, get_embedder
 from apps.memory.models import EmbeddingStatus, Episode, MemoryNode
 
 
-def _wait_for(predicate, timeout: float = 20.0) -> None:
+def _wait_for(predicate, timeout: float = 45.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
