@@ -104,7 +104,9 @@ def test_a_background_call_runs_beside_an_answer_in_a_spare_slot(llm_stub, confi
         chat_active_clear(base_url=base_url, call_id="streaming")
         chat_active_clear(base_url=base_url, call_id="next")
 
-    assert completion.waited_seconds < 0.3
+    # Not a wait for room, which lasts its 30 s: a check, given three times 0.3 s for a loaded
+    # machine.
+    assert completion.waited_seconds < 1.0
     assert completion.finish_reason == "length"
     assert len(_completions(llm_stub)) == 1
 

@@ -420,7 +420,8 @@ def test_filler_streams_at_the_set_tokens_per_second(stub: StubServer, client: O
 
     assert len(text.split()) == 14
     assert finish_reason == "length"
-    assert 13 / 13 - 0.05 <= elapsed < 2  # 13 gaps of 1/13 s after the first token
+    # 13 gaps of 1/13 s after the first token; three times that at most on a loaded machine.
+    assert 13 / 13 - 0.05 <= elapsed < 3
 
 
 def test_a_runaway_non_streamed_reply_takes_its_generation_time(
