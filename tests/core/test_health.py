@@ -47,7 +47,7 @@ def test_a_redis_that_is_down_makes_healthz_503(client, settings, tmp_path):
 
 
 def test_a_running_worker_beats_and_healthz_sees_it(celery_worker, admin_client):
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 45
     while last_heartbeat() is None or last_heartbeat()["hostname"] != celery_worker.hostname:
         assert time.monotonic() < deadline, "the worker never wrote a heartbeat"
         time.sleep(0.1)

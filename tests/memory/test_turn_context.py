@@ -91,7 +91,7 @@ def test_retrieved_memories_are_marked_accessed_by_the_worker(
     assert MemoryNode.objects.filter(last_accessed_at__isnull=False).count() == 0
     mark_memories_used(context.trace)
 
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 45
     accessed = MemoryNode.objects.filter(last_accessed_at__isnull=False)
     while not accessed.exists() and time.monotonic() < deadline:
         time.sleep(0.05)

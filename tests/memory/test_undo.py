@@ -183,7 +183,7 @@ def test_the_worker_forgets_for_good_once_the_page_is_gone(user, celery_worker, 
 
     undo_services.memory_node_forget_soon(node=node)
 
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 45
     while MemoryNode.objects.filter(pk=node.pk).exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not MemoryNode.objects.filter(pk=node.pk).exists()
