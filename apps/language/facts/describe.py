@@ -21,6 +21,7 @@ TEMPLATES = {
         "origin": "The user is from {p}",
         "occupation": "The user works as {a} {v}",
         "teach": "The user teaches {v}",
+        "field": "The user works in {v}",
         "employer": "The user works at {v}",
         "studies": "The user studies {v}",
         "languages": "The user speaks {v}",
@@ -174,7 +175,7 @@ def description(fact: Fact) -> str:
 
 def _template_key(fact: Fact) -> str:
     frame = fact.frame
-    if frame is not None and frame.template in ("teach", "demonym"):
+    if frame is not None and frame.template in ("teach", "demonym", "field"):
         return frame.template
     if frame is not None and fact.fact == "answers" and frame.template in ("whole", "without"):
         return f"answers_{frame.template}"

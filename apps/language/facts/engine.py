@@ -170,6 +170,9 @@ def _clause(part: str, grammar: Grammar) -> Clause | None:
     if opener and len(lowered) == len(original):
         original, lowered = original[opener.end() :], lowered[opener.end() :]
     original = original.strip(" ,;:-–—")
+    closer = grammar.regex("closers").search(original)
+    if closer is not None and closer.start() > 0:
+        original = original[: closer.start()].strip(" ,;:-–—")
     if not original:
         return None
     text = _normal(original.lower(), grammar)

@@ -127,6 +127,8 @@ class Grammar:
     diets: str = r"$^"
     # A stay, not a home: "this week", "on holiday".
     passing: str = r"$^"
+    # Words that only close a clause ("btw", "lol", "jaja"): taken off its end.
+    closers: str = r"$^"
     # (pattern, replacement) that spell a clause one way ("i am" -> "i'm").
     normal: tuple[tuple[str, str], ...] = ()
     macros: dict[str, str] = field(default_factory=dict)

@@ -141,7 +141,8 @@ def _name_word(token: str, grammar: Grammar, *, strength: str, first: bool, capi
     if strength == "strong":
         return known or capital
     if strength == "weak" and not capital:
-        return False
+        # All in lower case, as many type: a listed name that is no ordinary word ("i'm jess").
+        return known and not lemmas.is_dictionary_word(token.casefold(), language=grammar.code)
     ordinary = lemmas.is_dictionary_word(token.casefold(), language=grammar.code)
     if strength == "relative" and capital:
         return True
@@ -227,6 +228,34 @@ def taught(value: str, grammar: Grammar) -> str:
     if not tokens or len(tokens) > 3 or tokens[0].casefold() in _pronouns(grammar) | ALL_STOPWORDS:
         return ""
     return " ".join(tokens)
+
+
+# The fields people say they work in ("I work in marketing"); a place or a company is no field.
+_FIELDS = word_set(
+    """marketing sales finance banking insurance retail hospitality healthcare tech it
+    software education construction logistics advertising publishing consulting accounting
+    law hr recruitment media journalism pharma pharmaceuticals research engineering
+    manufacturing telecoms government admin administration design fashion catering nursing
+    property events tourism aviation security fintech biotech gaming ecommerce e-commerce
+    pr communications policy academia data cybersecurity"""
+)
+_FIELD_PHRASES = ("real estate", "social care", "social work", "customer service",
+                  "customer support", "the nhs", "the civil service", "the public sector",
+                  "the private sector", "film", "tv", "music industry")  # fmt: skip
+
+
+def field(value: str, grammar: Grammar) -> str:
+    """The field "I work in …" names ("marketing", "real estate", "tech"), or ""."""
+    taken = cut(value, grammar)
+    folded = taken.casefold()
+    for phrase in _FIELD_PHRASES:
+        if folded == phrase or folded.startswith(phrase + " "):
+            return taken[: len(phrase)]
+    tokens = taken.split()
+    # "it" typed in lower case is the pronoun ("I work in it"), "IT" the field.
+    if tokens and len(tokens) <= 2 and tokens[0].casefold() in _FIELDS and tokens[0] != "it":
+        return taken
+    return ""
 
 
 _TIMES = word_set(

@@ -89,6 +89,8 @@ def _slot(
     if kind == "job":
         if frame.template == "teach":
             return slots.taught(typed, grammar), ""
+        if frame.template == "field":
+            return slots.field(typed, grammar), ""
         return slots.job(typed, grammar, explicit=frame.explicit), ""
     if kind == "org":
         return slots.organisation(typed, grammar), ""
