@@ -22,6 +22,8 @@ STATED = [
     ("en", "I work in {v}", "occupation", ["marketing", "real estate", "IT"]),
     ("en", "dont eat {v}", "diet", ["pork", "dairy"]),
     ("en", "im {v} btw", "name", ["Priya", "Jess"]),
+    ("en", "yo, im a {v}", "occupation", ["dev", "nurse"]),
+    ("en", "been {v} since i was 12", "diet", ["vegetarian", "vegan"]),
     ("en", "grew up in {v}", "origin", ["Bergen", "Kraków"]),
     ("en", "I work as a {v}", "occupation", ["nurse", "welder", "carpenter"]),
     ("en", "work-wise: {v}, mostly nights", "occupation", ["nurse", "paramedic"]),

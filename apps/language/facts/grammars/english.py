@@ -45,7 +45,7 @@ GRAMMAR = Grammar(
     code="en",
     openers=r"^(?:(?:oh and|oh|and|also|plus|btw|by the way|fyi|f\.y\.i\.|heads up|ps|p\.s\.|"
     r"anyway|anyways|well|so|ok|okay|alright|actually|honestly|just so you know|for the record"
-    r"|for context|quick note|note|fun fact|quick intro|intro|about me|hi there|hi|hey|hello|good morning|good evening|howdy|hiya"
+    r"|for context|quick note|note|fun fact|quick intro|intro|about me|hi there|hi|hey|hello|good morning|good evening|howdy|hiya|heya|hey there|hello there|yo"
     r"|yes|yeah|yep|sure|thanks|thank you|please|um|uh|lol|haha|these days|nowadays|currently"
     r"|right now|at the moment|now|today|lately|for what it's worth|as you know|you know"
     r"|i mean|fwiw|correction|sorry|oops)\b[\s,:;!.\-–—]*)+",
@@ -125,7 +125,7 @@ GRAMMAR = Grammar(
         Frame("diet", r"(?:i(?:'ve| have)?\s+)?(?:{ADV})?(?:been\s+)?(?:gave up|given up|give up|quit|stopped eating|cut out|don't eat|do not eat|no longer eat|never eat|avoid|can't eat|cannot eat|can't have|cannot have)\s+(?P<v>.+)"),
         Frame("diet", r"i (?:only )?eat\s+(?P<v>" + _DIETS + r")\b.*"),
         Frame("diet", r"i'm\s+(?:{ADV})?(?:off|avoiding)\s+(?P<v>.+)"),
-        Frame("diet", r"i(?:'ve| have) been\s+(?P<v>" + _DIETS + r")\b.*"),
+        Frame("diet", r"(?:i(?:'ve| have)\s+)?been\s+(?P<v>" + _DIETS + r")\b.*"),
         Frame("diet", r"(?:diet|food)(?:-wise| wise)?\s*[:\-]\s*(?P<v>.+)"),
         Frame("health", _I_AM + r"(?:severely |very |deathly |mildly |really )?(?:allergic|intolerant)\s+to\s+(?P<v>.+)"),
         Frame("health", r"i (?:{ADV})?(?:have|suffer from|live with)\s+(?P<v>(?:an?\s+)?" + _ALLERGENS + r"|" + _CONDITIONS + r")\b.*", template="has"),
