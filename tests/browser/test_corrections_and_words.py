@@ -5,6 +5,7 @@ folded, a rename reaching the header, and the sidebar's API badge and filter."""
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from apps.chat.conversation_services import conversation_create
 from apps.chat.models import Conversation, Message
@@ -230,7 +231,7 @@ def test_a_rename_changes_the_header_without_a_reload(
     page.locator("#chat-title", has_text="Hi! My name is Laura.").wait_for()
     page.locator(f"#conv-{conversation.pk} .conv-link", has_text="Hi! My name is Laura.").wait_for()
     assert page.evaluate("window.notReloaded") is True
-    assert page.title() == "Hi! My name is Laura. · Thalamus"
+    expect(page).to_have_title("Hi! My name is Laura. · Thalamus")
     assert page.locator("#chat-title").count() == 1
 
 

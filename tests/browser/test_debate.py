@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import expect
 
 from apps.chat.models import Message
 from apps.core.models import RuntimeConfig
@@ -38,8 +39,8 @@ def test_with_the_debate_on_the_page_says_it_reviews_the_draft_then_shows_the_re
     page.keyboard.press("Enter")
 
     status = page.locator(".msg-assistant .msg-status")
-    status.wait_for(state="visible")
-    assert status.inner_text() == "Reviewing the draft…"
+    expect(status).to_be_visible()
+    expect(status).to_have_text("Reviewing the draft…")
     assert page.locator("#composer textarea").is_disabled()
 
     page.wait_for_selector(".msg-assistant.complete")
