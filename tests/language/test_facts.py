@@ -112,7 +112,8 @@ DECOYS = [
                    "früher wohnte ich in Köln", "ich möchte in Rom wohnen",
                    "wenn ich in Oslo wohnen würde", "ich bin aus dem Schneider",
                    "ich bin fix und fertig", "ich bin Kaffee-Junkie", "ich bin Pescetarier",
-                   "ich bin der Meinung, dass du recht hast"]),
+                   "ich bin der Meinung, dass du recht hast", "ich wäre gern Pilot",
+                   "ich würde gern in Rom wohnen"]),
     ("es", "{v}", ["no soy médico", "ya no vivo en Madrid", "antes vivía en Lima",
                    "me gustaría vivir en Roma", "si viviera en Oslo esquiaría", "llámame luego",
                    "no me llamo Pablo", "estoy en las nubes", "Soy Vegana"]),
@@ -194,6 +195,25 @@ def test_a_relatives_fact_ends_where_the_sentence_turns_to_the_user(language, se
 
     (fact,) = _facts(sentence, language)
     assert description(fact) == said
+
+
+@pytest.mark.parametrize(
+    ("language", "sentence", "said"),
+    [
+        ("fr", "je suis allergique aux arachides", "L'utilisateur est allergique à arachides"),
+        ("fr", "je suis allergique au pollen", "L'utilisateur est allergique à pollen"),
+        ("it", "sono allergica alle noci", "L'utente è allergico a noci"),
+        ("it", "sono intollerante al lattosio", "L'utente è intollerante a lattosio"),
+        ("es", "soy intolerante a la lactosa", "El usuario es intolerante a lactosa"),
+        ("en", "I'm intolerant to lactose", "The user is intolerant to lactose"),
+        ("de", "ich hab ne Laktoseintoleranz", "Der Nutzer hat Laktoseintoleranz"),
+    ],
+)
+def test_an_allergy_or_intolerance_is_written_as_said(language, sentence, said):
+    from apps.language.facts.describe import description
+
+    (fact,) = _facts(sentence, language)
+    assert (fact.fact, description(fact)) == ("health", said)
 
 
 def test_another_persons_fact_stays_theirs():

@@ -31,6 +31,7 @@ TEMPLATES = {
         "diet": "The user does not eat {v}",
         "diet_is": "The user is {v}",
         "health": "The user is allergic to {v}",
+        "health_intolerant": "The user is intolerant to {v}",
         "health_has": "The user has {v}",
         "health_is": "The user is {v}",
         "relative_name": "The user's {r} is called {v}",
@@ -57,6 +58,7 @@ TEMPLATES = {
         "diet": "L'utente non mangia {v}",
         "diet_is": "L'utente è {v}",
         "health": "L'utente è allergico a {v}",
+        "health_intolerant": "L'utente è intollerante a {v}",
         "health_has": "L'utente ha {v}",
         "health_is": "L'utente è {v}",
         "relative_name": "{R} dell'utente si chiama {v}",
@@ -83,6 +85,7 @@ TEMPLATES = {
         "diet": "L'utilisateur ne mange pas {v}",
         "diet_is": "L'utilisateur est {v}",
         "health": "L'utilisateur est allergique à {v}",
+        "health_intolerant": "L'utilisateur est intolérant à {v}",
         "health_has": "L'utilisateur a {v}",
         "health_is": "L'utilisateur est {v}",
         "relative_name": "{R} de l'utilisateur s'appelle {v}",
@@ -109,6 +112,7 @@ TEMPLATES = {
         "diet": "Der Nutzer isst kein {v}",
         "diet_is": "Der Nutzer ist {v}",
         "health": "Der Nutzer ist allergisch gegen {v}",
+        "health_intolerant": "Der Nutzer verträgt kein {v}",
         "health_has": "Der Nutzer hat {v}",
         "health_is": "Der Nutzer ist {v}",
         "relative_name": "{R} des Nutzers heißt {v}",
@@ -135,6 +139,7 @@ TEMPLATES = {
         "diet": "El usuario no come {v}",
         "diet_is": "El usuario es {v}",
         "health": "El usuario es alérgico a {v}",
+        "health_intolerant": "El usuario es intolerante a {v}",
         "health_has": "El usuario tiene {v}",
         "health_is": "El usuario es {v}",
         "relative_name": "{R} del usuario se llama {v}",
@@ -181,6 +186,12 @@ def _template_key(fact: Fact) -> str:
         return f"answers_{frame.template}"
     if fact.fact == "diet" and _names_a_diet(fact):
         return "diet_is"
+    if (
+        fact.fact == "health"
+        and (frame is None or frame.template not in ("has", "is"))
+        and re.search(r"intoler|intolér|intoller", fact.clause, re.I)
+    ):
+        return "health_intolerant"
     if fact.fact == "health" and frame is not None and frame.template in ("has", "is"):
         return f"health_{frame.template}"
     return fact.fact

@@ -46,7 +46,10 @@ def fact_of(
         grammar.regex("past").search(clause.text) or grammar.regex("passing").search(clause.text)
     ):
         return None
-    if grammar.regex("unreal").search(checked) and frame.fact != "answers":
+    # "ich wäre gern Pilot", "I would love to be a pilot": a wish, in the value or before it.
+    before = clause.text[: max(clause.text.find(value.strip().lower()), 0)]
+    unreal = grammar.regex("unreal")
+    if (unreal.search(checked) or unreal.search(before)) and frame.fact != "answers":
         return None
     found, phrase = _slot(frame, typed, grammar, relation=relation, lowercase=lowercase,
                           at_start=clause.text.startswith(value))  # fmt: skip

@@ -35,7 +35,7 @@ _RELATIVES = {
     "petite-fille": Relation("granddaughter", "la"), "petit-fils": Relation("grandson", "le"), "perroquet": Relation("parrot", "le", pet=True),
 }
 _JE = r"(?:moi,?\s+)?(?:{ADV})?"
-_TO = r"(?:à|a|au|aux|à la|à l')\s*"
+_TO = r"(?:(?:aux|au|à la|à|a)\s+|à l')"
 _DIETS = r"végétarien(?:ne)?|végétalien(?:ne)?|végane?|vegan|vegane|pescétarien(?:ne)?|flexitarien(?:ne)?"
 _CONDITIONS = (r"(?:du\s+|le\s+|de l'|la\s+|l')?(?:alzheimer|parkinson|démence|diabète(?: de type [12])?|asthme|épilepsie|migraines|"
                r"(?:une\s+)?allergie\s+\S+(?:\s+\S+)?|(?:une\s+)?intolérance\s+\S+(?:\s+\S+)?)")

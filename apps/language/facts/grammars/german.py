@@ -39,7 +39,7 @@ _ICH = r"(?:ich\s+)?(?:{ADV})?"  # a clause after "und" drops it: "… und wohne
 # Verb second: "Seit 2019 wohne ich in Berlin", "Beruflich bin ich Lehrerin".
 _FRONTED = r"(?:[^\s,]+\s+){0,3}"
 _DIETS = r"vegetarier(?:in)?|veganer(?:in)?|vegan|vegetarisch|pescetarier(?:in)?"
-_CONDITIONS = r"(?:eine\s+)?(?:alzheimer|parkinson|demenz|\w*allergie|\w*unverträglichkeit|diabetes(?: typ [12])?|asthma|zöliakie|epilepsie|migräne)"
+_CONDITIONS = r"(?:eine\s+)?(?:alzheimer|parkinson|demenz|\w*allergie|\w*unverträglichkeit|\w*intoleranz|diabetes(?: typ [12])?|asthma|zöliakie|epilepsie|migräne)"
 _DIAGNOSED = r"diabetiker(?:in)?|laktoseintolerant|glutenintolerant|schwanger|asthmatiker(?:in)?|epileptiker(?:in)?|zöliakiekrank"
 
 GRAMMAR = Grammar(
@@ -107,7 +107,7 @@ GRAMMAR = Grammar(
         Frame("diet", _ICH + r"verzichte\s+(?:{ADV})?auf\s+(?P<v>.+)|ich habe aufgehört,?\s+(?P<v2>.+?)\s+zu (?:essen|trinken)"),
         Frame("diet", _ICH + r"(?:darf|vertrage)\s+kein(?:e|en)?\s+(?P<v>.+?)(?:\s+essen|\s+trinken)?$"),
         Frame("health", _ICH + r"bin\s+(?:{ADV})?(?:stark\s+|schwer\s+)?(?:allergisch|intolerant)\s+(?:gegen|auf)\s+(?P<v>.+)"),
-        Frame("health", _ICH + r"(?:habe|leide an|leide unter)\s+(?P<v>" + _CONDITIONS + r")\b.*", template="has"),
+        Frame("health", _ICH + r"(?:habe|leide an|leide unter)\s+(?:'?ne\s+)?(?P<v>" + _CONDITIONS + r")\b.*", template="has"),
         Frame("health", _ICH + r"bin\s+(?P<v>" + _DIAGNOSED + r")\b.*", template="is"),
         Frame("age", r"(?P<v>\d{2})(?:\s+jahre(?:\s+alt)?)?$", fragment=True, decoy=False),
         Frame("occupation", r"(?:ein|eine)?\s*(?P<v>[^\d,]+?)$", fragment=True, decoy=False),
@@ -159,7 +159,11 @@ GRAMMAR = Grammar(
     user_words=word_set("ich mich mir mein meine meinen meinem meiner wir uns unser unsere"),
     diets=_DIETS,
     closers=r"(?:\s*(?:\b(?:lol|haha\w*|hihi|btw|xd)\b|:\)|;\)|!+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+))+\s*$",
-    normal=((r"\bheisse\b", "heiße"),),
+    normal=(
+        (r"\bheisse\b", "heiße"),
+        # As people type it: "ich hab ne Laktoseintoleranz".
+        (r"\bhab\b", "habe"),
+    ),
     macros={
         "ADV": r"(?:(?:jetzt|momentan|derzeit|zurzeit|aktuell|inzwischen|mittlerweile|auch|schon"
         r"|noch|wirklich|ursprünglich|seit kurzem|gerade|eigentlich)\s+)+",

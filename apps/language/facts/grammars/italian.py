@@ -39,7 +39,7 @@ _RELATIVES = {
     "pappagallo": Relation("parrot", "il", pet=True), "tartaruga": Relation("tortoise", "la", pet=True),
 }
 _IO = r"(?:io\s+)?(?:{ADV})?"
-_TO = r"(?:a|ad|al|alla|alle|ai|agli|all'|allo)\s*"
+_TO = r"(?:(?:alla|alle|allo|agli|ai|al|ad|a)\s+|all')"
 _DIETS = r"astemi[oa]|vegetarian[oa]|vegan[oa]|pescetarian[oa]|crudist[oa]|flexitarian[oa]"
 _CONDITIONS = (r"(?:il\s+|l')?(?:alzheimer|parkinson|demenza|diabete(?: di tipo [12])?|asma|celiachia|epilessia|emicrania|"
                r"(?:un'|l')?allergia\s+\S+(?:\s+\S+)?|(?:un'|l')?intolleranza\s+\S+(?:\s+\S+)?)")
