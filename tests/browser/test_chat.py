@@ -222,7 +222,9 @@ def test_an_answer_stopped_at_its_cap_is_continued_in_the_same_bubble(
 def test_a_reasoning_models_thinking_is_folded_while_it_streams_and_after(
     page, asgi_server, log_in, user, llm_stub
 ):
-    thought = "The user wants a count. " * 12
+    # Four seconds of thinking: the fold is opened and read while it streams, a few browser
+    # round trips that a loaded machine makes slow.
+    thought = "The user wants a count. " * 24
     llm_stub.script({"reasoning": thought, "content": "one two three", "tps": 30})
     log_in("alice")
     _open_new_conversation(page, asgi_server)
