@@ -17,24 +17,35 @@ from tests.private_servers import HEALTH_TOKEN, wait_for_http, wait_until_warm
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The files that take longest, longest first (`--durations` of a whole run). `make test` hands
-# files to the workers in collection order (--no-loadscope-reorder); when these come last, one
-# worker runs the real model's tier alone for minutes while the others have finished.
+# The files that take longest, longest first: each file alone (`--durations=0`, summed), or a
+# whole run's `--durations` where a loaded run slows it most; 27 Nov 2026, from 10 s up. `make
+# test` hands files to the workers in collection order (--no-loadscope-reorder); a long file
+# handed out last keeps one worker busy while the others have finished.
 LONGEST_FIRST = (
     "tests/real_llm/",
-    "tests/cognition/test_weak_local_model.py",
-    "tests/browser/test_accessibility.py",
-    "tests/core/test_backup.py",
-    "tests/memory/test_recall_scale.py",
-    "tests/core/test_up.py",
-    "tests/cognition/test_worker_loss.py",
-    "tests/imports/test_fuzz.py",
     "tests/chat/test_multiprocess.py",
-    "tests/core/test_restarts.py",
+    "tests/core/test_backup.py",
+    "tests/cognition/test_worker_loss.py",
     "tests/cognition/test_quarantine.py",
+    "tests/cognition/test_reflection_timing.py",
+    "tests/cognition/test_weak_local_model.py",
+    "tests/cognition/test_background_outcomes.py",
+    "tests/browser/test_accessibility.py",
     "tests/security/test_canaries.py",
-    "tests/memory/test_eval_retrieval.py",
+    "tests/core/test_restarts.py",
+    "tests/memory/test_recall_scale.py",
+    "tests/browser/test_redis_restart.py",
+    "tests/core/test_up.py",
+    "tests/core/test_up_warm.py",
     "tests/core/test_up_web_processes.py",
+    "tests/imports/test_fuzz.py",
+    "tests/security/test_hostile_output.py",
+    "tests/security/test_every_door.py",
+    "tests/cognition/test_background_budget.py",
+    "tests/cognition/test_reflection.py",
+    "tests/imports/test_imports.py",
+    "tests/core/test_embedded_redis.py",
+    "tests/memory/test_eval_retrieval.py",
 )
 
 
