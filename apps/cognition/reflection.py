@@ -42,6 +42,7 @@ from apps.cognition.schemas import (
     stated_quotes_schema,
 )
 from apps.cognition.statements import Statement
+from apps.cognition.statements.corrections import without_taken_back
 from apps.cognition.stream_words import error_record
 from apps.core.llm.fitting import bodies, template_prompt
 from apps.core.llm.outcomes import InvalidReply, Refused, TooLong
@@ -322,7 +323,16 @@ def grounded_statements(
         for sentence in statement_rules.sentences(text):
             for statement in statement_rules.ruled_statements(sentence, today=today):
                 add(owner_index, statement, FOUND_BY_RULES)
-    return [list(findings.values()) for findings in found], rejected
+    return [_kept(findings, said[index], today) for index, findings in enumerate(found)], rejected
+
+
+def _kept(findings: dict[str, Finding], text: str, today: date) -> list[Finding]:
+    """A message's findings less the single values it takes back ("… software tester. wait no,
+    QA lead"), however they were found; a bare value after the turn is the rules' finding."""
+    statements = [finding.statement for finding in findings.values()]
+    kept = without_taken_back(text, statements, today=today, language=None)
+    by = {id(finding.statement): finding for finding in findings.values()}
+    return [by.get(id(s)) or Finding(s, FOUND_BY_RULES) for s in kept]
 
 
 def user_zone(user) -> ZoneInfo:

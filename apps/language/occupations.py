@@ -8,7 +8,7 @@ import re
 _JOBS = {
     "en": """nurse doctor physician surgeon dentist vet veterinarian pharmacist paramedic midwife
         teacher professor lecturer tutor student researcher scientist engineer developer
-        programmer coder dev devops swe architect designer artist painter musician singer
+        programmer coder dev devops swe lead architect designer artist painter musician singer
         writer author
         journalist editor translator interpreter lawyer attorney solicitor judge accountant
         banker consultant analyst manager director ceo cto founder entrepreneur freelancer

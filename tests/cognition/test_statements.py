@@ -389,3 +389,45 @@ def test_a_correction_replaces_the_known_value_it_names():
 def test_a_message_in_a_language_the_caller_knows_is_read_in_it():
     assert [s.language for s in _rules("vivo a Torino", language="it")] == ["it"]
     assert _rules("vivo a Torino", language="en") == []
+
+
+@pytest.mark.parametrize(
+    ("message", "kept"),
+    [
+        # Restated after the turn: the later value stands, the earlier one goes.
+        (
+            "ok so I'm Kofi, software tester at a bank. wait no, I got moved up to QA lead "
+            "last month actually",
+            {"name": "The user is Kofi", "occupation": "The user got moved up to QA lead"},
+        ),
+        # A bare value after the turn is of the kind it takes back.
+        ("I live in Leeds. sorry, I mean Bradford", {"home_city": "The user lives in Bradford"}),
+        ("I'm a nurse, well actually a midwife", {"occupation": "The user works as a midwife"}),
+        ("vivo a Vicenza, anzi no, a Verona", {"home_city": "L'utente vive a Verona"}),
+        ("mi chiamo Sara, anzi Sarah con la h", {"name": "Il nome dell'utente è Sarah"}),
+        # Taken back and not restated in a way the rules read: nothing rather than the old value.
+        ("I live in Leeds, I mean it's fine", {}),
+        # A turn at the very start takes nothing back.
+        ("I mean, I live in Leeds", {"home_city": "The user lives in Leeds"}),
+    ],
+)
+def test_a_value_the_message_takes_back_is_not_kept(message, kept):
+    found = {s.fact_key: s.description for s in message_statements(message, today=TODAY)}
+    assert found.keys() == kept.keys()
+    for key, description in kept.items():
+        assert found[key].startswith(description)
+
+
+def test_a_value_taken_back_is_dropped_even_when_the_model_quoted_it():
+    from apps.cognition.reflection import grounded_statements
+
+    said = [
+        "ok so I'm Kofi, software tester at a bank. wait no, I got moved up to QA lead last "
+        "month actually"
+    ]
+    findings, _ = grounded_statements(
+        quotes={0: ["software tester at a bank", "I'm Kofi"]}, said=said, today=TODAY
+    )
+    descriptions = [finding.statement.description for finding in findings[0]]
+    assert not any("tester" in description for description in descriptions), descriptions
+    assert any("QA lead" in description for description in descriptions), descriptions

@@ -161,9 +161,10 @@ def message_statements(
                                           strict=strict):  # fmt: skip
             if statement not in found:
                 found.append(statement)
-    if known:
-        from apps.cognition.statements.corrections import corrected_statements
+    from apps.cognition.statements.corrections import corrected_statements, without_taken_back
 
+    found = without_taken_back(text, found, today=today, language=language)
+    if known:
         found.extend(corrected_statements(text, today=today, language=language, known=known))
     return found
 

@@ -46,3 +46,43 @@ def corrected_statements(text: str, *, today: date, language: str | None, known:
             if fact is not None:
                 found.append(statement_of_fact(fact, today=today))
     return found
+
+
+def without_taken_back(text: str, statements: list, *, today: date, language: str | None):
+    """`statements` of a message less the single values it takes back: "I'm a software tester.
+    wait no, I got moved up to QA lead" keeps the QA lead only; "I live in Leeds, I mean
+    Bradford" reads the bare "Bradford" as the home it replaces. A message that takes back
+    something it does not restate loses the last single value before the turn: a wrong value
+    is worse than none. Each statement is matched to its place in `text` by its quote."""
+    from apps.cognition.statements import statement_of_fact
+
+    grammar = language_facts.grammar_for(language or language_facts.language_of(text) or "en")
+    turn = next((m for m in grammar.regex("takes_back").finditer(text) if m.start() > 0), None)
+    if turn is None:
+        return statements
+
+    def place(statement) -> int:
+        return text.casefold().find(statement.quote.casefold()) if statement.quote else -1
+
+    before = sorted(
+        (s for s in statements if s.fact_key and 0 <= place(s) < turn.start()), key=place
+    )
+    replaced = {s.fact_key for s in statements if s.fact_key and place(s) >= turn.end()}
+    extra = []
+    if not replaced and before:
+        last = before[-1]
+        replaced = {last.fact_key}
+        after = text[turn.end() :].strip(" .!?,")
+        # "anzi no, a Verona": the bare value without the word that leads it.
+        lead, _, rest = after.partition(" ")
+        if rest and lead.casefold() in grammar.place_leads | grammar.articles:
+            after = rest
+        if last.fact_key in _BY_KEY and 0 < len(after.split()) <= 4:
+            frame = Frame(_BY_KEY[last.fact_key], "(?P<v>.+)", explicit=True)
+            clause = Clause(original=after, text=after.lower())
+            fact = fact_of(frame, clause.text, clause, grammar, _WHOLE.match(clause.text),
+                           lowercase=after == after.lower())  # fmt: skip
+            if fact is not None:
+                extra.append(statement_of_fact(fact, today=today))
+    kept = [s for s in statements if not (s in before and s.fact_key in replaced)]
+    return kept + [s for s in extra if s not in kept]

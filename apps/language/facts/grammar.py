@@ -127,6 +127,9 @@ class Grammar:
     diets: str = r"$^"
     # A stay, not a home: "this week", "on holiday".
     passing: str = r"$^"
+    # Where a message takes back what it just said ("wait no,", "I mean", "anzi"): what
+    # follows replaces it.
+    takes_back: str = r"$^"
     # Words that only close a clause ("btw", "lol", "jaja"): taken off its end.
     closers: str = r"$^"
     # (pattern, replacement) that spell a clause one way ("i am" -> "i'm").

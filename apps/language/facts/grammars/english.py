@@ -99,6 +99,7 @@ GRAMMAR = Grammar(
         Frame("occupation", r"i'm\s+(?:{ADV})?(?P<v>an?\s+.+?)(?:\s+(?:at|for)\s+(?P<org>[A-Za-z].+))?$", decoy=False),
         Frame("occupation", r"i\s+(?:{ADV})?(?:teach|lecture in)\s+(?P<v>.+)", template="teach"),
         Frame("occupation", _I + r"work\s+(?:{ADV})?in\s+(?P<v>.+)", template="field"),
+        Frame("occupation", r"(?:i(?:'ve| have)?\s+)?(?:{ADV})?(?:got\s+|been\s+|was\s+)?(?:moved up|promoted|bumped up)\s+to\s+(?P<v>.+)", explicit=True),
         Frame("employer", r"(?:i\s+|i'm\s+)?(?:{ADV})?(?:work|working|employed)\s+(?:{ADV})?(?:at|for|by)\s+(?P<v>.+?)(?:\s+as\s+(?P<job>.+))?$"),
         Frame("employer", r"(?:employer|company)\s*:\s*(?P<v>.+)"),
         Frame("employer", r"(?:i\s+)?(?:{ADV})?(?:landed|got|started|start)\s+(?:a|my|a new|my new)\s+job\s+(?:at|with)\s+(?P<v>.+)"),
@@ -165,7 +166,8 @@ GRAMMAR = Grammar(
     with_words="with",
     value_ends=r"\s*[,;:!?()]|(?<!\bst)(?<!\bdr)\.|\s+(?:and|but|or|so|because|cause|since|though|although|while"
     r"|which|who|where|if|when|with|for|btw|lol|haha|right now|at the moment|these days|now"
-    r"|currently|for now|as well|too|not)\b",
+    r"|currently|for now|as well|too|not|actually|last (?:week|month|year)|this (?:week|month|year)"
+    r"|(?:a|two|three|a few|a couple of) (?:days|weeks|months|years) ago)\b",
     vague=word_set("""it that this these those them him her you your yours one so too how when
         what where why if same whatever everything anything nothing something myself me us
         it's that's talking chatting hearing having getting being doing"""),
@@ -186,6 +188,7 @@ GRAMMAR = Grammar(
     reported=r"\b(?:says?|said|told|tells|thinks?|thought|claims?|according to|reckons?)\b",
     user_words=word_set("i i'm me my mine myself we us our"),
     diets=_DIETS,
+    takes_back=r"(?:^|[.,;!?]\s*)(?:wait,?\s+no|no,?\s+wait|sorry,?\s+i mean|i mean|i meant|actually,?\s+no|no,?\s+actually|well,?\s+actually|scratch that|or rather|make that|correction)\b[\s,:!]*",
     closers=r"(?:\s*(?:\b(?:btw|lol|lmao|rofl|fyi|tbh|tho|haha\w*|hehe\w*|xx+)\b|:\)|:d\b|;\)|!+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+))+\s*$",
     normal=(
         (r"\bi am\b", "i'm"),

@@ -167,6 +167,7 @@ GRAMMAR = Grammar(
     reported=r"\b(?:dit|disent|a dit|m'a dit|pense|pensent|selon|d'après)\b",
     user_words=word_set("je j' moi me m' mon ma mes nous notre nos"),
     diets=_DIETS,
+    takes_back=r"(?:^|[.,;!?]\s*)(?:enfin non|non attends|attends,?\s+non|pardon,?\s+je veux dire|je veux dire|je voulais dire|ou plutôt|en fait non|non en fait|correction)\b[\s,:!]*",
     closers=r"(?:\s*(?:\b(?:mdr|ptdr|lol|haha\w*|hihi|xd)\b|:\)|;\)|!+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+))+\s*$",
     normal=((r"\bj'\s+", "j'"), (r"\bje\s+ai\b", "j'ai"), (r"\bj(?=habite|ai\b|adore|aime|étudie)", "j'"),
             (r"\b(?:jsuis|chuis|j'suis)\b", "je suis"), (r"\bjbosse\b", "je bosse")),

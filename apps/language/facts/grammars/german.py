@@ -158,6 +158,7 @@ GRAMMAR = Grammar(
     reported=r"\b(?:sagt|sagen|hat gesagt|meint|meinen|glaubt|laut|behauptet)\b",
     user_words=word_set("ich mich mir mein meine meinen meinem meiner wir uns unser unsere"),
     diets=_DIETS,
+    takes_back=r"(?:^|[.,;!?]\s*)(?:warte,?\s+nein|nein,?\s+warte|ich meine|ich meinte|sorry,?\s+ich meine|also eigentlich|korrektur)(?!\w)[\s,:!]*",
     closers=r"(?:\s*(?:\b(?:lol|haha\w*|hihi|btw|xd)\b|:\)|;\)|!+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+))+\s*$",
     normal=(
         (r"\bheisse\b", "heiße"),

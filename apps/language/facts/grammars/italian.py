@@ -164,6 +164,7 @@ GRAMMAR = Grammar(
     reported=r"\b(?:dice|dicono|ha detto|mi ha detto|pensa|secondo)\b",
     user_words=word_set("io me mi mio mia miei mie noi ci nostro nostra"),
     diets=_DIETS,
+    takes_back=r"(?:^|[.,;!?]\s*)(?:anzi,?\s+no|anzi|no aspetta|aspetta,?\s+no|scusa,?\s+intendevo|intendevo|volevo dire|correzione)(?!\w)[\s,:!]*",
     closers=r"(?:\s*(?:\b(?:ahah\w*|haha\w*|lol|xd)\b|:\)|;\)|!+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+))+\s*$",
     normal=((r"\bun'\s+", "un'"), (r"\bl'\s+", "l'"), (r"\bsn\b", "sono"), (r"\bnn\b", "non")),
     macros={

@@ -154,6 +154,7 @@ GRAMMAR = Grammar(
     reported=r"\b(?:dice|dicen|dijo|me dijo|piensa|cree|según)\b",
     user_words=word_set("yo me mí mi mis nosotros nos nuestro nuestra"),
     diets=_DIETS,
+    takes_back=r"(?:^|[.,;!?]\s*)(?:espera,?\s+no|no,?\s+espera|perdón,?\s+quiero decir|quiero decir|quise decir|mejor dicho|bueno,?\s+en realidad|corrección)(?!\w)[\s,:!]*",
     closers=r"(?:\s*(?:\b(?:jaja\w*|jeje\w*|jiji|lol|xd)\b|:\)|;\)|!+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+))+\s*$",
     normal=((r"\bq\b", "que"), (r"\bxq\b", "porque")),
     macros={
