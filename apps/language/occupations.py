@@ -110,13 +110,34 @@ def is_job(words: list[str], *, language: str, stated_as_job: bool) -> bool:
         return False
     known = JOB_WORDS.get(language, frozenset())
     folded = [word.casefold() for word in words]
-    if folded[-1] in known or folded[0] in known:
+    if any(form in known for form in (*_genders(folded[-1], language),
+                                      *_genders(folded[0], language))):  # fmt: skip
         return True
     # German writes a job in one word: "Softwareentwicklerin", "Intensivpfleger".
     if language == "de" and any(folded[0].endswith(job) for job in known if len(job) >= 5):
         return True
     head = folded[-1]
     return stated_as_job and language == "en" and bool(_JOB_ENDING.search(head))
+
+
+# A job word's other gender by its regular ending, where the lists name one form only
+# ("bibliotecaria" for "bibliotecario", "boulangère" for "boulanger", "Ärztin" for "Arzt").
+_GENDER_ENDINGS = {
+    "it": (("trice", "tore"), ("essa", "e"), ("iera", "iere"), ("a", "o"), ("o", "a")),
+    "es": (("ora", "or"), ("a", "o"), ("o", "a"), ("or", "ora")),
+    "fr": (("ière", "ier"), ("euse", "eur"), ("trice", "teur"), ("ienne", "ien"),
+           ("enne", "en"), ("ère", "er"), ("e", ""), ("eur", "euse"), ("ier", "ière")),
+    "de": (("ärztin", "arzt"), ("in", ""),),
+    "en": (("ess", ""), ("woman", "man")),
+}  # fmt: skip
+
+
+def _genders(word: str, language: str) -> tuple[str, ...]:
+    forms = [word]
+    for ending, other in _GENDER_ENDINGS.get(language, ()):
+        if word.endswith(ending) and len(word) > len(ending) + 2:
+            forms.append(word[: len(word) - len(ending)] + other)
+    return tuple(forms)
 
 
 _DEMONYMS = """italian italiano italiana italien italienne italienisch italiener italienerin
