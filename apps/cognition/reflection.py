@@ -17,6 +17,7 @@ and writes nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date
 from zoneinfo import ZoneInfo
 
@@ -42,7 +43,7 @@ from apps.cognition.schemas import (
     stated_quotes_schema,
 )
 from apps.cognition.statements import Statement
-from apps.cognition.statements.corrections import without_taken_back
+from apps.cognition.statements.corrections import opens_taking_back, without_taken_back
 from apps.cognition.stream_words import error_record
 from apps.core.llm.fitting import bodies, template_prompt
 from apps.core.llm.outcomes import InvalidReply, Refused, TooLong
@@ -332,7 +333,11 @@ def _kept(findings: dict[str, Finding], text: str, today: date) -> list[Finding]
     statements = [finding.statement for finding in findings.values()]
     kept = without_taken_back(text, statements, today=today, language=None)
     by = {id(finding.statement): finding for finding in findings.values()}
-    return [by.get(id(s)) or Finding(s, FOUND_BY_RULES) for s in kept]
+    corrects = opens_taking_back(text)
+    return [
+        replace(by.get(id(s)) or Finding(s, FOUND_BY_RULES), corrects=corrects and bool(s.fact_key))
+        for s in kept
+    ]
 
 
 def user_zone(user) -> ZoneInfo:

@@ -46,10 +46,13 @@ UNCLASSIFIED = "unclassified"
 
 @dataclass(frozen=True)
 class Finding:
-    """A statement of the user's and what found it (FOUND_BY_*)."""
+    """A statement of the user's and what found it (FOUND_BY_*); `corrects`: its message
+    opens by taking back what the user said before ("anzi no, …", "sorry, I meant …"), so a
+    new value it gives replaces the old one at once rather than waiting as a proposal."""
 
     statement: Statement
     found_by: str
+    corrects: bool = False
 
 
 def _embed(statements: list[Statement]) -> list[list[float]] | None:
@@ -114,7 +117,7 @@ def remember_all(
                 reply=reply,
                 outcome=outcome,
                 allowed=allowed,
-                sure=finding.found_by != FOUND_BY_RULES,
+                sure=finding.found_by != FOUND_BY_RULES or finding.corrects,
             )
         outcome["taught"] = any(
             outcome.get(key) for key in ("created", "updated", "left", "quarantined")

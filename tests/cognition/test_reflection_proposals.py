@@ -164,3 +164,16 @@ def test_each_memory_names_what_found_it(user, turn, llm_stub, config):
         "The user loves jazz": "rules",
         "Jazz makes the user's evenings": "model",
     }
+
+
+def test_a_message_that_takes_back_the_old_value_replaces_it_at_once(user, turn, llm_stub, config):
+    config(critic_enabled=False)
+    gent = _lives_in_gent(user, turn, llm_stub)
+    reply = turn("sorry, I meant I live in Ghent", "Noted.")
+    llm_stub.script(reflection())  # the rules alone, but the user takes back what they said
+
+    outcome = reflect_on_message(message_id=reply.pk)
+
+    home = _home(user)
+    assert (home.pk, home.description) == (gent.pk, "The user lives in Ghent")
+    assert outcome["updated"] == [gent.pk] and not outcome.get("proposed")

@@ -86,3 +86,11 @@ def without_taken_back(text: str, statements: list, *, today: date, language: st
                 extra.append(statement_of_fact(fact, today=today))
     kept = [s for s in statements if not (s in before and s.fact_key in replaced)]
     return kept + [s for s in extra if s not in kept]
+
+
+def opens_taking_back(text: str, *, language: str | None = None) -> bool:
+    """Does the message open by taking back what the user said before ("anzi no scusa, …",
+    "wait no, I meant …")?"""
+    grammar = language_facts.grammar_for(language or language_facts.language_of(text) or "en")
+    turn = grammar.regex("takes_back").match(text.strip())
+    return turn is not None and turn.end() > 0

@@ -170,6 +170,10 @@ def _clause(part: str, grammar: Grammar) -> Clause | None:
     if opener and len(lowered) == len(original):
         original, lowered = original[opener.end() :], lowered[opener.end() :]
     original = original.strip(" ,;:-–—")
+    # "sorry, I meant I live in Ghent": what it takes back was said before; the rest is said.
+    taking_back = grammar.regex("takes_back").match(original)
+    if taking_back is not None and taking_back.end() < len(original):
+        original = original[taking_back.end() :]
     closer = grammar.regex("closers").search(original)
     if closer is not None and closer.start() > 0:
         original = original[: closer.start()].strip(" ,;:-–—")

@@ -188,7 +188,7 @@ GRAMMAR = Grammar(
     reported=r"\b(?:says?|said|told|tells|thinks?|thought|claims?|according to|reckons?)\b",
     user_words=word_set("i i'm me my mine myself we us our"),
     diets=_DIETS,
-    takes_back=r"(?:^|[.,;!?]\s*)(?:wait,?\s+no|no,?\s+wait|sorry,?\s+i mean|i mean|i meant|actually,?\s+no|no,?\s+actually|well,?\s+actually|scratch that|or rather|make that|correction)\b[\s,:!]*",
+    takes_back=r"(?:^|[.,;!?]\s*)(?:(?:sorry|oops),?\s+)?(?:wait,?\s+no|no,?\s+wait|i meant|i mean|actually,?\s+no|no,?\s+actually|well,?\s+actually|scratch that|or rather|make that|correction)\b[\s,:!]*",
     closers=r"(?:\s*(?:\b(?:btw|lol|lmao|rofl|fyi|tbh|tho|haha\w*|hehe\w*|xx+)\b|:\)|:d\b|;\)|!+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+))+\s*$",
     normal=(
         (r"\bi am\b", "i'm"),
