@@ -252,6 +252,11 @@ def test_a_standing_request_about_answers_is_a_preference_and_a_one_off_is_not()
     (fact,) = _facts("could you answer in bullet points from now on?", "en")
     assert (fact.fact, fact.value) == ("answers", "in bullet points")
     assert _facts("could you answer in bullet points?", "en") == []
+    # Asked of the answers in general ("replies", "risposte"), a request holds for every one.
+    (fact,) = _facts("can you keep replies short?", "en")
+    assert (fact.fact, fact.value) == ("answers", "short")
+    (fact,) = _facts("le risposte brevi per favore", "it")
+    assert fact.fact == "answers"
     (fact,) = _facts("je préfère des réponses courtes", "fr")
     assert fact.fact == "answers"
 

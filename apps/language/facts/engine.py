@@ -190,6 +190,26 @@ def _clause(part: str, grammar: Grammar) -> Clause | None:
     return Clause(original=original, text=text, first_person=first is not None)
 
 
+# "keep replies short", "tes réponses": a request about every answer, not this one.
+_EVERY_ANSWER = {
+    "en": re.compile(r"\b(?:replies|answers|responses|messages)\b"),
+    "fr": re.compile(r"\b(?:réponses|messages)\b"),
+    "it": re.compile(r"\b(?:risposte|messaggi)\b"),
+    "es": re.compile(r"\b(?:respuestas|mensajes)\b"),
+    "de": re.compile(r"\b(?:antworten|nachrichten)\b"),
+}
+
+
+def _standing(clause: Clause, grammar: Grammar) -> bool:
+    """A request about answers holds for every later one: said so ("from now on"), or asked
+    of the answers in general."""
+    every = _EVERY_ANSWER.get(grammar.code)
+    return bool(
+        grammar.regex("standing").search(clause.sentence)
+        or (every is not None and every.search(clause.text))
+    )
+
+
 def _normal(text: str, grammar: Grammar) -> str:
     for pattern, replacement in grammar.normal:
         text = re.sub(pattern, replacement, text)
@@ -215,7 +235,7 @@ def _read(
             clause.decoy = True
             return
         value_text = match.group("v") if match.group("v") is not None else other(match)
-        if frame.template == "request" and not grammar.regex("standing").search(clause.sentence):
+        if frame.template == "request" and not _standing(clause, grammar):
             continue
         if frame.fragment and had:
             break

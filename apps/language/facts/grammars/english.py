@@ -194,6 +194,7 @@ GRAMMAR = Grammar(
         (r"\bi am\b", "i'm"),
         (r"^im\b", "i'm"),
         (r"\bive\b", "i've"),
+        (r"\b(?:pls|plz|plse)\b", "please"),
         (r"\b(do|does|did|can|is|are|was|were|have|has|would|could|should|wo)nt\b", r"\1n't"),
         (r"\bi have got\b|\bi've got\b", "i have"),
         (r"\bwe have got\b|\bwe've got\b", "we have"),
