@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import redis
 
+from apps.core import embedded
 from tests.private_servers import private_redis
 
 
@@ -26,3 +30,15 @@ def test_a_restarted_redis_answers_its_first_command_with_its_data():
             assert client.dbsize() == 200_000
         finally:
             client.close()
+
+
+def test_a_server_that_has_exited_counts_as_stopped_before_it_is_reaped():
+    exited = subprocess.Popen(["true"])
+    # Waited for but not reaped: a zombie, as a daemonised server is until PID 1 reaps it,
+    # which may be seconds after it exited.
+    os.waitid(os.P_PID, exited.pid, os.WEXITED | os.WNOWAIT)
+    try:
+        assert not embedded._pid_alive(exited.pid)
+        assert embedded._pid_alive(os.getpid())
+    finally:
+        exited.wait()
