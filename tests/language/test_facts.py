@@ -220,6 +220,17 @@ def test_an_allergy_or_intolerance_is_written_as_said(language, sentence, said):
     assert (fact.fact, description(fact)) == ("health", said)
 
 
+def test_a_relatives_news_shared_with_the_user_is_theirs_in_the_third_person():
+    from apps.language.facts.describe import description
+
+    (fact,) = _facts("my wife Esinam is expecting our first baby in march!!", "en")
+    assert (fact.relation_name, description(fact)) == (
+        "Esinam",
+        "The user's wife Esinam is expecting their first baby in march",
+    )
+    assert _facts("my mum says our house is too small", "en") == []
+
+
 def test_another_persons_fact_stays_theirs():
     (fact,) = _facts("My friend Oskar lives in Oslo", "en")
     assert (fact.fact, fact.value, fact.relation_name, fact.of_user) == (
