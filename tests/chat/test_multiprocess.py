@@ -50,6 +50,7 @@ PASSWORD = "correct-horse-battery-9"
 # and embedding pools (apps/cognition/context.py) and the tool pool (apps/cognition/toolloop.py).
 WEB_PROCESS_CONNECTIONS = min(32, (os.cpu_count() or 1) + 4) + 1 + 8 + 4 + 4
 SLOW_TICKS = {"content": "tick " * 400, "tps": 40}
+TWO_PROCESSES = f"thalamus-web-{os.getpid()}"
 
 
 @contextmanager
@@ -88,10 +89,11 @@ def web_process(
 
 # Once for the module: starting and warming up two servers took longer than the tests that use
 # them (8-16 s a test), and no test leaves anything in them for the next one, which makes its own
-# user and conversation after the database is emptied.
+# user and conversation after the database is emptied. Their connections are named for this test
+# process, so that counting them counts no other run's.
 @pytest.fixture(scope="module")
 def two_processes(django_db_setup):
-    with web_process() as first, web_process() as second:
+    with web_process(name=TWO_PROCESSES) as first, web_process(name=TWO_PROCESSES) as second:
         yield first[0], second[0]
 
 
@@ -371,53 +373,52 @@ def test_two_workers_on_one_port_stop_each_others_replies(user, llm_stub):
 
 
 def test_two_web_processes_hold_a_bounded_number_of_connections_while_turns_run_at_once(
-    user, other_user, llm_stub
+    two_processes, user, other_user, llm_stub
 ):
+    first, second = two_processes
     conversations = [
         Conversation.objects.create(owner=owner) for owner in (user, other_user) for _ in range(3)
     ]
-    name = f"thalamus-web-{os.getpid()}"
     peak = 0
     sampling = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         while not sampling.wait(0.02):
-            peak = max(peak, _connections_named(name))
+            peak = max(peak, _connections_named(TWO_PROCESSES))
 
-    with web_process(name=name) as (first, _), web_process(name=name) as (second, _):
-        clients = {
-            (url, username): logged_in_client(url, username, PASSWORD)
-            for url in (first, second)
-            for username in ("alice", "mallory")
-        }
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        finals: list[str] = []
-        for round_ in range(2):
-            # A slot is given back just after the answer's last fragment is sent.
-            _until_streams_end(user, other_user)
-            llm_stub.script(*[{"content": "tick " * 40, "tps": 40}] * len(conversations))
-            turns = [
-                threading.Thread(
-                    target=lambda url=url, conversation=conversation, round_=round_: finals.append(
-                        chat_turn(
-                            url,
-                            clients[url, conversation.owner.username],
-                            conversation.pk,
-                            f"count for me, round {round_}",
-                        )
+    clients = {
+        (url, username): logged_in_client(url, username, PASSWORD)
+        for url in (first, second)
+        for username in ("alice", "mallory")
+    }
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    finals: list[str] = []
+    for round_ in range(2):
+        # A slot is given back just after the answer's last fragment is sent.
+        _until_streams_end(user, other_user)
+        llm_stub.script(*[{"content": "tick " * 40, "tps": 40}] * len(conversations))
+        turns = [
+            threading.Thread(
+                target=lambda url=url, conversation=conversation, round_=round_: finals.append(
+                    chat_turn(
+                        url,
+                        clients[url, conversation.owner.username],
+                        conversation.pk,
+                        f"count for me, round {round_}",
                     )
                 )
-                for index, conversation in enumerate(conversations)
-                for url in [(first, second)[index % 2]]
-            ]
-            for turn in turns:
-                turn.start()
-            for turn in turns:
-                turn.join(60)
-        sampling.set()
-        sampler.join()
+            )
+            for index, conversation in enumerate(conversations)
+            for url in [(first, second)[index % 2]]
+        ]
+        for turn in turns:
+            turn.start()
+        for turn in turns:
+            turn.join(60)
+    sampling.set()
+    sampler.join()
 
     # Twelve answers, six at a time, by two processes: each holds at most one connection per
     # thread that reads the database, and those threads are pools of fixed sizes.
