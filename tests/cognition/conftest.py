@@ -5,6 +5,7 @@ import time
 import pytest
 
 from apps.chat.models import Conversation, Message
+from apps.cognition import tasks
 
 
 def wait_for(predicate, timeout: float = 45.0):
@@ -17,6 +18,13 @@ def wait_for(predicate, timeout: float = 45.0):
             return value
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def no_backoff(monkeypatch):
+    """No wait between the attempts at a task whose replies were unusable (5 s, doubling, with
+    full jitter): a test of what the attempts do, not of when they come."""
+    monkeypatch.setattr(tasks, "INVALID_REPLY_BACKOFF", 0)
 
 
 @pytest.fixture

@@ -20,11 +20,6 @@ CRITIC = "sceptical critic"
 EPISODE = "episode of the"
 
 
-@pytest.fixture
-def no_backoff(monkeypatch):
-    monkeypatch.setattr(tasks, "INVALID_REPLY_BACKOFF", 0)
-
-
 def _boom(*args, **kwargs):
     raise RuntimeError("a fault of ours")
 

@@ -24,7 +24,7 @@ def _episode_requests(llm_stub) -> int:
 
 
 def test_a_failing_summary_is_retried_three_times_then_marked_and_skipped_by_the_sweep(
-    celery_worker, user, turn, llm_stub, config
+    celery_worker, user, turn, llm_stub, config, no_backoff
 ):
     config(episode_idle_minutes=10, short_term_window=4)
     first = turn("Help me plan Lisbon", "Sure, when?")

@@ -13,11 +13,6 @@ pytestmark = pytest.mark.usefixtures("no_outbound_in_atomic")
 REPAIR = "does not match the required JSON schema"
 
 
-@pytest.fixture
-def no_backoff(monkeypatch):
-    monkeypatch.setattr(tasks, "INVALID_REPLY_BACKOFF", 0)
-
-
 def test_a_model_that_answers_unusably_once_then_well_forms_the_memory(
     celery_worker, user, turn, llm_stub, config, no_backoff
 ):
