@@ -406,7 +406,9 @@ def test_a_message_in_a_language_the_caller_knows_is_read_in_it():
         ("vivo a Vicenza, anzi no, a Verona", {"home_city": "L'utente vive a Verona"}),
         ("mi chiamo Sara, anzi Sarah con la h", {"name": "Il nome dell'utente è Sarah"}),
         # Taken back and not restated in a way the rules read: nothing rather than the old value.
-        ("I live in Leeds, I mean it's fine", {}),
+        ("I live in Leeds. wait no, that was last year", {}),
+        # A filler before more of the same takes nothing back.
+        ("I'm a teacher. I mean, I love it but it's tiring", {"occupation": "The user is a"}),
         # A turn at the very start takes nothing back.
         ("I mean, I live in Leeds", {"home_city": "The user lives in Leeds"}),
     ],

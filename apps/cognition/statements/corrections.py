@@ -48,12 +48,23 @@ def corrected_statements(text: str, *, today: date, language: str | None, known:
     return found
 
 
+# A turn that says the words before it were wrong ("wait no", "sorry, I meant", "anzi"), not
+# a filler before more of the same ("I mean, I love it"): only it drops a value it does not
+# replace, or replaces a value at once when it opens a message.
+_WRONG = re.compile(
+    r"\b(?:no|non|nein|scratch|correction|correzione|corrección|korrektur|anzi|rather|plutôt"
+    r"|make that|meant|sorry|oops|voulais|quise|intendevo|meinte|pardon|perdón|scusa)\b",
+    re.IGNORECASE,
+)
+
+
 def without_taken_back(text: str, statements: list, *, today: date, language: str | None):
     """`statements` of a message less the single values it takes back: "I'm a software tester.
     wait no, I got moved up to QA lead" keeps the QA lead only; "I live in Leeds, I mean
     Bradford" reads the bare "Bradford" as the home it replaces. A message that takes back
-    something it does not restate loses the last single value before the turn: a wrong value
-    is worse than none. Each statement is matched to its place in `text` by its quote."""
+    something it does not restate ("wait no, …") loses the last single value before the turn:
+    a wrong value is worse than none; a filler ("I mean, I love it") takes nothing back. Each
+    statement is matched to its place in `text` by its quote."""
     from apps.cognition.statements import statement_of_fact
 
     grammar = language_facts.grammar_for(language or language_facts.language_of(text) or "en")
@@ -71,7 +82,6 @@ def without_taken_back(text: str, statements: list, *, today: date, language: st
     extra = []
     if not replaced and before:
         last = before[-1]
-        replaced = {last.fact_key}
         after = text[turn.end() :].strip(" .!?,")
         # "anzi no, a Verona": the bare value without the word that leads it.
         lead, _, rest = after.partition(" ")
@@ -84,6 +94,8 @@ def without_taken_back(text: str, statements: list, *, today: date, language: st
                            lowercase=after == after.lower())  # fmt: skip
             if fact is not None:
                 extra.append(statement_of_fact(fact, today=today))
+        if extra or _WRONG.search(turn.group(0)):
+            replaced = {last.fact_key}
     kept = [s for s in statements if not (s in before and s.fact_key in replaced)]
     return kept + [s for s in extra if s not in kept]
 
@@ -93,4 +105,4 @@ def opens_taking_back(text: str, *, language: str | None = None) -> bool:
     "wait no, I meant …")?"""
     grammar = language_facts.grammar_for(language or language_facts.language_of(text) or "en")
     turn = grammar.regex("takes_back").match(text.strip())
-    return turn is not None and turn.end() > 0
+    return turn is not None and turn.end() > 0 and _WRONG.search(turn.group(0)) is not None
