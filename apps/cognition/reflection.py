@@ -49,6 +49,7 @@ from apps.core.llm.fitting import bodies, template_prompt
 from apps.core.llm.outcomes import InvalidReply, Refused, TooLong
 from apps.core.llm.structured import complete_as
 from apps.core.selectors import runtime_config
+from apps.language.facts import language_of
 from apps.memory.models import MemoryNode
 from apps.memory.provenance import (
     as_written,
@@ -331,9 +332,10 @@ def _kept(findings: dict[str, Finding], text: str, today: date) -> list[Finding]
     """A message's findings less the single values it takes back ("… software tester. wait no,
     QA lead"), however they were found; a bare value after the turn is the rules' finding."""
     statements = [finding.statement for finding in findings.values()]
-    kept = without_taken_back(text, statements, today=today, language=None)
+    language = language_of(text)
+    kept = without_taken_back(text, statements, today=today, language=language)
     by = {id(finding.statement): finding for finding in findings.values()}
-    corrects = opens_taking_back(text)
+    corrects = opens_taking_back(text, language=language)
     return [
         replace(by.get(id(s)) or Finding(s, FOUND_BY_RULES), corrects=corrects and bool(s.fact_key))
         for s in kept

@@ -10,6 +10,7 @@ import itertools
 import pytest
 
 from apps.language import facts
+from apps.language.facts.describe import description
 
 # (language, construction with {v}, fact type, values): every value must be read.
 STATED = [
@@ -157,8 +158,6 @@ def test_no_class_of_decoy_states_a_single_valued_fact_of_the_user(language, sen
     ],
 )
 def test_a_diet_kept_is_told_from_a_food_gone_without_and_is_never_a_name(language, sentence, said):
-    from apps.language.facts.describe import description
-
     (fact,) = _facts(sentence, language)
     assert (fact.fact, description(fact)) == ("diet", said)
 
@@ -195,8 +194,6 @@ def test_what_is_said_before_a_question_asked_back_is_read(language, sentence, f
     ],
 )  # fmt: skip
 def test_a_relatives_fact_ends_where_the_sentence_turns_to_the_user(language, sentence, said):
-    from apps.language.facts.describe import description
-
     (fact,) = _facts(sentence, language)
     assert description(fact) == said
 
@@ -214,15 +211,11 @@ def test_a_relatives_fact_ends_where_the_sentence_turns_to_the_user(language, se
     ],
 )
 def test_an_allergy_or_intolerance_is_written_as_said(language, sentence, said):
-    from apps.language.facts.describe import description
-
     (fact,) = _facts(sentence, language)
     assert (fact.fact, description(fact)) == ("health", said)
 
 
 def test_a_relatives_news_shared_with_the_user_is_theirs_in_the_third_person():
-    from apps.language.facts.describe import description
-
     (fact,) = _facts("my wife Esinam is expecting our first baby in march!!", "en")
     assert (fact.relation_name, description(fact)) == (
         "Esinam",

@@ -30,22 +30,30 @@ def corrections(text: str, *, language: str | None = None) -> list[tuple[str, st
 def corrected_statements(text: str, *, today: date, language: str | None, known: dict[str, str]):
     """The statements a correction makes of a known single value: the new value, when it is
     of the same kind as the old one ("Ghent" a place, as "Gent" was)."""
-    from apps.cognition.statements import statement_of_fact
-
     grammar = language_facts.grammar_for(language or "en")
     found = []
     for new, old in corrections(text, language=language):
         for fact_key, value in known.items():
-            if value.casefold() != old.casefold() or fact_key not in _BY_KEY:
+            if value.casefold() != old.casefold():
                 continue
-            frame = Frame(_BY_KEY[fact_key], "(?P<v>.+)", explicit=True)
-            clause = Clause(original=new, text=new.lower())
-            match = _WHOLE.match(clause.text)
-            fact: Fact | None = fact_of(frame, clause.text, clause, grammar, match,
-                                      lowercase=new == new.lower())  # fmt: skip
-            if fact is not None:
-                found.append(statement_of_fact(fact, today=today))
+            statement = _read_as(new, fact_key, grammar, today=today)
+            if statement is not None:
+                found.append(statement)
     return found
+
+
+def _read_as(value: str, fact_key: str, grammar, *, today: date):
+    """`value` typed alone ("Ghent", "a midwife") as a fact of `fact_key`'s kind, or None when
+    it is no value of that kind."""
+    from apps.cognition.statements import statement_of_fact
+
+    if fact_key not in _BY_KEY:
+        return None
+    frame = Frame(_BY_KEY[fact_key], "(?P<v>.+)", explicit=True)
+    clause = Clause(original=value, text=value.lower())
+    fact: Fact | None = fact_of(frame, clause.text, clause, grammar, _WHOLE.match(clause.text),
+                                lowercase=value == value.lower())  # fmt: skip
+    return statement_of_fact(fact, today=today) if fact is not None else None
 
 
 # A turn that says the words before it were wrong ("wait no", "sorry, I meant", "anzi"), not
@@ -65,9 +73,7 @@ def without_taken_back(text: str, statements: list, *, today: date, language: st
     something it does not restate ("wait no, …") loses the last single value before the turn:
     a wrong value is worse than none; a filler ("I mean, I love it") takes nothing back. Each
     statement is matched to its place in `text` by its quote."""
-    from apps.cognition.statements import statement_of_fact
-
-    grammar = language_facts.grammar_for(language or language_facts.language_of(text) or "en")
+    grammar = _grammar_of(text, language)
     turn = next((m for m in grammar.regex("takes_back").finditer(text) if m.start() > 0), None)
     if turn is None:
         return statements
@@ -79,7 +85,7 @@ def without_taken_back(text: str, statements: list, *, today: date, language: st
         (s for s in statements if s.fact_key and 0 <= place(s) < turn.start()), key=place
     )
     replaced = {s.fact_key for s in statements if s.fact_key and place(s) >= turn.end()}
-    extra = []
+    restated = None
     if not replaced and before:
         last = before[-1]
         after = text[turn.end() :].strip(" .!?,")
@@ -87,22 +93,20 @@ def without_taken_back(text: str, statements: list, *, today: date, language: st
         lead, _, rest = after.partition(" ")
         if rest and lead.casefold() in grammar.place_leads | grammar.articles:
             after = rest
-        if last.fact_key in _BY_KEY and 0 < len(after.split()) <= 4:
-            frame = Frame(_BY_KEY[last.fact_key], "(?P<v>.+)", explicit=True)
-            clause = Clause(original=after, text=after.lower())
-            fact = fact_of(frame, clause.text, clause, grammar, _WHOLE.match(clause.text),
-                           lowercase=after == after.lower())  # fmt: skip
-            if fact is not None:
-                extra.append(statement_of_fact(fact, today=today))
-        if extra or _WRONG.search(turn.group(0)):
+        if 0 < len(after.split()) <= 4:
+            restated = _read_as(after, last.fact_key, grammar, today=today)
+        if restated is not None or _WRONG.search(turn.group(0)):
             replaced = {last.fact_key}
     kept = [s for s in statements if not (s in before and s.fact_key in replaced)]
-    return kept + [s for s in extra if s not in kept]
+    return kept + [restated] if restated is not None and restated not in kept else kept
 
 
 def opens_taking_back(text: str, *, language: str | None = None) -> bool:
     """Does the message open by taking back what the user said before ("anzi no scusa, …",
     "wait no, I meant …")?"""
-    grammar = language_facts.grammar_for(language or language_facts.language_of(text) or "en")
-    turn = grammar.regex("takes_back").match(text.strip())
+    turn = _grammar_of(text, language).regex("takes_back").match(text.strip())
     return turn is not None and turn.end() > 0 and _WRONG.search(turn.group(0)) is not None
+
+
+def _grammar_of(text: str, language: str | None):
+    return language_facts.grammar_for(language or language_facts.language_of(text) or "en")

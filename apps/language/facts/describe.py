@@ -229,16 +229,6 @@ def _of_relative(fact: Fact, templates: dict[str, str]) -> str:
     return f"{head} {rest}".rstrip()
 
 
-# Where a relative's clause goes on about the user ("… y siempre me dice que me mude allí"):
-# a conjunction, then words up to one of the user's own pronouns.
-_ON_ABOUT_THE_USER = {
-    "it": r"(?:,|\s+e|\s+ma)\s+(?:\S+\s+){0,2}(?:mi|me|io|ci)\b",
-    "fr": r"(?:,|\s+et|\s+mais)\s+(?:\S+\s+){0,2}(?:me|m'|moi|je|j'|nous)",
-    "de": r"(?:,|\s+und|\s+aber)\s+(?:\S+\s+){0,2}(?:mir|mich|ich|uns|wir)\b",
-    "es": r"(?:,|\s+y|\s+pero)\s+(?:\S+\s+){0,2}(?:me|yo|nos|conmigo)\b",
-}
-
-
 def _after_relation(fact: Fact) -> str:
     """The clause after its relative's word and name: what it says of them, up to where it
     goes on about the user (the memory is the relative's fact, written of "the user")."""
@@ -249,9 +239,9 @@ def _after_relation(fact: Fact) -> str:
         named = rest.casefold().find(fact.relation_name.casefold())
         if named >= 0:
             rest = rest[named + len(fact.relation_name) :]
-    about_user = _ON_ABOUT_THE_USER.get(fact.language)
-    if about_user:
-        turn = re.search(about_user, rest, re.IGNORECASE)
-        if turn is not None and turn.start() > 0:
-            rest = rest[: turn.start()]
+    from apps.language.facts import grammar_for
+
+    turn = grammar_for(fact.language).regex("about_the_user").search(rest)
+    if turn is not None and turn.start() > 0:
+        rest = rest[: turn.start()]
     return rest.strip(" ,")

@@ -31,41 +31,11 @@ _NAME = r"[A-ZÀ-Þ][^\W\d_]*"
 _TIME_LEAD = re.compile(r"^(?:since|from|da|dal|desde|seit|depuis)\s+\S+(?:\s+\d{4})?\s+")
 
 
-# A question asked back after saying something of oneself: "I'm Marta, and you?", "my name
-# is Ana, what's yours?". Its words: the conjunction or question word it opens with, and a
-# word for the one asked ("you", "toi", "du", "tú", "tu").
-_ASKED_BACK = {
-    "en": (r"and|what|what's|whats|where|where's|how|how's|who|which|when|why|wbu|hbu",
-           r"you|u|your|yours|yourself|wbu|hbu"),
-    "fr": (r"et|qu'est-ce|que|quel|quelle|quels|où|comment|qui|pourquoi|quand",
-           r"toi|tu|t'\w+|vous|ton|ta|tes|votre|vos"),
-    "de": (r"und|was|wo|wie|wer|welche\w*|wann|warum|woher",
-           r"du|dich|dir|dein\w*|sie|ihr|euch|ihnen"),
-    "es": (r"y|qué|que|dónde|donde|cómo|como|quién|cuál|cuándo|por qué|de dónde",
-           r"tú|tu|tus|usted|ustedes|te|ti|vos"),
-    "it": (r"e|che|cosa|dove|come|chi|quale|quando|perché|di dove",
-           r"tu|te|ti|tuo|tua|tuoi|tue|voi|lei"),
-}  # fmt: skip
-
-
-def _asked_back(text: str, grammar: Grammar) -> re.Match | None:
-    """The question a sentence ends with when it asks the assistant back, after a comma."""
-    words = _ASKED_BACK.get(grammar.code)
-    if words is None:
-        return None
-    opens, you = words
-    return re.search(
-        rf"[,;]\s*¿?(?:{opens})\b[^,;]{{0,40}}?(?<!\w)(?:{you})(?!\w)[^,;]*\?\s*$",
-        text,
-        re.IGNORECASE,
-    )
-
-
 def clauses_of(sentence: str, grammar: Grammar) -> list[Clause]:
     """The clauses of a sentence, each with the facts it states in `grammar`'s language."""
     text = _QUOTED.sub(" ", plain(sentence)).strip()
     question = text.rstrip().endswith("?")
-    if question and (asked := _asked_back(text, grammar)) is not None:
+    if question and (asked := grammar.regex("asked_back").search(text)) is not None:
         # What comes before the question asked back is said, not asked.
         text, question = text[: asked.start()], False
     text = text.strip().rstrip(".!?…").strip()
@@ -190,23 +160,12 @@ def _clause(part: str, grammar: Grammar) -> Clause | None:
     return Clause(original=original, text=text, first_person=first is not None)
 
 
-# "keep replies short", "tes réponses": a request about every answer, not this one.
-_EVERY_ANSWER = {
-    "en": re.compile(r"\b(?:replies|answers|responses|messages)\b"),
-    "fr": re.compile(r"\b(?:réponses|messages)\b"),
-    "it": re.compile(r"\b(?:risposte|messaggi)\b"),
-    "es": re.compile(r"\b(?:respuestas|mensajes)\b"),
-    "de": re.compile(r"\b(?:antworten|nachrichten)\b"),
-}
-
-
 def _standing(clause: Clause, grammar: Grammar) -> bool:
     """A request about answers holds for every later one: said so ("from now on"), or asked
     of the answers in general."""
-    every = _EVERY_ANSWER.get(grammar.code)
     return bool(
         grammar.regex("standing").search(clause.sentence)
-        or (every is not None and every.search(clause.text))
+        or grammar.regex("every_answer").search(clause.text)
     )
 
 

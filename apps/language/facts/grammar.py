@@ -130,6 +130,15 @@ class Grammar:
     # Where a message takes back what it just said ("wait no,", "I mean", "anzi"): what
     # follows replaces it.
     takes_back: str = r"$^"
+    # A question asked back at the end of a sentence that said something ("I'm Marta, and
+    # you?", "my name is Ana, what's yours?"): a comma, a conjunction or question word, then
+    # a word for the assistant. What comes before it is said, not asked.
+    asked_back: str = r"$^"
+    # Words for the answers in general ("replies"): a request about them holds for every one.
+    every_answer: str = r"$^"
+    # Where a relative's clause goes on about the user ("… y siempre me dice que me mude
+    # allí"): a conjunction, then a few words up to one of the user's own pronouns.
+    about_the_user: str = r"$^"
     # Words that only close a clause ("btw", "lol", "jaja"): taken off its end.
     closers: str = r"$^"
     # (pattern, replacement) that spell a clause one way ("i am" -> "i'm").

@@ -146,9 +146,6 @@ def _plain_statement(remainder: str, grammar: Grammar) -> bool:
     """A relative's clause the rules have no construction for, kept when it says plainly
     something of them: no negation, wish, past cue or words about the user ("me", "I")."""
     words = set(remainder.lower().split())
-    if grammar.code == "en":
-        # "my wife is expecting our first baby": English memories write "our" as "their".
-        words.discard("our")
     return not (
         grammar.regex("negation").search(remainder)
         or grammar.regex("unreal").search(remainder)

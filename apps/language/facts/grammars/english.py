@@ -186,9 +186,12 @@ GRAMMAR = Grammar(
     r"(?:it's |it is |that's |i meant )?(?P<new>[^,]+?),?\s+not\s+(?P<old>[^,.!?]+?)[.!]?$",
     first_person=r"^(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|our)\b",
     reported=r"\b(?:says?|said|told|tells|thinks?|thought|claims?|according to|reckons?)\b",
-    user_words=word_set("i i'm me my mine myself we us our"),
+    # Not "our": English memories write it "their" ("my wife is expecting our first baby").
+    user_words=word_set("i i'm me my mine myself we us"),
     diets=_DIETS,
     takes_back=r"(?:^|[.,;!?]\s*)(?:(?:sorry|oops),?\s+)?(?:wait,?\s+no|no,?\s+wait|i meant|i mean|actually,?\s+no|no,?\s+actually|well,?\s+actually|scratch that|or rather|make that|correction)\b[\s,:!]*",
+    asked_back=r"[,;]\s*¿?(?:and|what|what's|whats|where|where's|how|how's|who|which|when|why|wbu|hbu)\b[^,;]{0,40}?(?<!\w)(?:you|u|your|yours|yourself|wbu|hbu)(?!\w)[^,;]*\?\s*$",
+    every_answer=r"\b(?:replies|answers|responses|messages)\b",
     closers=r"(?:\s*(?:\b(?:btw|lol|lmao|rofl|fyi|tbh|tho|haha\w*|hehe\w*|xx+)\b|:\)|:d\b|;\)|!+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+))+\s*$",
     normal=(
         (r"\bi am\b", "i'm"),

@@ -159,6 +159,9 @@ GRAMMAR = Grammar(
     user_words=word_set("ich mich mir mein meine meinen meinem meiner wir uns unser unsere"),
     diets=_DIETS,
     takes_back=r"(?:^|[.,;!?]\s*)(?:warte,?\s+nein|nein,?\s+warte|ich meine|ich meinte|sorry,?\s+ich meine|also eigentlich|korrektur)(?!\w)[\s,:!]*",
+    asked_back=r"[,;]\s*¿?(?:und|was|wo|wie|wer|welche\w*|wann|warum|woher)\b[^,;]{0,40}?(?<!\w)(?:du|dich|dir|dein\w*|sie|ihr|euch|ihnen)(?!\w)[^,;]*\?\s*$",
+    every_answer=r"\b(?:antworten|nachrichten)\b",
+    about_the_user=r"(?:,|\s+und|\s+aber)\s+(?:\S+\s+){0,2}(?:mir|mich|ich|uns|wir)\b",
     closers=r"(?:\s*(?:\b(?:lol|haha\w*|hihi|btw|xd)\b|:\)|;\)|!+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+))+\s*$",
     normal=(
         (r"\bheisse\b", "heiße"),
