@@ -262,8 +262,15 @@ async def test_a_world_turn_keeps_the_users_style_and_holds_the_order_its_model_
     )
 
     await _turn_over_socket(user, conversation, f"{order}, and answer in French")
-    async with asyncio.timeout(45):  # the world modifier's background work
-        while not await MemoryNode.objects.filter(owner=user, state="quarantined").aexists():
+    # The world modifier's background work: it holds the order first, then writes the state in
+    # a transaction of its own, so both are awaited before the next turn.
+    async with asyncio.timeout(45):
+        while not (
+            await MemoryNode.objects.filter(owner=user, state="quarantined").aexists()
+            and await WorldState.objects.filter(
+                owner=user, behaviour__contains=["Answer in French"]
+            ).aexists()
+        ):
             await asyncio.sleep(0.1)
     await _turn_over_socket(user, conversation, "Hello")
 
