@@ -27,7 +27,8 @@ def api_key_for_token(*, token: str) -> ApiKey | None:
     if scheme != API_KEY_SCHEME or len(prefix) != 8 or not random_part:
         return None
     key = (
-        ApiKey.objects.select_related("user")
+        # The user's settings with it: a turn reads them before its answer.
+        ApiKey.objects.select_related("user", "user__thalamus_settings")
         .filter(prefix=prefix, revoked_at=None, user__is_active=True)
         .first()
     )
@@ -42,6 +43,15 @@ def user_settings_for(*, user) -> UserSettings:
         return UserSettings()
     found = UserSettings.objects.filter(user_id=user.pk).first()
     return found if found is not None else UserSettings(user_id=user.pk)
+
+
+def user_settings_loaded(*, user) -> UserSettings:
+    """The settings of a user read with them (`select_related("thalamus_settings")`), without
+    another statement; the defaults for one who never changed them."""
+    try:
+        return user.thalamus_settings
+    except UserSettings.DoesNotExist:
+        return UserSettings(user_id=user.pk)
 
 
 def knowledge_language_of(prefs: UserSettings, config: RuntimeConfig) -> str:

@@ -12,8 +12,8 @@ import pydantic
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 
-from apps.accounts.models import ApiKey
-from apps.accounts.selectors import api_key_for_token
+from apps.accounts.models import ApiKey, UserSettings
+from apps.accounts.selectors import api_key_for_token, user_settings_loaded
 from apps.accounts.services import api_key_mark_used
 from apps.accounts.throttle import bad_api_key_record, bad_api_key_wait
 from apps.api.errors import ApiError, bad_request, rate_limited
@@ -194,6 +194,8 @@ class Call(NamedTuple):
     # The message's embedding and search under way, for the recall (None: the recall starts
     # them).
     own: OwnSearch | None
+    # The user's settings, read with the key.
+    prefs: UserSettings
 
 
 def call_accept(request, raw_body: bytes) -> Call:
@@ -228,7 +230,8 @@ def call_accept(request, raw_body: bytes) -> Call:
     except BaseException:
         stream_slot_release(user_id=key.user_id, slot=slot)
         raise
-    return Call(key, body, options, slot, config, text, earlier, conversation, own)
+    prefs = user_settings_loaded(user=key.user)
+    return Call(key, body, options, slot, config, text, earlier, conversation, own, prefs)
 
 
 async def call_start_turn(call: Call) -> tuple[Message, Awaitable[PreparedTurn]]:
@@ -242,6 +245,9 @@ async def call_start_turn(call: Call) -> tuple[Message, Awaitable[PreparedTurn]]
         config=call.config,
         own=call.own,
         options=call.options,
+        prefs=call.prefs,
+        # Read by this call's accept, or new.
+        conversation_read=True,
     )
     try:
         sent = await on_pool_thread(_save_turn)(call.key, conversation, call.text, call.config)

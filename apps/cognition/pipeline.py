@@ -88,6 +88,7 @@ def recall(*, inp: TurnInput, own: OwnSearch | None = None) -> MemoryForTurn:
         config=inp.config,
         own=own,
         recall=inp.options.remember,
+        prefs=inp.prefs,
     )
 
 
@@ -153,10 +154,14 @@ def start_turn(
     own: OwnSearch | None = None,
     status: StatusSink | None = None,
     options: CallOptions | None = None,
+    prefs=None,
+    conversation_read: bool = False,
 ) -> TurnRun:
     """Start a turn as its message arrives: the recall begins at once, beside the message's
     save; `TurnRun.prepare` routes and waits for it once the reply exists. Without `config`
-    the recall reads the configuration afresh, on its thread."""
+    the recall reads the configuration afresh, on its thread; without `prefs`, the user's
+    settings. `conversation_read`: the caller read `conversation` from the database for this
+    turn (None: it starts a new one), so its pick is not read again."""
     inp = TurnInput(
         user=user,
         conversation=conversation,
@@ -164,6 +169,8 @@ def start_turn(
         config=config,
         time_zone=timezone.get_current_timezone_name(),
         options=options or CallOptions(),
+        prefs=prefs,
+        conversation_read=conversation_read,
     )
     return TurnRun(Turn(inp), own=own, status=status)
 
@@ -184,7 +191,10 @@ class TurnRun:
         # Read as the message arrives, not from the page's copy: another page may have picked.
         # (The API starts a turn before its conversation is known: then at `prepare`.)
         conversation = turn.input.conversation
-        self.picked = self._read_pick(conversation.pk) if conversation is not None else None
+        # Read moments ago by the caller: no thread hop nor statement for it again.
+        self.picked = _known_pick(conversation) if turn.input.conversation_read else None
+        if self.picked is None and conversation is not None:
+            self.picked = self._read_pick(conversation.pk)
 
     def cancel(self) -> None:
         self.recalled.cancel()
@@ -233,6 +243,8 @@ class TurnRun:
             "full-text only: the embedding failed" if embedding_error else _recalled(turn.memory),
         )
         await self._tools_and_world()
+        if self.picked is None and turn.input.conversation_read:
+            self.picked = _known_pick(reply.conversation)  # new: saved without a pick
         turn.picked_model = await (self.picked or self._read_pick(reply.conversation_id))
         with spans.span("assemble"):
             turn.prepared = assemble(turn=turn)
@@ -321,6 +333,16 @@ def conversation_picked_model(*, conversation_id: int) -> str | None:
     configured chat model answers."""
     picked = Conversation.objects.filter(pk=conversation_id).values_list("chat_model", flat=True)
     return picked_chat_model(picked.first() or "")
+
+
+def _known_pick(conversation) -> asyncio.Future | None:
+    """The pick of a conversation just read, as `_read_pick` would give it; None when it has
+    one, which is checked against the models offered on a thread."""
+    if conversation is None or conversation.chat_model:
+        return None
+    known = asyncio.get_running_loop().create_future()
+    known.set_result(None)  # no pick: the configured chat model answers
+    return known
 
 
 def _honour_settings(turn: Turn) -> None:

@@ -93,10 +93,12 @@ def memory_for_turn(
     config: RuntimeConfig | None = None,
     own: OwnSearch | None = None,
     recall: bool = True,
+    prefs: UserSettings | None = None,
 ) -> MemoryForTurn:
     """What the memory knows for this turn; callers may run it while the message is saved.
 
-    `own`: the embedding and search of `text` already under way (`turn_search_start`). Without
+    `own`: the embedding and search of `text` already under way (`turn_search_start`); `prefs`:
+    the user's settings, when the caller read them with its request. Without
     `recall` (memory off for an API call) the memory, the rules and the world state stay empty.
     """
     from apps.cognition.context import memory_context_for_turn
@@ -114,7 +116,7 @@ def memory_for_turn(
     # Read before the recall, which spends most of its time waiting on the embedding, rather
     # than after it, when the answer waits on this.
     template, limits, counter = prompt_and_limits("answer", CHAT, config)
-    prefs = user_settings_for(user=user)
+    prefs = prefs or user_settings_for(user=user)
     language = knowledge_language_of(prefs, config)
     chosen = {
         "instructions": custom_instructions(prefs),

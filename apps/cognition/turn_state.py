@@ -115,6 +115,12 @@ class TurnInput:
     config: RuntimeConfig | None
     time_zone: str
     options: CallOptions = field(default_factory=CallOptions)
+    # The user's settings when the caller read them with the request (the API, with its key);
+    # None: the recall reads them.
+    prefs: object | None = None
+    # The conversation was read from the database by this request (the API's accept): its
+    # model pick is current, and a turn that starts one is saved without a pick.
+    conversation_read: bool = False
 
 
 @dataclass

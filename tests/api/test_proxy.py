@@ -228,3 +228,52 @@ def test_a_model_the_server_does_not_list_is_not_found(client_for, user, llm_stu
 def _without_note(content: str) -> str:
     """A message as the client wrote it, without the note memory added before it."""
     return content.split(f"{NOTE_CLOSE}\n\n", 1)[-1]
+
+
+def test_the_users_settings_read_with_the_key_shape_the_answer(client_for, user, llm_stub):
+    """The settings come with the key in one statement: custom instructions reach the prompt,
+    a user without saved settings gets the defaults, and memory turned off in the settings
+    (not by the call's header) reads no memory."""
+    from apps.accounts.services import user_settings_update
+
+    memory_node_create(owner=user, description="Alice keeps bees in Turin", source="admin")
+    client = client_for(user)
+    _ask(client, [{"role": "user", "content": "Where do my bees live?"}], stream=True)
+    user_settings_update(user=user, about_me="I am a nurse in Lyon.")
+    _ask(client, [{"role": "user", "content": "Where are my bees kept?"}], stream=True)
+    user_settings_update(user=user, memory_enabled=False)
+    _ask(client, [{"role": "user", "content": "Where are the bees?"}], stream=False)
+
+    defaults, instructed, off = (json.dumps(body["messages"]) for body in _answers(llm_stub))
+    assert "bees in Turin" in defaults and "nurse in Lyon" not in defaults
+    assert "bees in Turin" in instructed and "nurse in Lyon" in instructed
+    assert "bees in Turin" not in off and "nurse in Lyon" in off
+
+
+def test_a_conversation_continued_by_its_history_answers_with_the_model_picked_for_it(
+    client_for, user, llm_stub
+):
+    """The pick comes with the conversation the history matched (no second read); a picked
+    model is still checked against the models offered."""
+    from django.core.cache import cache
+
+    from apps.chat.conversation_services import conversation_model_pick
+    from apps.core.llm.servers import models_key
+
+    served = list(llm_stub.models)
+    llm_stub.models[:] = [*served, "demo"]
+    cache.delete(models_key(llm_stub.url))
+    try:
+        client = client_for(user)
+        history = [{"role": "user", "content": "Hi"}]
+        answer, _ = _ask(client, history, stream=True)
+        conversation_model_pick(conversation=Conversation.objects.get(owner=user), model="demo")
+        history += [{"role": "assistant", "content": answer}, {"role": "user", "content": "Again"}]
+        _ask(client, history, stream=True)
+    finally:
+        llm_stub.models[:] = served
+        cache.delete(models_key(llm_stub.url))
+
+    assert [body["model"] for body in _answers(llm_stub)][1] == "demo"
+    assert _answers(llm_stub)[0]["model"] != "demo"
+    assert Conversation.objects.get(owner=user).messages.count() == 4
