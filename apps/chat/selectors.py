@@ -5,6 +5,7 @@ from django.db.models import Count, Exists, Max, Min, OuterRef, Q, QuerySet, Sub
 from django.db.models.functions import Coalesce, Left
 
 from apps.chat.models import OPEN_STATUSES, Conversation, Message
+from apps.core.db import fetch_hot, json_value
 
 # The sidebar's filters besides "all": the chats started here, and those /v1 started.
 VIA_FILTERS = ("chat", "api")
@@ -166,18 +167,28 @@ def history_step(window: int) -> int:
     return window // 4 * 2 or 1
 
 
+_REPLY_TRACES_SQL = """
+SELECT reply_to_id, trace -> 'note', trace -> 'history_from'
+  FROM chat_message
+ WHERE conversation_id = %(conversation)s
+   AND role = %(assistant)s
+   AND reply_to_id IS NOT NULL
+   AND active
+ ORDER BY id DESC
+ LIMIT %(limit)s
+"""
+
+
 def reply_traces(*, conversation_id: int, limit: int) -> list[tuple[int, object, object]]:
     """(question id, note, history_from) of the conversation's last `limit` answers, newest
     first: what memory added to the message each answers, and the first message of the history
-    each was sent with (see apps.cognition.notes)."""
-    rows = (
-        Message.objects.filter(
-            conversation_id=conversation_id,
-            role=Message.Role.ASSISTANT,
-            reply_to__isnull=False,
-            active=True,
-        )
-        .order_by("-pk")
-        .values_list("reply_to_id", "trace__note", "trace__history_from")[:limit]
+    each was sent with (see apps.cognition.notes).
+
+    Read on the way to every answer, with its parameters bound: the ORM's query with two JSON
+    paths cost about 1 ms of the web process's CPU to build.
+    """
+    rows = fetch_hot(
+        _REPLY_TRACES_SQL,
+        {"conversation": conversation_id, "assistant": Message.Role.ASSISTANT, "limit": limit},
     )
-    return list(rows)
+    return [(question, json_value(note), json_value(start)) for question, note, start in rows]
