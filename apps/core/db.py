@@ -59,6 +59,32 @@ def register_adapters() -> None:
     psycopg.adapters.register_dumper(QueryVector, _QueryVectorBinaryDumper)
 
 
+class RowModel:
+    """Instances of `model` from the columns of a row that `fetch_hot` read, as the ORM would
+    load them (its fields' own conversions applied), without building a query: `columns(alias)`
+    names them in the statement, `load(values)` makes the instance."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.fields = list(model._meta.concrete_fields)
+        self.attnames = [field.attname for field in self.fields]
+        self.width = len(self.fields)
+        self._convert = [
+            (index, field)
+            for index, field in enumerate(self.fields)
+            if hasattr(field, "from_db_value")
+        ]
+
+    def columns(self, alias: str) -> str:
+        return ", ".join(f'{alias}."{field.column}"' for field in self.fields)
+
+    def load(self, values):
+        values = list(values)
+        for index, field in self._convert:
+            values[index] = field.from_db_value(values[index], None, connection)
+        return self.model.from_db(connection.alias, self.attnames, values)
+
+
 def json_value(value):
     """A json or jsonb column's value: Django's psycopg setup hands them over as text."""
     return json.loads(value) if isinstance(value, str) else value

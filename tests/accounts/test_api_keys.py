@@ -162,3 +162,21 @@ def test_the_admin_adds_a_key_through_the_service_and_shows_the_secret_once(admi
     key = ApiKey.objects.get(name="from admin")
     assert api_key_for_token(token=secret) == key
     assert admin_client.get(f"/admin/accounts/apikey/{key.pk}/change/").status_code == 200
+
+
+def test_a_key_comes_with_its_user_and_the_users_settings_as_saved(user, other_user):
+    """One statement loads the key, its user and their settings, each as the ORM would: the
+    settings' JSON decoded, the defaults (unsaved) for a user who never changed them."""
+    from apps.accounts.services import user_settings_update
+
+    user_settings_update(user=user, learn_categories=["name", "job"], about_me="Nurse.")
+    _, secret = api_key_create(user=user, name="saved")
+    _, other_secret = api_key_create(user=other_user, name="defaults")
+
+    key = api_key_for_token(token=secret)
+    assert key.user == user and key.user.username == user.username
+    assert key.user.thalamus_settings.learn_categories == ["name", "job"]
+    assert key.user.thalamus_settings.about_me == "Nurse."
+    defaults = api_key_for_token(token=other_secret).user.thalamus_settings
+    assert defaults.pk is None and defaults.user_id == other_user.pk and defaults.memory_enabled
+    assert api_key_for_token(token=secret[:-1] + ("A" if secret[-1] != "A" else "B")) is None
