@@ -2,23 +2,20 @@ from __future__ import annotations
 
 import hashlib
 
-from django.db import DEFAULT_DB_ALIAS
-
 from apps.chat.models import Conversation, Message
-from apps.core.db import fetch_hot
+from apps.core.db import RowModel, fetch_hot
 
 # How many of the newest conversations holding the client's last question are compared with its
 # history (a question such as "hi" may start many of them).
 CANDIDATES = 20
 
-_FIELDS = [field.attname for field in Conversation._meta.concrete_fields]
-_COLUMNS = ", ".join(f'c."{field.column}"' for field in Conversation._meta.concrete_fields)
+_CONVERSATION = RowModel(Conversation)
 
 # The candidates, newest first, each with its first `saved` completed messages. One statement,
 # its parameters bound: the ORM's version of it cost about 4 ms of the web process's CPU a turn,
 # on the path to the answer (building and compiling the query, then a second one per candidate).
 _SHARING_SQL = f"""
-SELECT {_COLUMNS}, said.roles, said.contents
+SELECT {_CONVERSATION.columns("c")}, said.roles, said.contents
   FROM (SELECT DISTINCT c.id, c.updated_at
           FROM chat_message m
           JOIN chat_conversation c ON c.id = m.conversation_id
@@ -80,5 +77,5 @@ def conversation_sharing_history(*, user, turns: list[tuple[str, str]]) -> Conve
         pairs = zip(roles or [], contents or [], strict=True)
         saved = [(role, _same(content)) for role, content in pairs]
         if saved and len(saved) <= len(wanted) and saved == wanted[-len(saved) :]:
-            return Conversation.from_db(DEFAULT_DB_ALIAS, _FIELDS, values)
+            return _CONVERSATION.load(values)
     return None
