@@ -14,7 +14,7 @@ from django.db.models import Q, QuerySet
 from pydantic import ValidationError
 
 from apps.chat.models import Conversation
-from apps.core.db import fetch_hot, json_value
+from apps.core.db import RowModel, fetch_hot, json_value
 from apps.memory.models import (
     GLOBAL_COUNT_KEY,
     MemoryNode,
@@ -61,9 +61,18 @@ def knowledge_triples_for(*, user_id: int, limit: int = 200) -> QuerySet[Triple]
     )
 
 
+_WORLD = RowModel(WorldState)
+# Read before every answer: one bound statement, where the ORM's query cost about 1 ms of the web
+# process's CPU to build.
+_WORLD_SQL = f"""
+SELECT {_WORLD.columns("w")} FROM {WorldState._meta.db_table} w WHERE w.owner_id = %(owner)s
+"""
+
+
 def world_state_for(*, user_id: int) -> WorldState:
     """The user's world state; an unsaved, empty one when nothing has set it yet."""
-    return WorldState.objects.filter(owner_id=user_id).first() or WorldState(owner_id=user_id)
+    rows = fetch_hot(_WORLD_SQL, {"owner": user_id})
+    return _WORLD.load(rows[0]) if rows else WorldState(owner_id=user_id)
 
 
 def default_plan_steps(text: str, limit: int) -> list[PlanStep]:
