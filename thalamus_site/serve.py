@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         _preload(PRELOAD_WHILE_WAITING)
     if args.after_go and not sys.stdin.readline().strip():
         return 0
+    from apps.core.warmup import keep_out_of_the_collector
+
+    keep_out_of_the_collector()
     sock = config.bind_socket()
     if args.workers <= 1:
         uvicorn.Server(config).run(sockets=[sock])
