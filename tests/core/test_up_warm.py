@@ -119,17 +119,12 @@ print(json.dumps({"status": response.status_code, "imported": sorted(set(sys.mod
 """
 
 
-@pytest.mark.timeout(120)
-def test_a_first_turn_after_the_warm_up_loads_no_embedder_lemmas_or_module_of_ours(user):
-    _, secret = api_key_create(user=user, name="first turn")
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "PROBE_API_KEY": secret,
-    }
+def _probe(script: str, **env: str) -> dict:
+    """Run `script` in a fresh process on the tests' database and Redis: its last line, read as
+    JSON."""
+    env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": settings.REDIS_URL, **env}
     probe = subprocess.run(
-        [sys.executable, "-c", FIRST_TURN],
+        [sys.executable, "-c", script],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -137,7 +132,13 @@ def test_a_first_turn_after_the_warm_up_loads_no_embedder_lemmas_or_module_of_ou
         timeout=110,
     )
     assert probe.returncode == 0, probe.stderr[-3000:]
-    result = json.loads(probe.stdout.strip().splitlines()[-1])
+    return json.loads(probe.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(120)
+def test_a_first_turn_after_the_warm_up_loads_no_embedder_lemmas_or_module_of_ours(user):
+    _, secret = api_key_create(user=user, name="first turn")
+    result = _probe(FIRST_TURN, PROBE_API_KEY=secret)
     assert result["status"] == 200
     lazily = [
         name
@@ -163,17 +164,7 @@ print(json.dumps({"before": before, "after": gc.get_freeze_count(), "left": len(
 def test_the_warm_up_leaves_the_loaded_app_out_of_the_collectors_full_collections():
     """A full collection walked every object the app had loaded (90-125 ms a time in a web
     process); once warm, they are frozen and it walks only what turns made since."""
-    env = {**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": settings.REDIS_URL}
-    probe = subprocess.run(
-        [sys.executable, "-c", FROZEN],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
-    assert probe.returncode == 0, probe.stderr[-3000:]
-    counts = json.loads(probe.stdout.strip().splitlines()[-1])
+    counts = _probe(FROZEN)
     assert counts["before"] == 0
     # Nearly everything alive is frozen: what is left for a full collection is a sliver of it.
     assert counts["after"] > 100_000 and counts["left"] < counts["after"] / 20
