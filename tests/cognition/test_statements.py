@@ -420,6 +420,31 @@ def test_a_value_the_message_takes_back_is_not_kept(message, kept):
         assert found[key].startswith(description)
 
 
+@pytest.mark.parametrize(
+    ("message", "kept"),
+    [
+        # Said, then put in the past: no current value (and "was" does not say since when).
+        ("i'm a lawyer, well was, retired last year", {}),
+        ("I'm a nurse at St Mary's. Well, was.", {}),
+        ("i work at google, not anymore", {}),
+        ("je suis infirmière, plus maintenant", {}),
+        ("ich bin Lehrer, also war ich, bin seit letztem Jahr in Rente", {}),
+        ("sono avvocato, cioè ero, sono in pensione", {}),
+        ("soy dentista, bueno, lo era, ya estoy jubilada", {}),
+        # The past of something else, or of someone else, leaves the user's value alone.
+        ("I'm a teacher and I was a nurse", {"occupation": "The user is a teacher"}),
+        ("I'm a plumber, my dad retired last year", {"occupation": "The user is a plumber"}),
+        ("sono insegnante, mio padre è in pensione", {"occupation": "L'utente lavora come"}),
+        ("soy dentista y mi padre está jubilado", {"occupation": "El usuario trabaja como"}),
+    ],
+)
+def test_a_value_the_message_puts_in_the_past_is_not_kept_as_current(message, kept):
+    found = {s.fact_key: s.description for s in message_statements(message, today=TODAY)}
+    assert found.keys() == kept.keys()
+    for key, description in kept.items():
+        assert found[key].startswith(description)
+
+
 def test_a_value_taken_back_is_dropped_even_when_the_model_quoted_it():
     from apps.cognition.reflection import grounded_statements
 

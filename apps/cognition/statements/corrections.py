@@ -74,12 +74,14 @@ def without_taken_back(text: str, statements: list, *, today: date, language: st
     a wrong value is worse than none; a filler ("I mean, I love it") takes nothing back. Each
     statement is matched to its place in `text` by its quote."""
     grammar = _grammar_of(text, language)
-    turn = next((m for m in grammar.regex("takes_back").finditer(text) if m.start() > 0), None)
-    if turn is None:
-        return statements
 
     def place(statement) -> int:
         return text.casefold().find(statement.quote.casefold()) if statement.quote else -1
+
+    statements = _without_past(text, statements, grammar, place)
+    turn = next((m for m in grammar.regex("takes_back").finditer(text) if m.start() > 0), None)
+    if turn is None:
+        return statements
 
     before = sorted(
         (s for s in statements if s.fact_key and 0 <= place(s) < turn.start()), key=place
@@ -99,6 +101,27 @@ def without_taken_back(text: str, statements: list, *, today: date, language: st
             replaced = {last.fact_key}
     kept = [s for s in statements if not (s in before and s.fact_key in replaced)]
     return kept + [restated] if restated is not None and restated not in kept else kept
+
+
+# How far before a clause that puts it in the past a value may be and still be the one it is
+# about ("I'm a lawyer at Baker & Co. Well, was.").
+_PAST_REACH = 80
+
+
+def _without_past(text: str, statements: list, grammar, place) -> list:
+    """`statements` less the single values of the clause that each clause putting it in the past
+    follows ("i'm a lawyer, well was, retired last year", "sono avvocato, cioè ero"; a job and
+    its employer go together): the user said it, then said it is no longer so. Nothing is stored
+    for it: a former job read as the current one is a wrong memory, and "was" alone does not say
+    when it ended."""
+    past = [m.start() for m in grammar.regex("no_longer").finditer(text.casefold()) if m.start()]
+    dropped = set()
+    for start in past:
+        before = [s for s in statements if s.fact_key and start - _PAST_REACH <= place(s) < start]
+        if before:
+            last = max(place(s) for s in before)
+            dropped.update(id(s) for s in before if place(s) == last)
+    return [s for s in statements if id(s) not in dropped]
 
 
 def opens_taking_back(text: str, *, language: str | None = None) -> bool:

@@ -130,6 +130,9 @@ class Grammar:
     # Where a message takes back what it just said ("wait no,", "I mean", "anzi"): what
     # follows replaces it.
     takes_back: str = r"$^"
+    # Where a message puts what it just said in the past ("I'm a lawyer, well, was", "used to
+    # be", "not anymore", "retired last year"): the value before it is not the user's now.
+    no_longer: str = r"$^"
     # A question asked back at the end of a sentence that said something ("I'm Marta, and
     # you?", "my name is Ana, what's yours?"): a comma, a conjunction or question word, then
     # a word for the assistant. What comes before it is said, not asked.

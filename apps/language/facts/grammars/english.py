@@ -190,6 +190,7 @@ GRAMMAR = Grammar(
     user_words=word_set("i i'm me my mine myself we us"),
     diets=_DIETS,
     takes_back=r"(?:^|[.,;!?]\s*)(?:(?:sorry|oops),?\s+)?(?:wait,?\s+no|no,?\s+wait|i meant|i mean|actually,?\s+no|no,?\s+actually|well,?\s+actually|scratch that|or rather|make that|correction)\b[\s,:!]*",
+    no_longer=r"(?:^|[,;.!?\-–—]\s*)(?:(?:well|or|at least|or rather|ok|okay),?\s+)?(?:i\s+)?(?:was|used to be|used to)(?:\s+anyway)?(?=\s*(?:[,;.!?)]|$))|\b(?:not anymore|no longer|not any more)(?=\s*(?:[,;.!?)]|$))|(?:^|[,;.!?\-–—]\s*|\b(?:and|but|now)\s+)(?:i'm\s+|i\s+)?(?:retired|quit|left)\s+(?:last|this|in\s+\d+|\d+|a\s+(?:few|couple)|years|months|ages)\b",
     asked_back=r"[,;]\s*¿?(?:and|what|what's|whats|where|where's|how|how's|who|which|when|why|wbu|hbu)\b[^,;]{0,40}?(?<!\w)(?:you|u|your|yours|yourself|wbu|hbu)(?!\w)[^,;]*\?\s*$",
     every_answer=r"\b(?:replies|answers|responses|messages)\b",
     closers=r"(?:\s*(?:\b(?:btw|lol|lmao|rofl|fyi|tbh|tho|haha\w*|hehe\w*|xx+)\b|:\)|:d\b|;\)|!+|[\U0001F300-\U0001FAFF\u2600-\u27BF]+))+\s*$",

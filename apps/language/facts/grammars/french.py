@@ -168,6 +168,7 @@ GRAMMAR = Grammar(
     user_words=word_set("je j' moi me m' mon ma mes nous notre nos"),
     diets=_DIETS,
     takes_back=r"(?:^|[.,;!?]\s*)(?:enfin non|non attends|attends,?\s+non|pardon,?\s+je veux dire|je veux dire|je voulais dire|ou plutôt|en fait non|non en fait|correction)\b[\s,:!]*",
+    no_longer=r"(?:^|[,;.!?\-–—]\s*)(?:(?:enfin|ou plutôt|du moins|bon),?\s+)?(?:j'étais|je l'étais)(?=\s*(?:[,;.!?)]|$))|\b(?:plus maintenant|je ne le suis plus|ce n'est plus le cas)(?=\s*(?:[,;.!?)]|$))|(?:^|[,;.!?\-–—]\s*|\b(?:et|mais|maintenant)\s+)(?:je suis\s+)?(?:à la retraite|retraité(?:e)?)\b",
     asked_back=r"[,;]\s*¿?(?:et|qu'est-ce|que|quel|quelle|quels|où|comment|qui|pourquoi|quand)\b[^,;]{0,40}?(?<!\w)(?:toi|tu|t'\w+|vous|ton|ta|tes|votre|vos)(?!\w)[^,;]*\?\s*$",
     every_answer=r"\b(?:réponses|messages)\b",
     about_the_user=r"(?:,|\s+et|\s+mais)\s+(?:\S+\s+){0,2}(?:me|m'|moi|je|j'|nous)",

@@ -159,6 +159,7 @@ GRAMMAR = Grammar(
     user_words=word_set("ich mich mir mein meine meinen meinem meiner wir uns unser unsere"),
     diets=_DIETS,
     takes_back=r"(?:^|[.,;!?]\s*)(?:warte,?\s+nein|nein,?\s+warte|ich meine|ich meinte|sorry,?\s+ich meine|also eigentlich|korrektur)(?!\w)[\s,:!]*",
+    no_longer=r"(?:^|[,;.!?\-–—]\s*)(?:(?:also|bzw\.?|beziehungsweise|na ja|naja|oder),?\s+)?(?:ich\s+)?war(?:\s+ich)?(?:\s+mal)?(?=\s*(?:[,;.!?)]|$))|\b(?:nicht mehr|jetzt nicht mehr)(?=\s*(?:[,;.!?)]|$))|(?:^|[,;.!?\-–—]\s*|\b(?:und|aber|jetzt)\s+)(?:(?:ich\s+)?bin\s+(?:jetzt\s+|seit\s+\S+(?:\s+\S+)?\s+)?)?(?:in rente|in pension|pensioniert|im ruhestand)\b",
     asked_back=r"[,;]\s*¿?(?:und|was|wo|wie|wer|welche\w*|wann|warum|woher)\b[^,;]{0,40}?(?<!\w)(?:du|dich|dir|dein\w*|sie|ihr|euch|ihnen)(?!\w)[^,;]*\?\s*$",
     every_answer=r"\b(?:antworten|nachrichten)\b",
     about_the_user=r"(?:,|\s+und|\s+aber)\s+(?:\S+\s+){0,2}(?:mir|mich|ich|uns|wir)\b",

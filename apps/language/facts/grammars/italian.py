@@ -165,6 +165,7 @@ GRAMMAR = Grammar(
     user_words=word_set("io me mi mio mia miei mie noi ci nostro nostra"),
     diets=_DIETS,
     takes_back=r"(?:^|[.,;!?]\s*)(?:anzi,?\s+no|anzi|no aspetta|aspetta,?\s+no|scusa,?\s+intendevo|intendevo|volevo dire|correzione)(?!\w)[\s,:!]*",
+    no_longer=r"(?:^|[,;.!?\-–—]\s*)(?:(?:cioè|beh|o meglio|almeno),?\s+)?(?:lo\s+)?ero(?=\s*(?:[,;.!?)]|$))|\b(?:non più|non lo sono più)(?=\s*(?:[,;.!?)]|$))|(?:^|[,;.!?\-–—]\s*|\b(?:e|ma|ora|adesso)\s+)(?:sono\s+(?:ora\s+|adesso\s+)?)?(?:in pensione|pensionat[oa])\b",
     asked_back=r"[,;]\s*¿?(?:e|che|cosa|dove|come|chi|quale|quando|perché|di dove)\b[^,;]{0,40}?(?<!\w)(?:tu|te|ti|tuo|tua|tuoi|tue|voi|lei)(?!\w)[^,;]*\?\s*$",
     every_answer=r"\b(?:risposte|messaggi)\b",
     about_the_user=r"(?:,|\s+e|\s+ma)\s+(?:\S+\s+){0,2}(?:mi|me|io|ci)\b",

@@ -155,6 +155,7 @@ GRAMMAR = Grammar(
     user_words=word_set("yo me mí mi mis nosotros nos nuestro nuestra"),
     diets=_DIETS,
     takes_back=r"(?:^|[.,;!?]\s*)(?:espera,?\s+no|no,?\s+espera|perdón,?\s+quiero decir|quiero decir|quise decir|mejor dicho|bueno,?\s+en realidad|corrección)(?!\w)[\s,:!]*",
+    no_longer=r"(?:^|[,;.!?\-–—]\s*)(?:(?:bueno|o sea|mejor dicho|al menos),?\s+)?(?:lo\s+)?era(?=\s*(?:[,;.!?)]|$))|\b(?:ya no|ya no lo soy)(?=\s*(?:[,;.!?)]|$))|(?:^|[,;.!?\-–—]\s*|\b(?:y|pero|ahora)\s+)(?:(?:ya\s+)?(?:estoy|soy)\s+(?:ya\s+)?)?(?:jubilad[oa]|retirad[oa])\b",
     asked_back=r"[,;]\s*¿?(?:y|qué|que|dónde|donde|cómo|como|quién|cuál|cuándo|por qué|de dónde)\b[^,;]{0,40}?(?<!\w)(?:tú|tu|tus|usted|ustedes|te|ti|vos)(?!\w)[^,;]*\?\s*$",
     every_answer=r"\b(?:respuestas|mensajes)\b",
     about_the_user=r"(?:,|\s+y|\s+pero)\s+(?:\S+\s+){0,2}(?:me|yo|nos|conmigo)\b",
