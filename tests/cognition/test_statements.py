@@ -445,6 +445,26 @@ def test_a_value_the_message_puts_in_the_past_is_not_kept_as_current(message, ke
         assert found[key].startswith(description)
 
 
+@pytest.mark.parametrize(
+    ("message", "employer"),
+    [
+        # A place where an employer could be is where the user works, not for whom.
+        ("me llamo Rocío y soy dentista en Málaga", None),
+        ("soy enfermera en Sevilla", None),
+        ("trabajo en Madrid", None),
+        # Firms keep their names, even those a town shares.
+        ("trabajo en Telefónica", "El usuario trabaja en Telefónica"),
+        ("trabajo en Zara", "El usuario trabaja en Zara"),
+        ("I work at Orange", "The user works at Orange"),
+        ("seit Mai arbeite ich bei SAP", "Der Nutzer arbeitet bei SAP"),
+        ("I work at Amsterdam UMC", "The user works at Amsterdam UMC"),
+    ],
+)
+def test_a_town_is_not_read_as_the_users_employer(message, employer):
+    found = {s.fact_key: s.description for s in message_statements(message, today=TODAY)}
+    assert found.get("employer") == employer
+
+
 def test_a_value_taken_back_is_dropped_even_when_the_model_quoted_it():
     from apps.cognition.reflection import grounded_statements
 

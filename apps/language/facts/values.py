@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from apps.language import places
 from apps.language.facts import slots
 from apps.language.facts.clauses import Clause, Fact
 from apps.language.facts.grammar import FACT_TYPES, SINGLE_VALUED, Frame, Grammar, Relation
@@ -96,7 +97,8 @@ def _slot(
             return slots.field(typed, grammar), ""
         return slots.job(typed, grammar, explicit=frame.explicit), ""
     if kind == "org":
-        return slots.organisation(typed, grammar), ""
+        organisation = slots.organisation(typed, grammar)
+        return ("" if _where_not_who(organisation, frame) else organisation), ""
     if kind == "subject":
         return slots.subject(typed, grammar), ""
     if kind == "language":
@@ -108,6 +110,21 @@ def _slot(
     if kind == "diet":
         return (slots.food(typed, grammar) or _diet_word(typed, grammar)), ""
     return slots.condition(typed, grammar), ""
+
+
+# A town this large, named where an employer could be, is where the user works; a smaller one
+# may be a firm's name too (Zara, Orange and Mango are towns of 60,000-230,000 people).
+WORKS_IN_TOWN = 300_000
+
+
+def _where_not_who(organisation: str, frame: Frame) -> bool:
+    """Does this employer name a place, where the user works rather than for whom ("soy
+    dentista en Málaga", "trabajo en Madrid")? After a job, any town in the lexicon does; alone,
+    a large town or a country. An acronym never does ("SAP" is also another name of a city)."""
+    if not organisation or organisation.isupper():
+        return False
+    people = places.population(organisation)
+    return people >= (1 if frame.fragment else WORKS_IN_TOWN)
 
 
 def _strength(frame: Frame, relation: Relation | None) -> str:
