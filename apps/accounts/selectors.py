@@ -31,8 +31,8 @@ _SETTINGS = RowModel(UserSettings)
 _KEY_SQL = f"""
 SELECT {_KEY.columns("k")}, {_USER.columns("u")}, {_SETTINGS.columns("s")}
   FROM {ApiKey._meta.db_table} k
-  JOIN {_USER.model._meta.db_table} u ON u.id = k.user_id
-  LEFT JOIN {UserSettings._meta.db_table} s ON s.user_id = u.id
+  JOIN {_USER.model._meta.db_table} u ON u.{_USER.model._meta.pk.column} = k.user_id
+  LEFT JOIN {UserSettings._meta.db_table} s ON s.user_id = k.user_id
  WHERE k.prefix = %(prefix)s AND k.revoked_at IS NULL AND u.is_active
  ORDER BY k.id
  LIMIT 1
@@ -71,8 +71,9 @@ def user_settings_for(*, user) -> UserSettings:
 
 
 def user_settings_loaded(*, user) -> UserSettings:
-    """The settings of a user read with them (`select_related("thalamus_settings")`), without
-    another statement; the defaults for one who never changed them."""
+    """The settings of a user read with them (`api_key_for_token`, or
+    `select_related("thalamus_settings")`), without another statement; the defaults for one who
+    never changed them."""
     try:
         return user.thalamus_settings
     except UserSettings.DoesNotExist:
