@@ -465,6 +465,14 @@ def test_a_town_is_not_read_as_the_users_employer(message, employer):
     assert found.get("employer") == employer
 
 
+def test_a_job_stated_beside_a_town_read_as_no_employer_is_still_kept():
+    found = {
+        s.fact_key: s.description
+        for s in message_statements("trabajo en Madrid como profesor", today=TODAY)
+    }
+    assert found == {"occupation": "El usuario trabaja como profesor"}
+
+
 def test_a_value_taken_back_is_dropped_even_when_the_model_quoted_it():
     from apps.cognition.reflection import grounded_statements
 

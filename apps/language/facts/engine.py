@@ -199,9 +199,11 @@ def _read(
         if frame.fragment and had:
             break
         fact = fact_of(frame, value_text, clause, grammar, match, lowercase=lowercase)
-        if fact is not None:
-            clause.facts.append(fact)
-            clause.facts.extend(_besides(match, clause, grammar, lowercase=lowercase))
+        # "trabajo en Madrid como profesor": no employer (a town), the job still stated.
+        besides = _besides(match, clause, grammar, lowercase=lowercase)
+        if fact is not None or any(beside.fact == "occupation" for beside in besides):
+            clause.facts.extend([fact] if fact is not None else [])
+            clause.facts.extend(besides)
             clause.facts.extend(had)
             clause.decoy = False
             return
