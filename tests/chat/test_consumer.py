@@ -448,6 +448,11 @@ async def test_a_stop_landing_as_the_finished_reply_is_shown_still_starts_reflec
     communicator = await connect_socket(user, conversation.pk)
     await send_action(communicator, content="finish this")
     await receive_until(communicator, "msg-assistant complete")
+    # This page gets the fragment directly, before it is published to the others: the Stop
+    # lands in the publish, which may still be on its way.
+    async with asyncio.timeout(10):
+        while not stopped:
+            await asyncio.sleep(0.02)
     reply = await Message.objects.aget(role="assistant")
     assert stopped == [reply.pk] and reply.status == "complete"
 
