@@ -119,8 +119,9 @@ WORKS_IN_TOWN = 300_000
 
 def _where_not_who(organisation: str, frame: Frame) -> bool:
     """Does this employer name a place, where the user works rather than for whom ("soy
-    dentista en Málaga", "trabajo en Madrid")? After a job, any town in the lexicon does; alone,
-    a large town or a country. An acronym never does ("SAP" is also another name of a city)."""
+    dentista en Málaga", "trabajo en Madrid")? In a clause of its own after a job's ("…, en
+    Sevilla"), any town in the lexicon does; elsewhere a large town or a country. An acronym
+    never does ("SAP" is also another name of a city)."""
     if not organisation or organisation.isupper():
         return False
     people = places.population(organisation)
