@@ -414,10 +414,7 @@ def test_a_message_in_a_language_the_caller_knows_is_read_in_it():
     ],
 )
 def test_a_value_the_message_takes_back_is_not_kept(message, kept):
-    found = {s.fact_key: s.description for s in message_statements(message, today=TODAY)}
-    assert found.keys() == kept.keys()
-    for key, description in kept.items():
-        assert found[key].startswith(description)
+    _assert_single_values(message, kept)
 
 
 @pytest.mark.parametrize(
@@ -439,7 +436,17 @@ def test_a_value_the_message_takes_back_is_not_kept(message, kept):
     ],
 )
 def test_a_value_the_message_puts_in_the_past_is_not_kept_as_current(message, kept):
-    found = {s.fact_key: s.description for s in message_statements(message, today=TODAY)}
+    _assert_single_values(message, kept)
+
+
+def _single_values(message: str) -> dict[str, str]:
+    """The message's single values by fact key, as its descriptions say them."""
+    return {s.fact_key: s.description for s in message_statements(message, today=TODAY)}
+
+
+def _assert_single_values(message: str, kept: dict[str, str]) -> None:
+    """The message gives exactly `kept`'s fact keys, each description starting as given."""
+    found = _single_values(message)
     assert found.keys() == kept.keys()
     for key, description in kept.items():
         assert found[key].startswith(description)
@@ -461,15 +468,11 @@ def test_a_value_the_message_puts_in_the_past_is_not_kept_as_current(message, ke
     ],
 )
 def test_a_town_is_not_read_as_the_users_employer(message, employer):
-    found = {s.fact_key: s.description for s in message_statements(message, today=TODAY)}
-    assert found.get("employer") == employer
+    assert _single_values(message).get("employer") == employer
 
 
 def test_a_job_stated_beside_a_town_read_as_no_employer_is_still_kept():
-    found = {
-        s.fact_key: s.description
-        for s in message_statements("trabajo en Madrid como profesor", today=TODAY)
-    }
+    found = _single_values("trabajo en Madrid como profesor")
     assert found == {"occupation": "El usuario trabaja como profesor"}
 
 
