@@ -458,6 +458,8 @@ def _assert_single_values(message: str, kept: dict[str, str]) -> None:
         # A place where an employer could be is where the user works, not for whom.
         ("me llamo Rocío y soy dentista en Málaga", None),
         ("soy enfermera en Sevilla", None),
+        # Beside a job, a town of any size (Granada has 234,000 people).
+        ("soy profesora de inglés en Granada", None),
         ("trabajo en Madrid", None),
         # Firms keep their names, even those a town shares.
         ("trabajo en Telefónica", "El usuario trabaja en Telefónica"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from apps.language.facts.clauses import Clause, Fact
-from apps.language.facts.grammar import Frame, Grammar
+from apps.language.facts.grammar import EMPLOYER_BESIDE_A_JOB, Frame, Grammar
 from apps.language.facts.relatives import had_relatives, mentioned_relatives, relative_facts
 from apps.language.facts.values import fact_of, other
 from apps.language.text import plain
@@ -217,7 +217,7 @@ def _read(
 
 # A construction may state a second fact in a group of its own: "I work for the city council
 # as a gardener" (employer, then "job"), "I work as a nurse at St Mary's" (then "org").
-_BESIDES = {"job": Frame("occupation", "", explicit=True), "org": Frame("employer", "")}
+_BESIDES = {"job": Frame("occupation", "", explicit=True), "org": EMPLOYER_BESIDE_A_JOB}
 
 
 def _besides(match: re.Match, clause: Clause, grammar: Grammar, *, lowercase: bool) -> list[Fact]:

@@ -65,6 +65,11 @@ class Frame:
     fragment: bool = False
 
 
+# The employer a job's own construction names beside it ("soy dentista en Málaga", "I work as a
+# nurse at St Mary's"): a town there is where the job is done.
+EMPLOYER_BESIDE_A_JOB = Frame("employer", "")
+
+
 @dataclass(frozen=True)
 class Relation:
     """A relative or a pet word: the key the fact is stored under and its article."""

@@ -7,7 +7,14 @@ import re
 from apps.language import places
 from apps.language.facts import slots
 from apps.language.facts.clauses import Clause, Fact
-from apps.language.facts.grammar import FACT_TYPES, SINGLE_VALUED, Frame, Grammar, Relation
+from apps.language.facts.grammar import (
+    EMPLOYER_BESIDE_A_JOB,
+    FACT_TYPES,
+    SINGLE_VALUED,
+    Frame,
+    Grammar,
+    Relation,
+)
 
 
 def other(match: re.Match) -> str:
@@ -112,20 +119,23 @@ def _slot(
     return slots.condition(typed, grammar), ""
 
 
-# A town this large, named where an employer could be, is where the user works; a smaller one
-# may be a firm's name too (Zara, Orange and Mango are towns of 60,000-230,000 people).
+# A town this large, named alone where an employer could be, is where the user works; a smaller
+# one may be a firm's name too (Zara, Orange and Mango are towns of 60,000-230,000 people).
 WORKS_IN_TOWN = 300_000
 
 
 def _where_not_who(organisation: str, frame: Frame) -> bool:
     """Does this employer name a place, where the user works rather than for whom ("soy
-    dentista en Málaga", "trabajo en Madrid")? In a clause of its own after a job's ("…, en
-    Sevilla"), any town in the lexicon does; elsewhere a large town or a country. An acronym
-    never does ("SAP" is also another name of a city)."""
+    dentista en Málaga", "trabajo en Madrid")? Beside a job in its construction, or in a
+    fragment that introduces the user, any town in the lexicon does ("soy profesora en
+    Granada"; "soy cajera en Zara" is then missed, which is better than a wrong employer);
+    alone, a large town or a country. An acronym never does ("SAP" is also another name of a
+    city)."""
     if not organisation or organisation.isupper():
         return False
     people = places.population(organisation)
-    return people >= (1 if frame.fragment else WORKS_IN_TOWN)
+    beside_a_job = frame is EMPLOYER_BESIDE_A_JOB or frame.fragment
+    return people >= (1 if beside_a_job else WORKS_IN_TOWN)
 
 
 def _strength(frame: Frame, relation: Relation | None) -> str:
