@@ -90,7 +90,7 @@ def database_from_url(url: str) -> dict:
     if not name:
         raise ImproperlyConfigured("DATABASE_URL must name a database: postgresql://…/NAME")
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "apps.core.postgres",
         "NAME": name,
         "USER": parsed.username or "",
         "PASSWORD": parsed.password or "",
@@ -100,9 +100,10 @@ def database_from_url(url: str) -> dict:
         # several milliseconds each on the chat's hot path. (A psycopg pool leaks a checked-out
         # connection for every executor thread that goes away, which exhausts it.)
         "CONN_MAX_AGE": env_int("THALAMUS_DB_CONN_MAX_AGE", 300, minimum=0),
-        # A ping before each thread hop's first query (one round trip on a unix socket, well
-        # under a millisecond): without it a database restart fails one request or chat turn
-        # per pooled connection (tests/core/test_restarts.py).
+        # A check before each thread hop's first query: without it a database restart fails
+        # one request or chat turn per pooled connection (tests/core/test_restarts.py). The
+        # backend (apps.core.postgres) pings only a connection whose socket shows the server
+        # said something since its last reply, as a server ending a session does.
         "CONN_HEALTH_CHECKS": True,
         "OPTIONS": {
             "connect_timeout": 5,

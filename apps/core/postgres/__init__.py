@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend with a cheaper check of a reused connection (`base`)."""
