@@ -12,7 +12,7 @@ import pydantic
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 
-from apps.accounts.models import ApiKey, UserSettings
+from apps.accounts.models import ApiKey
 from apps.accounts.selectors import api_key_for_token, user_settings_loaded
 from apps.accounts.services import api_key_mark_used
 from apps.accounts.throttle import bad_api_key_record, bad_api_key_wait
@@ -25,11 +25,10 @@ from apps.chat.errors import ChatError, ChatRateLimited
 from apps.chat.models import Conversation, Message
 from apps.chat.selectors import conversation_for_user, history_kept
 from apps.chat.services import SentTurn
-from apps.cognition.context import OwnSearch, RecallBusy, turn_search_start
-from apps.cognition.pipeline import start_turn
+from apps.cognition.context import RecallBusy, turn_search_start
+from apps.cognition.pipeline import StartedRecall, TurnRun, turn_begin
 from apps.cognition.turn_request import PreparedTurn
 from apps.cognition.turn_state import CallOptions
-from apps.core.db import on_pool_thread
 from apps.core.llm.chat_models import listed_chat_models
 from apps.core.llm.servers import model_listed
 from apps.core.models import RuntimeConfig
@@ -183,27 +182,23 @@ def _save_turn(
 class Call(NamedTuple):
     key: ApiKey
     body: ChatCompletionRequest
-    options: CallOptions
     slot: str
     config: RuntimeConfig
-    # The user's message, and the history the client sent before it (role, text).
-    text: str
+    # The history the client sent before the user's message (role, text).
     earlier: list[tuple[str, str]]
-    # The conversation the call continues; None: a new one.
-    conversation: Conversation | None
-    # The message's embedding and search under way, for the recall (None: the recall starts
-    # them).
-    own: OwnSearch | None
-    # The user's settings, read with the key.
-    prefs: UserSettings
+    # The turn saved, and its recall under way.
+    sent: SentTurn
+    started: StartedRecall
 
 
 def call_accept(request, raw_body: bytes) -> Call:
-    """The caller's key, its request, one of its stream slots for the answer, and the
-    conversation it continues; the message's embedding is started on the way.
+    """The caller's key, its request, one of its stream slots for the answer, the conversation
+    it continues and its turn saved there; the message's embedding and search, then the
+    recall, are started on the way.
 
-    One thread hop from the request to the turn: each hop costs a database ping and a wait for
-    a thread. A refused call starts nothing, and a conversation the caller names is checked
+    One thread hop from the request to the turn: each hop costs a wait for a thread, and the
+    recall starts from here the moment the conversation is known, while this thread saves the
+    message. A refused call starts nothing, and a conversation the caller names is checked
     before anything is asked of the embedder.
     """
     key = authenticate(request)
@@ -218,6 +213,7 @@ def call_accept(request, raw_body: bytes) -> Call:
     conversation = _get_conversation_for_key(key, raw_id) if raw_id is not None else None
     config = runtime_config()
     slot = _admit(key, config)
+    started = None
     try:
         own = None
         # When the embedding pool is full the recall embeds the message on its own thread.
@@ -227,33 +223,29 @@ def call_accept(request, raw_body: bytes) -> Call:
         if raw_id is None:
             # Matched by the history it shares while the message is embedded and searched.
             conversation = conversation_sharing_history(user=key.user, turns=earlier)
+        started = turn_begin(
+            user=key.user,
+            conversation=conversation,
+            text=text,
+            config=config,
+            own=own,
+            options=options,
+            prefs=user_settings_loaded(user=key.user),
+        )
+        sent = _save_turn(key, conversation, text, config)
     except BaseException:
+        if started is not None and started.recalled is not None:
+            started.recalled.cancel()
         stream_slot_release(user_id=key.user_id, slot=slot)
         raise
-    prefs = user_settings_loaded(user=key.user)
-    return Call(key, body, options, slot, config, text, earlier, conversation, own, prefs)
+    return Call(key, body, slot, config, earlier, sent, started)
 
 
-async def call_start_turn(call: Call) -> tuple[Message, Awaitable[PreparedTurn]]:
-    """Save the turn and start its pipeline, as the chat page's socket does: what memory holds
-    is recalled while the message is saved. Returns the reply and its preparation, to answer."""
-    conversation, earlier = call.conversation, call.earlier
-    run = start_turn(
-        user=call.key.user,
-        conversation=conversation,
-        text=call.text,
-        config=call.config,
-        own=call.own,
-        options=call.options,
-        prefs=call.prefs,
-        # Read by this call's accept, or new.
-        conversation_read=True,
-    )
-    try:
-        sent = await on_pool_thread(_save_turn)(call.key, conversation, call.text, call.config)
-    except BaseException:
-        run.cancel()
-        raise
+def call_start_turn(call: Call) -> tuple[Message, Awaitable[PreparedTurn]]:
+    """Go on with the saved turn in the event loop, as the chat page's socket does, its recall
+    under way. Returns the reply and its preparation, to answer."""
+    run = TurnRun.begun(call.started)
+    sent, earlier = call.sent, call.earlier
     history = sent.history
     if earlier:
         # The client's messages are the history of its call (an edited or trimmed history too);

@@ -68,10 +68,10 @@ async def chat_completions(request):
         stream_slot_release(user_id=call.key.user_id, slot=call.slot)
 
     try:
-        reply, prepared = await call_start_turn(call)
-    except ApiError as exc:
+        reply, prepared = call_start_turn(call)
+    except BaseException:
         release_slot()
-        return exc.response()
+        raise
     answering = answer_reply(reply_id=reply.pk, turn=prepared)
     head = CompletionHead(f"chatcmpl-{reply.pk}", int(reply.created_at.timestamp()), body.model)
     if body.stream:

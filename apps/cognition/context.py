@@ -190,6 +190,12 @@ def own_search_start(
     return OwnSearch(embedded, search)
 
 
+def read_on_pool(pool: BoundedPool, function, /, **kwargs) -> Future | None:
+    """`function` (database reads) on one of `pool`'s threads, whose connection is released
+    after it if too old; None when the pool is full and the caller makes the call."""
+    return _submit_or_none(pool, _in_pool, function, **kwargs)
+
+
 def _own_step(text: str, limit: int) -> PlanStep:
     """The search for the user's own message, which every turn runs whatever the plan says."""
     return default_plan_steps(text, limit)[0]

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Future
+from typing import NamedTuple
 
 from channels.db import database_sync_to_async
 from django.utils import timezone
@@ -32,7 +34,7 @@ from django.utils import timezone
 from apps.chat.models import Conversation, Message
 from apps.chat.turn_status import recall_counts, recall_words
 from apps.cognition.answer import answer_reply
-from apps.cognition.context import OwnSearch
+from apps.cognition.context import BoundedPool, OwnSearch, read_on_pool
 from apps.cognition.route import (
     ANSWER,
     GATHER,
@@ -44,7 +46,7 @@ from apps.cognition.route import (
 )
 from apps.cognition.turn_memory import MemoryForTurn, memory_for_turn, memory_marked
 from apps.cognition.turn_request import PreparedTurn, build_turn, turn_history
-from apps.cognition.turn_state import CallOptions, Turn, TurnInput
+from apps.cognition.turn_state import CallOptions, Span, Turn, TurnInput
 from apps.cognition.world import WORLD_QUEUED, world_after_answer
 from apps.core.llm.chat_models import picked_chat_model
 from apps.core.llm.servers import Endpoint
@@ -162,32 +164,83 @@ def start_turn(
     the recall reads the configuration afresh, on its thread; without `prefs`, the user's
     settings. `conversation_read`: the caller read `conversation` from the database for this
     turn (None: it starts a new one), so its pick is not read again."""
-    inp = TurnInput(
-        user=user,
-        conversation=conversation,
-        text=text,
-        config=config,
-        time_zone=timezone.get_current_timezone_name(),
-        options=options or CallOptions(),
-        prefs=prefs,
-        conversation_read=conversation_read,
+    turn = _new_turn(user, conversation, text, config, options, prefs, conversation_read)
+    return TurnRun(turn, own=own, status=status)
+
+
+class StartedRecall(NamedTuple):
+    """A turn whose recall a request's thread started on a pool thread (`turn_begin`)."""
+
+    turn: Turn
+    own: OwnSearch | None
+    recalled: Future | None
+    span: Span
+
+
+def turn_begin(
+    *,
+    user,
+    conversation,
+    text: str,
+    config: RuntimeConfig,
+    own: OwnSearch | None,
+    options: CallOptions,
+    prefs,
+) -> StartedRecall:
+    """`start_turn` from a request's own thread (the API's accept), which saves the message
+    next: the recall starts on a pool thread the moment the conversation is known, with no hop
+    back to the event loop and out again first. `TurnRun.begun` goes on from it. When that pool
+    is full, `recalled` is None and the TurnRun starts the recall itself."""
+    turn = _new_turn(user, conversation, text, config, options, prefs, True)
+    span = turn.spans.open("recall")
+    recalled = read_on_pool(_RECALL_POOL, recall, inp=turn.input, own=own)
+    return StartedRecall(turn, own, recalled, span)
+
+
+# Recalls started by a request's thread. A recall waits on the search pools, never they on it,
+# so no pool can deadlock.
+_RECALL_POOL = BoundedPool(8, queue=24, thread_name_prefix="thalamus-turn")
+
+
+def _new_turn(user, conversation, text, config, options, prefs, conversation_read) -> Turn:
+    return Turn(
+        TurnInput(
+            user=user,
+            conversation=conversation,
+            text=text,
+            config=config,
+            time_zone=timezone.get_current_timezone_name(),
+            options=options or CallOptions(),
+            prefs=prefs,
+            conversation_read=conversation_read,
+        )
     )
-    return TurnRun(Turn(inp), own=own, status=status)
 
 
 class TurnRun:
     """One turn in an event loop: the steps in order, the slow ones on threads."""
 
-    def __init__(self, turn: Turn, *, own: OwnSearch | None, status: StatusSink | None):
+    def __init__(
+        self,
+        turn: Turn,
+        *,
+        own: OwnSearch | None,
+        status: StatusSink | None,
+        started: StartedRecall | None = None,
+    ):
         self.turn = turn
         self.status = status
         # The status line: subsystem -> (state, text), as the steps report.
         self.states: dict[str, tuple[str, str]] = {}
         self._notify("session", "running", "turn started")
-        self._recall_span = turn.spans.open("recall")
-        self.recalled = asyncio.ensure_future(
-            database_sync_to_async(recall, thread_sensitive=False)(inp=turn.input, own=own)
-        )
+        if started is not None and started.recalled is not None:
+            self._recall_span = started.span
+            self.recalled = asyncio.wrap_future(started.recalled)
+        else:
+            self._recall_span = started.span if started else turn.spans.open("recall")
+            self.recalled = asyncio.ensure_future(
+                database_sync_to_async(recall, thread_sensitive=False)(inp=turn.input, own=own)
+            )
         # Read as the message arrives, not from the page's copy: another page may have picked.
         # (The API starts a turn before its conversation is known: then at `prepare`.)
         conversation = turn.input.conversation
@@ -195,6 +248,11 @@ class TurnRun:
         self.picked = _known_pick(conversation) if turn.input.conversation_read else None
         if self.picked is None and conversation is not None:
             self.picked = self._read_pick(conversation.pk)
+
+    @classmethod
+    def begun(cls, started: StartedRecall) -> TurnRun:
+        """The run of a turn `turn_begin` started, in the event loop."""
+        return cls(started.turn, own=started.own, status=None, started=started)
 
     def cancel(self) -> None:
         self.recalled.cancel()

@@ -11,7 +11,7 @@ from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 
 from apps.accounts.services import api_key_create
-from apps.api.calls import _save_turn, call_accept
+from apps.api.calls import call_accept
 from apps.chat.admission import stream_slot_release
 from apps.chat.models import Conversation, Message
 from apps.cognition.turn_memory import memory_for_turn
@@ -51,30 +51,28 @@ def test_a_turn_continuing_a_conversation_reaches_its_answer_in_few_statements(u
     stream_slot_release(user_id=user.pk, slot=first.slot)
     prompt_text("answer")
 
-    # Accepted, and its conversation found by the history: the key, the candidates, their
-    # messages, on one thread.
+    # Accepted, its conversation found by the history, and saved there, on one thread: the
+    # key, the candidates with their messages, then the save in one statement, a transaction of
+    # its own (no BEGIN, COMMIT nor savepoint).
     with CaptureQueriesContext(connection) as accepted:
         call = call_accept(*_call(secret, history))
-    assert call.conversation == conversation
+    turn = call.started.turn
+    assert turn.input.conversation == conversation
+    assert call.sent.reply.conversation_id == conversation.pk
     assert len(accepted) <= 3, _statements(accepted)
-    # The message's embedding and search left with the accept, on threads of their own.
-    assert call.own is not None and call.own.search is not None
-
-    # Saved in one statement, a transaction of its own: no BEGIN, COMMIT nor savepoint.
-    with CaptureQueriesContext(connection) as saved:
-        sent = _save_turn(call.key, call.conversation, call.text, call.config)
-    assert _statements(saved) == ["WITH"]
-    assert [m.content for m in sent.history][-1] == "Where do my bees live?"
+    assert _statements(accepted)[-1] == "WITH", _statements(accepted)
+    assert [m.content for m in call.sent.history][-1] == "Where do my bees live?"
+    # The message's embedding and search left with the accept, and the recall after them, on
+    # threads of their own.
+    own = call.started.own
+    assert own is not None and own.search is not None
+    assert call.started.recalled.result(timeout=10).remember
 
     # Recalled: the settings, the notes to replay, the plan with the graph, the world state
     # (the search itself runs on a pool thread of its own, beside them).
     with CaptureQueriesContext(connection) as recalled:
         memory = memory_for_turn(
-            user=user,
-            conversation=conversation,
-            text=call.text,
-            config=call.config,
-            own=call.own,
+            user=user, conversation=conversation, text=turn.input.text, config=call.config, own=own
         )
     assert memory.remember
     assert len(recalled) <= 4, _statements(recalled)
