@@ -97,17 +97,23 @@ def on_pool_thread(function):
     return database_sync_to_async(function, thread_sensitive=False)
 
 
-def fetch_hot(sql: str, params: dict) -> list[tuple]:
-    """Run one of the turn's statements with its parameters bound on the server.
+def fetch_hot(sql: str, params: dict, *, prepare: bool = True) -> list[tuple]:
+    """Run one of the turn's statements with its parameters bound on the server, prepared on
+    the connection.
 
     Django's cursors inline parameters into the SQL text: a search names its query vector four
     times, so the server would parse four copies of a few thousand digits (about 1 ms a search
     on our machine), and a message of 32,000 characters would be escaped into the statement.
     Bound as parameters, each travels and is parsed once.
 
-    Not prepared: with a generic plan, the filtered HNSW path of the memory search lost most of
-    its recall (0.42 at 100k rows in bench/retrieval, against 1.00), and a prepared statement
-    with custom plans saved only its parsing (~0.4 ms) at the price of transaction poolers.
+    Prepared, a statement is parsed once per connection, and PostgreSQL plans it again only
+    while a plan for any parameters does not do as well as the plans it made for the ones it
+    was given. Planning was most of the turn's statements' server time: 3.7 ms a turn against
+    0.8 ms of execution, measured with EXPLAIN ANALYZE. `prepare=False` for a statement whose
+    results depend on its plan: with a generic plan, the filtered HNSW scan of the memory search
+    lost most of its recall (0.42 at 100k rows in bench/retrieval, against 1.00). Behind a
+    transaction pooler, prepared statements need one that keeps them (PgBouncer 1.21 or later,
+    with max_prepared_statements).
     """
     # Django's own cursors ping a reused connection first (CONN_HEALTH_CHECKS); so does this,
     # or a database restart would fail the next turn on every pooled connection.
@@ -117,7 +123,7 @@ def fetch_hot(sql: str, params: dict) -> list[tuple]:
     try:
         # Errors come out as Django's (IntegrityError, …), as from its own cursors.
         with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-            cursor.execute(sql, params)
+            cursor.execute(sql, params, prepare=prepare)
             return cursor.fetchall()
     finally:
         # Logged where Django logs its own cursors' statements (DEBUG, or a test counting them

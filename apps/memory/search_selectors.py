@@ -277,8 +277,9 @@ def memory_search_ranked(match: TextMatch, *, vector: list[float] | None) -> lis
     sql, params = memory_ranking_query(match, vector=vector)
     # The connection runs HNSW scans iteratively (settings.HNSW_SESSION_OPTIONS): a filtered scan
     # otherwise stops after ef_search neighbours, most of them other users' rows, and returns
-    # fewer than `limit` (see DESIGN.md, measured traps).
-    rows = fetch_hot(sql, params)
+    # fewer than `limit` (see DESIGN.md, measured traps). Planned for its own parameters each
+    # time: a generic plan's HNSW scan loses most of the recall (apps.core.db.fetch_hot).
+    rows = fetch_hot(sql, params, prepare=False)
     return [
         MemoryHit(
             id=row[0],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from apps.core.db import QueryVector, fetch_hot
@@ -29,3 +30,34 @@ def test_a_query_vector_reaches_postgres_intact_bound_on_the_server_or_inlined()
 def test_no_query_vector_is_a_null():
     ((value,),) = fetch_hot("SELECT %(v)s::vector IS NULL", {"v": None})
     assert value is True
+
+
+def _prepared() -> list[str]:
+    return [row[0] for row in fetch_hot("SELECT statement FROM pg_prepared_statements", {})]
+
+
+def test_a_hot_statement_is_prepared_once_on_its_connection(user):
+    sql = "SELECT %(a)s::int + %(b)s::int"
+    assert [fetch_hot(sql, {"a": n, "b": 1}) for n in (1, 2, 3)] == [[(2,)], [(3,)], [(4,)]]
+    assert [text for text in _prepared() if "$1::int + $2::int" in text] == [
+        "SELECT $1::int + $2::int"
+    ]
+
+
+def test_the_memory_search_is_planned_for_its_own_vector_every_time(user):
+    """Its HNSW scan under a generic plan loses most of its recall (apps.core.db.fetch_hot)."""
+    from apps.core.models import RuntimeConfig
+    from apps.memory.search_selectors import Weights, memory_search_ranked, memory_text_match
+
+    vector = np.random.default_rng(3).normal(size=settings.THALAMUS_EMBED_DIM)
+    match = memory_text_match(
+        user_id=user.pk,
+        text="where do my bees live",
+        limit=8,
+        weights=Weights.from_config(RuntimeConfig()),
+    )
+    for _ in range(3):
+        memory_search_ranked(match, vector=(vector / np.linalg.norm(vector)).tolist())
+    prepared = _prepared()
+    assert any("stemmed" in text for text in prepared)  # the words' half is prepared
+    assert not any("<=>" in text for text in prepared)
