@@ -25,7 +25,6 @@ import select
 
 from django.db.backends.postgresql import base
 
-
 # Executions of one statement text after which psycopg would prepare it unasked: never.
 ONLY_WHEN_ASKED = 2**31 - 1
 
