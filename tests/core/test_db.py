@@ -44,20 +44,38 @@ def test_a_hot_statement_is_prepared_once_on_its_connection(user):
     ]
 
 
-def test_the_memory_search_is_planned_for_its_own_vector_every_time(user):
-    """Its HNSW scan under a generic plan loses most of its recall (apps.core.db.fetch_hot)."""
+def test_the_memory_search_is_prepared_unless_an_hnsw_index_can_serve_it(user, monkeypatch):
+    """Under a generic plan the HNSW scan loses most of its recall (apps.core.db.fetch_hot);
+    the exact scan of the half-precision copies has no such index."""
     from apps.core.models import RuntimeConfig
+    from apps.memory import search_selectors
     from apps.memory.search_selectors import Weights, memory_search_ranked, memory_text_match
 
     vector = np.random.default_rng(3).normal(size=settings.THALAMUS_EMBED_DIM)
-    match = memory_text_match(
-        user_id=user.pk,
-        text="where do my bees live",
-        limit=8,
-        weights=Weights.from_config(RuntimeConfig()),
-    )
-    for _ in range(3):
-        memory_search_ranked(match, vector=(vector / np.linalg.norm(vector)).tolist())
-    prepared = _prepared()
-    assert any("stemmed" in text for text in prepared)  # the words' half is prepared
-    assert not any("<=>" in text for text in prepared)
+    vector = (vector / np.linalg.norm(vector)).tolist()
+
+    def search() -> None:
+        match = memory_text_match(
+            user_id=user.pk,
+            text="where do my bees live",
+            limit=8,
+            weights=Weights.from_config(RuntimeConfig()),
+        )
+        for _ in range(3):
+            memory_search_ranked(match, vector=vector)
+
+    search()
+    assert any("embedding_half <=>" in text for text in _prepared())  # the exact scan
+    # Past the exact scan's limit, the approximate one.
+    monkeypatch.setattr(search_selectors, "EXACT_SCAN_MAX_ROWS", -1)
+    search()
+    assert not any("ORDER BY embedding <=>" in text for text in _prepared())
+    assert any("ORDER BY embedding <=>" in query["sql"] for query in _logged(search))
+
+
+def _logged(run) -> list[dict]:
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        run()
+    return captured.captured_queries
