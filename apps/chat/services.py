@@ -180,6 +180,11 @@ def message_send(
         parent_id=question_id,
         created_at=now,
     )
+    earlier = json_value(earlier)
+    if history:
+        # The window moves on in steps (history_kept), as history_before's does; a message
+        # outside it is not made.
+        earlier = earlier[len(earlier) + 1 - history_kept(total=usable + 1, window=history) :]
     previous = [
         _saved(
             id=pk,
@@ -190,11 +195,8 @@ def message_send(
             created_at=datetime.fromisoformat(created),
             trace={"imported": True} if imported else {},
         )
-        for pk, role, text, status, created, imported in json_value(earlier)
+        for pk, role, text, status, created, imported in earlier
     ]
-    if history:
-        # The window moves on in steps (history_kept), as history_before's does.
-        previous = previous[len(previous) + 1 - history_kept(total=usable + 1, window=history) :]
     reply_lease_renew(reply_id=reply.pk)
     turn_record(user_id=conversation.owner_id, reply_id=reply.pk, now=now)
     return SentTurn(question, reply, previous + [question] if history else [])
