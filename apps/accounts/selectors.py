@@ -46,7 +46,7 @@ def api_key_for_token(*, token: str) -> ApiKey | None:
     prefix, _, random_part = rest.partition("_")
     if scheme != API_KEY_SCHEME or len(prefix) != 8 or not random_part:
         return None
-    rows = fetch_hot(_KEY_SQL, {"prefix": prefix})
+    rows = fetch_hot(_KEY_SQL, {"prefix": prefix}, prepare=True)
     if not rows:
         return None
     row = rows[0]

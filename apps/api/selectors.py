@@ -70,6 +70,7 @@ def conversation_sharing_history(*, user, turns: list[tuple[str, str]]) -> Conve
             # One more than the client sent is enough to tell a longer conversation apart.
             "saved": len(wanted) + 1,
         },
+        prepare=True,
     )
     for row in rows:
         *values, roles, contents = row

@@ -190,5 +190,6 @@ def reply_traces(*, conversation_id: int, limit: int) -> list[tuple[int, object,
     rows = fetch_hot(
         _REPLY_TRACES_SQL,
         {"conversation": conversation_id, "assistant": Message.Role.ASSISTANT, "limit": limit},
+        prepare=True,
     )
     return [(question, json_value(note), json_value(start)) for question, note, start in rows]

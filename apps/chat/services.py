@@ -264,7 +264,7 @@ def _send_statement(params: dict) -> tuple:
     with busy_on_conflict():
         savepoint = transaction.savepoint()
         try:
-            row = fetch_hot(_SEND_SQL, params)[0]
+            row = fetch_hot(_SEND_SQL, params, prepare=True)[0]
         except DatabaseError:
             transaction.savepoint_rollback(savepoint)
             raise

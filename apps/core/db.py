@@ -97,23 +97,25 @@ def on_pool_thread(function):
     return database_sync_to_async(function, thread_sensitive=False)
 
 
-def fetch_hot(sql: str, params: dict, *, prepare: bool = True) -> list[tuple]:
-    """Run one of the turn's statements with its parameters bound on the server, prepared on
-    the connection.
+def fetch_hot(sql: str, params: dict, *, prepare: bool = False) -> list[tuple]:
+    """Run one of the turn's statements with its parameters bound on the server.
 
     Django's cursors inline parameters into the SQL text: a search names its query vector four
     times, so the server would parse four copies of a few thousand digits (about 1 ms a search
     on our machine), and a message of 32,000 characters would be escaped into the statement.
     Bound as parameters, each travels and is parsed once.
 
-    Prepared, a statement is parsed once per connection, and PostgreSQL plans it again only
-    while a plan for any parameters does not do as well as the plans it made for the ones it
-    was given. Planning was most of the turn's statements' server time: 3.7 ms a turn against
-    0.8 ms of execution, measured with EXPLAIN ANALYZE. `prepare=False` for a statement whose
-    results depend on its plan: with a generic plan, the filtered HNSW scan of the memory search
-    lost most of its recall (0.42 at 100k rows in bench/retrieval, against 1.00). Behind a
-    transaction pooler, prepared statements need one that keeps them (PgBouncer 1.21 or later,
-    with max_prepared_statements).
+    `prepare`: prepared on the connection, the statement is parsed once, and PostgreSQL plans it
+    again only while a plan for any parameters does not do as well as the plans it made for the
+    ones it was given. Planning was most of the turn's statements' server time (3.7 ms a turn
+    against 0.8 ms of execution, EXPLAIN ANALYZE). For a statement whose best plan does not
+    depend on how much its owner holds: a lookup by key or conversation, a capped list. The
+    searches of an owner's memories and episodes are planned for their parameters every time:
+    prepared, the plans settled on for users with few memories cost a user with 10,000 memories
+    45 ms a turn (bench.api_ttft), and a generic plan's HNSW scan lost most of its recall (0.42
+    at 100k rows in bench/retrieval, against 1.00). Behind a transaction pooler, prepared
+    statements need one that keeps them (PgBouncer 1.21 or later, with
+    max_prepared_statements).
     """
     # Django's own cursors ping a reused connection first (CONN_HEALTH_CHECKS); so does this,
     # or a database restart would fail the next turn on every pooled connection.

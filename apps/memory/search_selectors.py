@@ -190,6 +190,7 @@ def memory_text_query(
             "global_key": GLOBAL_COUNT_KEY,
             "visible_max": EXACT_SCAN_MAX_ROWS + 1,
         },
+        prepare=True,
     )
     looked_up = params["visible"] >= FORM_LOOKUP_MIN_ROWS
     params["window"] = TEXT_WINDOW_ROWS if looked_up else FORM_LOOKUP_MIN_ROWS
@@ -224,17 +225,6 @@ def memory_text_match(
     )
     matched = fetch_hot(sql, params) if params["words"] else []
     return TextMatch(params, weights, kinds, [(id, float(text)) for id, text in matched])
-
-
-def _hnsw_may_serve(match: TextMatch, vector: list[float] | None) -> bool:
-    """Does the ranking statement order rows by a column an HNSW index holds (the full vector):
-    the approximate scan, or the exact one of vectors too wide for a half-precision copy."""
-    if vector is None:
-        return False
-    return (
-        match.params["visible"] > EXACT_SCAN_MAX_ROWS
-        or settings.THALAMUS_EMBED_DIM > HALF_VECTOR_MAX_DIM
-    )
 
 
 def memory_ranking_query(match: TextMatch, *, vector: list[float] | None) -> tuple[str, dict]:
@@ -288,11 +278,8 @@ def memory_search_ranked(match: TextMatch, *, vector: list[float] | None) -> lis
     sql, params = memory_ranking_query(match, vector=vector)
     # The connection runs HNSW scans iteratively (settings.HNSW_SESSION_OPTIONS): a filtered scan
     # otherwise stops after ef_search neighbours, most of them other users' rows, and returns
-    # fewer than `limit` (see DESIGN.md, measured traps). A statement an HNSW index can serve is
-    # planned for its own parameters each time: under a generic plan that scan lost most of the
-    # recall (apps.core.db.fetch_hot). The exact scan of the half-precision copies has no such
-    # index: its rows are the same whatever the plan.
-    rows = fetch_hot(sql, params, prepare=not _hnsw_may_serve(match, vector))
+    # fewer than `limit` (see DESIGN.md, measured traps).
+    rows = fetch_hot(sql, params)
     return [
         MemoryHit(
             id=row[0],

@@ -71,7 +71,7 @@ SELECT {_WORLD.columns("w")} FROM {WorldState._meta.db_table} w WHERE w.owner_id
 
 def world_state_for(*, user_id: int) -> WorldState:
     """The user's world state; an unsaved, empty one when nothing has set it yet."""
-    rows = fetch_hot(_WORLD_SQL, {"owner": user_id})
+    rows = fetch_hot(_WORLD_SQL, {"owner": user_id}, prepare=True)
     return _WORLD.load(rows[0]) if rows else WorldState(owner_id=user_id)
 
 
@@ -223,6 +223,7 @@ def plan_and_knowledge(
             "own": own,
             "global": global_,
         },
+        prepare=True,
     )
     steps = json_value(steps)
     if rows is None and known is not None:
