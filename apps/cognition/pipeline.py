@@ -198,8 +198,9 @@ def turn_begin(
 
 
 # Recalls started by a request's thread. A recall waits on the search pools, never they on it,
-# so no pool can deadlock.
-_RECALL_POOL = BoundedPool(8, queue=24, thread_name_prefix="thalamus-turn")
+# so no pool can deadlock. Each thread keeps a database connection: when all are busy, the turn's
+# run starts its recall on the event loop's own pool instead of queueing here.
+_RECALL_POOL = BoundedPool(4, queue=0, thread_name_prefix="thalamus-turn")
 
 
 def _new_turn(user, conversation, text, config, options, prefs, conversation_read) -> Turn:

@@ -3,7 +3,9 @@ trip before the first token, so a new one must be a choice, not an accident."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 
 import pytest
 from django.db import connection
@@ -11,9 +13,10 @@ from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 
 from apps.accounts.services import api_key_create
-from apps.api.calls import call_accept
+from apps.api.calls import call_accept, call_start_turn
 from apps.chat.admission import stream_slot_release
 from apps.chat.models import Conversation, Message
+from apps.cognition import pipeline
 from apps.cognition.turn_memory import memory_for_turn
 from apps.core.selectors import prompt_text
 
@@ -76,4 +79,28 @@ def test_a_turn_continuing_a_conversation_reaches_its_answer_in_few_statements(u
         )
     assert memory.remember
     assert len(recalled) <= 4, _statements(recalled)
+    stream_slot_release(user_id=user.pk, slot=call.slot)
+
+
+def test_with_every_recall_thread_busy_the_turn_recalls_on_the_loops_pool(user, llm_stub):
+    """The pool the accept starts recalls on never queues them: when it is full, the turn's run
+    starts its recall itself."""
+    _, secret = api_key_create(user=user, name="tests")
+    busy = threading.Event()
+    held = [pipeline._RECALL_POOL.submit(busy.wait) for _ in range(pipeline._RECALL_POOL.capacity)]
+    try:
+        call = call_accept(*_call(secret, [{"role": "user", "content": "I keep bees"}]))
+        assert call.started.recalled is None
+
+        async def prepared():
+            reply, preparing = call_start_turn(call)
+            return reply, await preparing
+
+        reply, turn = asyncio.run(prepared())
+    finally:
+        busy.set()
+        for future in held:
+            future.result(timeout=10)
+    assert turn.reply == reply == call.sent.reply
+    assert turn.trace["memory"]["route"] and turn.messages[-1]["content"].endswith("I keep bees")
     stream_slot_release(user_id=user.pk, slot=call.slot)

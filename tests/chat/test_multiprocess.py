@@ -44,11 +44,12 @@ from tests.private_servers import (
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 PASSWORD = "correct-horse-battery-9"
-# Long enough that the answer is still being written when the Stop lands.
 # The most connections a web process holds: one per thread that reads the database, in asgiref's
 # default executor (Python's default size), its one thread for sync code, the recall's search
-# and embedding pools (apps/cognition/context.py) and the tool pool (apps/cognition/toolloop.py).
-WEB_PROCESS_CONNECTIONS = min(32, (os.cpu_count() or 1) + 4) + 1 + 8 + 4 + 4
+# and embedding pools (apps/cognition/context.py), the tool pool (apps/cognition/toolloop.py) and
+# the pool of recalls the API's accept starts (apps/cognition/pipeline.py).
+WEB_PROCESS_CONNECTIONS = min(32, (os.cpu_count() or 1) + 4) + 1 + 8 + 4 + 4 + 4
+# Long enough that the answer is still being written when the Stop lands.
 SLOW_TICKS = {"content": "tick " * 400, "tps": 40}
 TWO_PROCESSES = f"thalamus-web-{os.getpid()}"
 
