@@ -491,3 +491,24 @@ def test_a_value_taken_back_is_dropped_even_when_the_model_quoted_it():
     descriptions = [finding.statement.description for finding in findings[0]]
     assert not any("tester" in description for description in descriptions), descriptions
     assert any("QA lead" in description for description in descriptions), descriptions
+
+
+@pytest.mark.parametrize(
+    ("message", "occupation"),
+    [
+        # Where the user works, then the job: the job is stated, the place is not an employer.
+        ("i work in Glasgow as a midwife", "The user works in Glasgow as a midwife"),
+        ("I work from home as a copywriter", "The user works from home as a copywriter"),
+        ("lavoro a Verona come farmacista", "L'utente lavora come farmacista"),
+        ("je travaille à Rennes comme infirmière", "L'utilisateur travaille comme infirmière"),
+        ("ich arbeite in Dresden als Tischler", "Der Nutzer arbeitet als Tischler"),
+        # Someone else's job, a past one, a wish: none of the user's.
+        ("my brother works in Glasgow as a midwife", None),
+        ("I worked in Verona as a waiter once", None),
+        ("ma sœur travaille à Rennes comme infirmière", None),
+        ("ich möchte in Dresden als Tischler arbeiten", None),
+        ("vorrei lavorare a Verona come farmacista", None),
+    ],
+)
+def test_a_job_said_after_where_the_user_works_is_their_job(message, occupation):
+    _assert_single_values(message, {"occupation": occupation} if occupation else {})

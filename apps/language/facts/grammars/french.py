@@ -90,6 +90,8 @@ GRAMMAR = Grammar(
         Frame("occupation", r"je suis\s+(?:{ADV})?(?:un |une )?(?P<v>.+?)(?:\s+(?:chez|à l'|au|à la)\s+(?P<org>.+))?$", decoy=False),
         Frame("occupation", r"j'enseigne\s+(?:la |le |les |l')?(?P<v>.+)", template="teach"),
         Frame("employer", r"(?:je\s+)?(?:{ADV})?(?:travaille|bosse|bosses)\s+(?:{ADV})?(?:chez|pour|à la|au|à l'|aux)\s*(?P<v>.+?)(?:\s+comme\s+(?P<job>.+))?$"),
+        # Where, then the job: "je travaille à Paris comme infirmière", "… de chez moi comme …".
+        Frame("occupation", r"(?:je\s+)?(?:{ADV})?(?:travaille|bosse)\s+(?:{ADV})?(?:à|en|dans|de chez|depuis)\s+\S.*?\s+comme\s+(?P<v>.+)$", explicit=True),
         Frame("languages", r"je\s+(?:{ADV})?parle\s+(?P<v>.+)"),
         Frame("languages", r"ma langue maternelle est\s+(?P<v>.+)"),
         Frame("answers", r"(?:{STANDING}\s*,?\s+)?(?:(?:peux-tu|pouvez-vous|tu peux|vous pouvez|pourrais-tu|pourriez-vous)\s+)?(?:s'il te plaît\s+|stp\s+|merci de\s+)?(?:toujours\s+)?(?:me\s+)?(?:explique-moi|expliquez-moi|réponds-moi|répondez-moi|écris-moi|écrivez-moi|réponds|répondez|répondre|écris|écrivez|écrire|donne-moi des réponses|fais des réponses)\s+(?:moi\s+)?(?P<v>.+)", template="request"),

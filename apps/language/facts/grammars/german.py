@@ -88,6 +88,8 @@ GRAMMAR = Grammar(
         Frame("occupation", _ICH + r"unterrichte\s+(?P<v>.+)", template="teach"),
         Frame("employer", _ICH + r"arbeite\s+(?:{ADV})?(?:bei|für|im|am|in der|an der)\s+(?P<v>.+?)(?:\s+als\s+(?P<job>.+))?$"),
         Frame("employer", _FRONTED + r"arbeite ich\s+(?:bei|für)\s+(?P<v>.+?)(?:\s+als\s+(?P<job>.+))?$"),
+        # Where, then the job: "ich arbeite in Berlin als Krankenpfleger", "… von zu Hause als …".
+        Frame("occupation", _ICH + r"arbeite\s+(?:{ADV})?(?:in|von|aus)\s+\S.*?\s+als\s+(?P<v>.+)$", explicit=True),
         Frame("employer", _ICH + r"bin\s+(?:{ADV})?(?:bei|für)\s+(?P<v>.+?)\s+(?:angestellt|beschäftigt|tätig)$"),
         Frame("languages", _ICH + r"spreche\s+(?P<v>.+)|meine muttersprache ist\s+(?P<v2>.+)"),
         Frame("answers", r"(?:(?:kannst du|könntest du|können sie|könnten sie)\s+)?(?:{STANDING}\s+)?(?:mir\s+)?(?:bitte\s+)?(?:immer\s+)?(?:erklär mir|erkläre mir|erklär|antworte|antworten|antwortest|schreib|schreibe|schreiben|halte dich|fasse dich|fass dich)\s+(?:mir\s+)?(?:bitte\s+)?(?P<v>.+)", template="request"),

@@ -94,6 +94,8 @@ GRAMMAR = Grammar(
         Frame("occupation", r"(?:lavoro|mestiere|professione|occupazione)(?:-wise)?\s*:\s*(?P<v>.+)"),
         Frame("occupation", _IO + r"sono\s+(?:{ADV})?(?:un|una|un'|uno)?\s*(?P<v>.+?)(?:\s+(?:presso|alla|al|all')\s+(?P<org>.+))?$", decoy=False),
         Frame("occupation", _IO + r"insegno\s+(?P<v>.+)", template="teach"),
+        # Where, then the job: "lavoro a Milano come infermiera", "lavoro da casa come traduttrice".
+        Frame("occupation", _IO + r"lavoro\s+(?:{ADV})?(?:a|ad|da)\s+\S.*?\s+come\s+(?P<v>.+)$", explicit=True),
         Frame("employer", _IO + r"lavoro\s+(?:{ADV})?(?:presso|per|alla|al|all'|nella|nel|in)\s+(?P<v>.+?)(?:\s+come\s+(?P<job>.+))?$"),
         Frame("languages", _IO + r"parlo\s+(?P<v>.+)"),
         Frame("languages", r"(?:la\s+)?mia lingua madre è\s+(?P<v>.+)|sono madrelingua\s+(?P<v2>.+)"),
