@@ -99,7 +99,7 @@ GRAMMAR = Grammar(
         Frame("occupation", r"i'm\s+(?:{ADV})?(?P<v>an?\s+.+?)(?:\s+(?:at|for)\s+(?P<org>[A-Za-z].+))?$", decoy=False),
         Frame("occupation", r"i\s+(?:{ADV})?(?:teach|lecture in)\s+(?P<v>.+)", template="teach"),
         # Where, then the job: "i work in London as a nurse", "i work from home as a translator".
-        Frame("occupation", _I + r"work\s+(?:{ADV})?(?:in|from|near|out of)\s+\S.*?\s+as\s+(?P<v>.+)$", explicit=True),
+        Frame("occupation", _I + r"work\s+(?:{ADV})?(?:in|from|near|out of)\s+\S.*?\s+as\s+(?P<v>an?\s+.+)$", explicit=True),
         Frame("occupation", _I + r"work\s+(?:{ADV})?in\s+(?P<v>.+)", template="field"),
         Frame("occupation", r"(?:i(?:'ve| have)?\s+)?(?:{ADV})?(?:got\s+|been\s+|was\s+)?(?:moved up|promoted|bumped up)\s+to\s+(?P<v>.+)", explicit=True),
         Frame("employer", r"(?:i\s+|i'm\s+)?(?:{ADV})?(?:work|working|employed)\s+(?:{ADV})?(?:at|for|by)\s+(?P<v>.+?)(?:\s+as\s+(?P<job>.+))?$"),
