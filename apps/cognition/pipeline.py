@@ -234,11 +234,10 @@ class TurnRun:
         # The status line: subsystem -> (state, text), as the steps report.
         self.states: dict[str, tuple[str, str]] = {}
         self._notify("session", "running", "turn started")
+        self._recall_span = started.span if started else turn.spans.open("recall")
         if started is not None and started.recalled is not None:
-            self._recall_span = started.span
             self.recalled = asyncio.wrap_future(started.recalled)
         else:
-            self._recall_span = started.span if started else turn.spans.open("recall")
             self.recalled = asyncio.ensure_future(
                 database_sync_to_async(recall, thread_sensitive=False)(inp=turn.input, own=own)
             )

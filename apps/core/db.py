@@ -117,8 +117,8 @@ def fetch_hot(sql: str, params: dict, *, prepare: bool = False) -> list[tuple]:
     statements need one that keeps them (PgBouncer 1.21 or later, with
     max_prepared_statements).
     """
-    # Django's own cursors ping a reused connection first (CONN_HEALTH_CHECKS); so does this,
-    # or a database restart would fail the next turn on every pooled connection.
+    # Django's own cursors check a reused connection first (CONN_HEALTH_CHECKS; apps.core.postgres);
+    # so does this, or a database restart would fail the next turn on every pooled connection.
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     started = time.monotonic()

@@ -1,1 +1,2 @@
-"""Django's PostgreSQL backend with a cheaper check of a reused connection (`base`)."""
+"""Django's PostgreSQL backend with a cheaper check of a reused connection, and statements
+prepared when asked (`base`)."""

@@ -202,7 +202,8 @@ def _read(
         # "trabajo en Madrid como profesor": no employer (a town), the job still stated.
         besides = _besides(match, clause, grammar, lowercase=lowercase)
         if fact is not None or any(beside.fact == "occupation" for beside in besides):
-            clause.facts.extend([fact] if fact is not None else [])
+            if fact is not None:
+                clause.facts.append(fact)
             clause.facts.extend(besides)
             clause.facts.extend(had)
             clause.decoy = False
