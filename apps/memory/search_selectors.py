@@ -47,6 +47,13 @@ HNSW_OVERFETCH = 2
 # table the planner reads each lookup's rows from a B-tree instead (7 ms for 37 forms over 30
 # memories; at 50 users chatting, PostgreSQL's CPU a turn doubled).
 FORM_LOOKUP_MIN_ROWS = 2000
+# An owner with fewer visible rows than FORM_LOOKUP_MIN_ROWS has both statements of a search
+# prepared, planned once for any such owner: planning them was most of their time (3.5 of 3.8 ms
+# for a new user, EXPLAIN ANALYZE), and every plan of theirs reads the owner's few rows through
+# the owner's indexes, whatever the rows. A bigger owner's are planned for their parameters each
+# time (apps.core.db.fetch_hot says why). The prepared ones carry a comment of their own, so the
+# two never share a prepared statement.
+FEW_ROWS_MARK = "/* few rows: prepared */ "
 # A word of the message in up to this many of the owner's (and global) rows is rare: the lookup
 # reads all its rows (each a table row). One in more is common (see search_sql.WORDS_LOOKED_UP).
 WORD_LOOKUP_MAX_ROWS = 256
@@ -146,6 +153,8 @@ class TextMatch:
     kinds: list[str]
     # (id, text score) of the words' candidates.
     matched: list[tuple[int, float]]
+    # Both statements prepared: the owner has fewer than FORM_LOOKUP_MIN_ROWS visible rows.
+    prepared: bool = False
 
 
 def memory_text_query(
@@ -205,7 +214,7 @@ def memory_text_query(
         short_text=SHORT_TEXT_MAX_BYTES,
         all_words=all_words,
     )
-    return sql, params
+    return ("" if looked_up else FEW_ROWS_MARK) + sql, params
 
 
 def memory_text_match(
@@ -223,8 +232,9 @@ def memory_text_match(
     sql, params = memory_text_query(
         user_id=user_id, text=text, limit=limit, kinds=kinds, weights=weights
     )
-    matched = fetch_hot(sql, params) if params["words"] else []
-    return TextMatch(params, weights, kinds, [(id, float(text)) for id, text in matched])
+    prepared = sql.startswith(FEW_ROWS_MARK)
+    matched = fetch_hot(sql, params, prepare=prepared) if params["words"] else []
+    return TextMatch(params, weights, kinds, [(id, float(text)) for id, text in matched], prepared)
 
 
 def memory_ranking_query(match: TextMatch, *, vector: list[float] | None) -> tuple[str, dict]:
@@ -269,7 +279,7 @@ def memory_ranking_query(match: TextMatch, *, vector: list[float] | None) -> tup
     sql = ("WITH" + nearest + SEARCH_SCORES_SQL).format(
         kinds="AND kind = ANY(%(kinds)s)" if match.kinds else "", **column
     )
-    return sql, params
+    return (FEW_ROWS_MARK if match.prepared else "") + sql, params
 
 
 def memory_search_ranked(match: TextMatch, *, vector: list[float] | None) -> list[MemoryHit]:
@@ -279,7 +289,7 @@ def memory_search_ranked(match: TextMatch, *, vector: list[float] | None) -> lis
     # The connection runs HNSW scans iteratively (settings.HNSW_SESSION_OPTIONS): a filtered scan
     # otherwise stops after ef_search neighbours, most of them other users' rows, and returns
     # fewer than `limit` (see DESIGN.md, measured traps).
-    rows = fetch_hot(sql, params)
+    rows = fetch_hot(sql, params, prepare=match.prepared)
     return [
         MemoryHit(
             id=row[0],

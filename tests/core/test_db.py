@@ -48,13 +48,19 @@ def test_a_hot_statement_asked_to_be_is_prepared_once_on_its_connection(user):
     ]
 
 
-def test_a_memory_search_is_planned_for_its_owner_every_time(user):
-    """Prepared, the plans PostgreSQL settled on for users with few memories cost a user with
-    10,000 of them 45 ms a turn, and a generic plan's HNSW scan lost most of its recall
-    (apps.core.db.fetch_hot). The count of the owner's rows before it is prepared."""
+@pytest.mark.parametrize("many_rows", [False, True], ids=["few rows", "many rows"])
+def test_a_memory_search_is_prepared_only_for_an_owner_with_few_rows(user, monkeypatch, many_rows):
+    """An owner with fewer than FORM_LOOKUP_MIN_ROWS visible rows has both statements of a
+    search prepared: planning was most of their time. A bigger owner's are planned for their
+    parameters every time: prepared, the plans PostgreSQL settled on cost a user with 10,000
+    memories 45 ms a turn, and a generic plan's HNSW scan lost most of its recall
+    (apps.core.db.fetch_hot). The count of the owner's rows, which chooses, is prepared."""
     from apps.core.models import RuntimeConfig
+    from apps.memory import search_selectors
     from apps.memory.search_selectors import Weights, memory_search_ranked, memory_text_match
 
+    if many_rows:
+        monkeypatch.setattr(search_selectors, "FORM_LOOKUP_MIN_ROWS", 0)
     vector = np.random.default_rng(3).normal(size=settings.THALAMUS_EMBED_DIM)
     for _ in range(3):
         match = memory_text_match(
@@ -66,4 +72,9 @@ def test_a_memory_search_is_planned_for_its_owner_every_time(user):
         memory_search_ranked(match, vector=(vector / np.linalg.norm(vector)).tolist())
     prepared = _prepared()
     assert any("memory_currentmemorycount" in text for text in prepared)
-    assert not any("stemmed" in text or "<=>" in text for text in prepared)
+    searches = [text for text in prepared if "stemmed" in text or "<=>" in text]
+    if many_rows:
+        assert searches == []
+    else:
+        assert len(searches) == 2
+        assert all(text.startswith(search_selectors.FEW_ROWS_MARK) for text in searches)

@@ -436,3 +436,57 @@ def test_an_answer_next_to_the_question_is_found_though_it_shares_no_word_with_i
 
     assert [hit.id for hit in hits] == [question.pk, answer.pk]
     assert hits[1].components["text"] == 0 and hits[1].context > 0
+
+
+def test_a_small_owners_generic_plan_ranks_as_the_plan_made_for_its_parameters(
+    django_user_model, user
+):
+    """An owner with fewer than FORM_LOOKUP_MIN_ROWS visible rows has both statements of a search
+    prepared, so PostgreSQL may run one generic plan for every such owner. Beside an owner who
+    holds most of the table, that plan finds and ranks the small owner's memories exactly as
+    plans made for each search's own parameters do."""
+    _bulk_memories(django_user_model, users=1, per_user=3000)
+    rng = random.Random(11)
+    words = ["bees", "orchard", "violin", "harbour", "lemon", "tram", "garden", "winter"]
+    with connection.cursor() as cursor:
+        for index in range(40):
+            cursor.execute(
+                """
+                INSERT INTO memory_memorynode
+                    (owner_id, description, kind, topic, fact_key, state, confidence_score,
+                     importance, origin_context, embedding, embedding_status, embedding_model,
+                     created_at)
+                VALUES (%s, %s, 'fact', '', '', 'promoted', 1, 0.5, '', %s::vector, 'ready',
+                        'bulk', now() - %s * interval '1 day')
+                """,
+                [
+                    user.pk,
+                    " ".join(rng.sample(words, 3)),
+                    vector_literal(_random_unit_vector(rng)),
+                    index,
+                ],
+            )
+        cursor.execute("ANALYZE memory_memorynode")
+    queries = [(" ".join(rng.sample(words, 2)), _random_unit_vector(rng)) for _ in range(8)]
+
+    def ranked(plan_cache_mode: str) -> list[list[tuple[int, float]]]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET plan_cache_mode = {plan_cache_mode}")
+        return [
+            [
+                (hit.id, round(hit.score, 6))
+                for hit in memory_search(user_id=user.pk, text=text, vector=vector, limit=10)
+            ]
+            for text, vector in queries
+        ]
+
+    custom = ranked("force_custom_plan")
+    generic = ranked("force_generic_plan")
+    with connection.cursor() as cursor:
+        cursor.execute("RESET plan_cache_mode")
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        prepared = [row[0] for row in cursor.fetchall()]
+    assert all(len(hits) == 10 for hits in custom)
+    assert generic == custom
+    assert {user.pk} == _owners([id for hits in custom for id, _ in hits])
+    assert sum(search_selectors.FEW_ROWS_MARK in text for text in prepared) == 2
