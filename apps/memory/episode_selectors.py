@@ -111,7 +111,9 @@ def episode_search(
         "w_total": (w_vector + weights.text + weights.recency) or 1.0,
         "limit": limit,
     }
-    rows = fetch_hot(_EPISODE_SEARCH_SQL, params)
+    # Prepared: planning was most of its time (1-2 ms a turn), and any plan of it reads all of
+    # the owner's episodes (no index orders them by score), by the owner's index or a scan.
+    rows = fetch_hot(_EPISODE_SEARCH_SQL, params, prepare=True)
     return [
         EpisodeHit(
             id=row[0],

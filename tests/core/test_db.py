@@ -54,9 +54,11 @@ def test_a_memory_search_is_prepared_only_for_an_owner_with_few_rows(user, monke
     search prepared: planning was most of their time. A bigger owner's are planned for their
     parameters every time: prepared, the plans PostgreSQL settled on cost a user with 10,000
     memories 45 ms a turn, and a generic plan's HNSW scan lost most of its recall
-    (apps.core.db.fetch_hot). The count of the owner's rows, which chooses, is prepared."""
+    (apps.core.db.fetch_hot). The count of the owner's rows, which chooses, is prepared, and so
+    is the episode search, which reads all of an owner's episodes whatever its plan."""
     from apps.core.models import RuntimeConfig
     from apps.memory import search_selectors
+    from apps.memory.episode_selectors import episode_search
     from apps.memory.search_selectors import Weights, memory_search_ranked, memory_text_match
 
     if many_rows:
@@ -70,9 +72,15 @@ def test_a_memory_search_is_prepared_only_for_an_owner_with_few_rows(user, monke
             weights=Weights.from_config(RuntimeConfig()),
         )
         memory_search_ranked(match, vector=(vector / np.linalg.norm(vector)).tolist())
+        episode_search(user_id=user.pk, text="where do my bees live", vector=None, limit=3)
     prepared = _prepared()
     assert any("memory_currentmemorycount" in text for text in prepared)
-    searches = [text for text in prepared if "stemmed" in text or "<=>" in text]
+    assert any("memory_episode" in text for text in prepared)
+    searches = [
+        text
+        for text in prepared
+        if ("stemmed" in text or "<=>" in text) and "memory_episode" not in text
+    ]
     if many_rows:
         assert searches == []
     else:
