@@ -109,14 +109,14 @@ def fetch_hot(sql: str, params: dict, *, prepare: bool = False) -> list[tuple]:
     again only while a plan for any parameters does not do as well as the plans it made for the
     ones it was given. Planning was most of the turn's statements' server time (3.7 ms a turn
     against 0.8 ms of execution, EXPLAIN ANALYZE). For a statement whose best plan does not
-    depend on how much its owner holds: a lookup by key or conversation, a capped list, and the
-    memory search of an owner with few rows (search_selectors.FEW_ROWS_MARK), the episode search
-    (which reads all of an owner's episodes whatever the plan). The searches of a bigger owner's
-    memories are planned for their parameters every time: prepared for every owner, the plans settled on for users with few memories cost a user
-    with 10,000 memories 45 ms a turn (bench.api_ttft), and a generic plan's HNSW scan lost most
-    of its recall (0.42 at 100k rows in bench/retrieval, against 1.00). Behind a transaction
-    pooler, prepared statements need one that keeps them (PgBouncer 1.21 or later, with
-    max_prepared_statements).
+    depend on how much its owner holds: a lookup by key or conversation, a capped list, the
+    memory search of an owner with few rows (search_selectors.FEW_ROWS_MARK) and the episode
+    search (which reads all of an owner's episodes whatever the plan). A bigger owner's memory
+    searches are planned for their parameters every time: prepared for every owner, the plans
+    settled on for users with few memories cost a user with 10,000 memories 45 ms a turn
+    (bench.api_ttft), and a generic plan's HNSW scan lost most of its recall (0.42 at 100k rows
+    in bench/retrieval, against 1.00). Behind a transaction pooler, prepared statements need one
+    that keeps them (PgBouncer 1.21 or later, with max_prepared_statements).
     """
     # Django's own cursors check a reused connection first (CONN_HEALTH_CHECKS; apps.core.postgres);
     # so does this, or a database restart would fail the next turn on every pooled connection.
