@@ -48,11 +48,11 @@ HNSW_OVERFETCH = 2
 # memories; at 50 users chatting, PostgreSQL's CPU a turn doubled).
 FORM_LOOKUP_MIN_ROWS = 2000
 # An owner with fewer visible rows than FORM_LOOKUP_MIN_ROWS has both statements of a search
-# prepared, planned once for any such owner: planning them was most of their time (3.5 of 3.8 ms
-# for a new user, EXPLAIN ANALYZE), and every plan of theirs reads the owner's few rows through
-# the owner's indexes, whatever the rows. A bigger owner's are planned for their parameters each
-# time (apps.core.db.fetch_hot says why). The prepared ones carry a comment of their own, so the
-# two never share a prepared statement.
+# prepared, which PostgreSQL then plans once for all such owners when a generic plan does as
+# well: planning was most of their time (for a new user 1.7-2.0 and 1.8 ms a turn, prepared 0.5
+# and 0.6 ms), and every plan of theirs reads the owner's few rows through the owner's indexes.
+# A bigger owner's are planned for their parameters each time (apps.core.db.fetch_hot says
+# why). The prepared ones carry a comment of their own, so the two never share a statement.
 FEW_ROWS_MARK = "/* few rows: prepared */ "
 # A word of the message in up to this many of the owner's (and global) rows is rare: the lookup
 # reads all its rows (each a table row). One in more is common (see search_sql.WORDS_LOOKED_UP).
